@@ -1,0 +1,53 @@
+"""GEMM: C = A @ B with fp32 accumulation, tiles staged in shared memory through a software pipeline.
+
+Run: python examples/01_gemm.py [M N K]   (the CPU interpreter where there is no GPU, CUDA where there is)
+"""
+
+import sys
+
+import numpy as np
+
+import tilec
+import tilec.language as T
+
+
+@tilec.jit(out_idx=[-1])
+def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=128, dtype="float16"):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_K, block_N), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def main(argv: list[str]) -> None:
+    M, N, K = (int(x) for x in argv[:3]) if len(argv) >= 3 else (200, 136, 96)
+    small = M * N * K <= 2**24
+    kernel = matmul(M, N, K, block_M=64 if small else 128, block_N=64 if small else 128)
+    rng = np.random.default_rng()
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    if kernel.target.kind == "cuda":
+        import torch
+
+        c = kernel(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()).cpu().numpy()
+    else:
+        c = kernel(a, b)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    err = np.linalg.norm(c.astype(np.float64) - ref) / np.linalg.norm(ref)
+    print(f"gemm {M}x{N}x{K} on {kernel.target}: relative error {err:.2e}")
+    print(kernel.ftg.summary())
+    assert err < 2e-3, err
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,103 @@
+"""Flash attention forward (online softmax), (batch, heads, seq, dim) layout, optional causal mask.
+
+Run: python examples/03_flash_attention.py [batch heads seq dim causal]
+"""
+
+import sys
+
+import numpy as np
+
+import tilec
+import tilec.language as T
+
+
+@tilec.jit(out_idx=[3])
+def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1, threads=128,
+                    dtype="float16"):
+    scale = (1.0 / dim) ** 0.5 * 1.4426950408889634  # softmax in base 2
+    shape = (batch, heads, seq_len, dim)
+    acc = "float32"
+
+    @T.prim_func
+    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+             O: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+            Q_s = T.alloc_shared((block_M, dim), dtype)
+            K_s = T.alloc_shared((block_N, dim), dtype)
+            V_s = T.alloc_shared((block_N, dim), dtype)
+            S = T.alloc_fragment((block_M, block_N), acc)
+            P = T.alloc_fragment((block_M, block_N), dtype)
+            O_f = T.alloc_fragment((block_M, dim), acc)
+            m = T.alloc_fragment((block_M,), acc)
+            m_prev = T.alloc_fragment((block_M,), acc)
+            rescale = T.alloc_fragment((block_M,), acc)
+            l_tile = T.alloc_fragment((block_M,), acc)
+            l = T.alloc_fragment((block_M,), acc)
+
+            T.copy(Q[bz, by, bx * block_M : (bx + 1) * block_M, :], Q_s)
+            T.fill(O_f, 0)
+            T.fill(l, 0)
+            T.fill(m, -T.infinity(acc))
+            n_blocks = T.ceildiv(seq_len, block_N)
+            if is_causal:
+                n_blocks = T.min(n_blocks, T.ceildiv((bx + 1) * block_M, block_N))
+            for k in T.Pipelined(n_blocks, num_stages=num_stages):
+                T.copy(K[bz, by, k * block_N : (k + 1) * block_N, :], K_s)
+                for i, j in T.Parallel(block_M, block_N):
+                    if is_causal:
+                        S[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(acc))
+                    else:
+                        S[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(acc))
+                T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.copy(m, m_prev)
+                T.reduce_max(S, m, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    rescale[i] = T.exp2((m_prev[i] - m[i]) * scale)
+                for i, j in T.Parallel(block_M, block_N):
+                    S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+                T.reduce_sum(S, l_tile, dim=1)
+                for i in T.Parallel(block_M):
+                    l[i] = l[i] * rescale[i] + l_tile[i]
+                T.copy(S, P)
+                for i, j in T.Parallel(block_M, dim):
+                    O_f[i, j] *= rescale[i]
+                T.copy(V[bz, by, k * block_N : (k + 1) * block_N, :], V_s)
+                T.gemm(P, V_s, O_f, policy=T.GemmWarpPolicy.FullRow)
+            for i, j in T.Parallel(block_M, dim):
+                O_f[i, j] /= l[i]
+            T.copy(O_f, O[bz, by, bx * block_M : (bx + 1) * block_M, :])
+
+    return main
+
+
+def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[2]
+        s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+def main(argv: list[str]) -> None:
+    b, h, n, d = (int(x) for x in argv[:4]) if len(argv) >= 4 else (1, 2, 100, 64)
+    causal = len(argv) > 4 and argv[4] in ("1", "true", "causal")
+    kernel = flash_attention(b, h, n, d, causal)
+    rng = np.random.default_rng()
+    q, k, v = (rng.standard_normal((b, h, n, d)).astype(np.float16) for _ in range(3))
+    if kernel.target.kind == "cuda":
+        import torch
+
+        o = kernel(*(torch.from_numpy(x).cuda() for x in (q, k, v))).cpu().numpy()
+    else:
+        o = kernel(q, k, v)
+    ref = reference(q, k, v, causal)
+    err = np.abs(o.astype(np.float64) - ref).max()
+    print(f"flash attention b={b} h={h} n={n} d={d} causal={causal} on {kernel.target}: max abs error {err:.2e}")
+    print(kernel.ftg.summary())
+    assert err < 1e-2, err
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

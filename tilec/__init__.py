@@ -1,0 +1,34 @@
+"""tilec: a tile-level GPU kernel language and compiler in pure Python.
+
+>>> import tilec
+>>> import tilec.language as T
+"""
+
+from tilec.errors import (  # noqa: F401
+    LayoutConflictError,
+    RaceError,
+    SourceLoc,
+    TilecBoundsError,
+    TilecError,
+    TilecRuntimeError,
+    TilecSyntaxError,
+    TilecTypeError,
+    TilecValueError,
+    TilecVerifyError,
+)
+from tilec.runtime.jit import JITFunction, JITKernel, jit  # noqa: F401
+from tilec.target import Target, parse_target  # noqa: F401
+
+__version__ = "0.1.0"
+
+
+def dump(kernel, after: str = "parse") -> str:
+    """The IR or FTG of a kernel after a pipeline stage, as text (see :func:`tilec.passes.pipeline.dump`)."""
+    from tilec.passes.pipeline import dump as _dump
+
+    return _dump(kernel, after)
+
+
+def compile(func, target=None, out_idx=None) -> JITKernel:  # noqa: A001
+    """A :class:`JITKernel` for a ``@T.prim_func`` kernel."""
+    return JITKernel(func, target, out_idx)

@@ -1,0 +1,18 @@
+"""Backends: what turns a compile state into something that runs. One entry per target kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilec.errors import TilecRuntimeError
+
+
+def executable_for(state: Any) -> Any:
+    """The executable of a compiled kernel: ``exe(bound_args)`` runs it."""
+    kind = state.target.kind
+    if kind == "cpu":
+        from tilec.backends.cpu import CpuExecutable
+
+        return CpuExecutable(state.func)
+    raise TilecRuntimeError(f"target {state.target} cannot run kernels in this version of tilec; the CPU tile "
+                            "interpreter (target='cpu') can")

@@ -1,0 +1,37 @@
+"""Every option tilec reads from the environment, read in this one place.
+
+=====================  ==========================================================  ===================
+variable               meaning                                                     default
+=====================  ==========================================================  ===================
+``TILEC_TARGET``       default target of ``tilec.jit`` (see :mod:`tilec.target`)   ``auto``
+``TILEC_CACHE_DIR``    on-disk cache of compiled kernels                           ``~/.cache/tilec``
+``TILEC_DISABLE_CACHE`` ``1`` disables the disk cache                              ``0``
+``TILEC_DUMP_DIR``     when set, every stage's IR is written there                 unset
+=====================  ==========================================================  ===================
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Config:
+    target: str
+    cache_dir: Path
+    disable_cache: bool
+    dump_dir: Path | None
+
+
+def config() -> Config:
+    """The options in force now (the environment is read on every call, so tests may change it)."""
+    env = os.environ
+    dump = env.get("TILEC_DUMP_DIR")
+    return Config(
+        target=env.get("TILEC_TARGET", "auto"),
+        cache_dir=Path(env.get("TILEC_CACHE_DIR", Path.home() / ".cache" / "tilec")),
+        disable_cache=env.get("TILEC_DISABLE_CACHE", "0") not in ("", "0", "false", "False"),
+        dump_dir=Path(dump) if dump else None,
+    )

@@ -1,0 +1,193 @@
+"""Element types of tilec: one table, read by the frontend, the interpreters and the backends.
+
+A :class:`DType` is interned: ``dtype("float16") is float16``. Every name TileLang accepts for the
+common subset resolves (``"float16"``, ``"half"``, ``T.float16``, ``torch.float16``, ``np.float16``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DType:
+    """An element type.
+
+    Parameters
+    ----------
+    name : str
+        Canonical name, e.g. ``"float16"``.
+    kind : str
+        ``"float"``, ``"int"``, ``"uint"`` or ``"bool"``.
+    bits : int
+        Width of one element in bits (4 for ``int4``).
+    np_name : str
+        Name of the numpy/ml_dtypes storage type for one element in the interpreters.
+    """
+
+    name: str
+    kind: str
+    bits: int
+    np_name: str
+
+    @property
+    def np(self) -> np.dtype:
+        """The numpy dtype the interpreters store this type in (bfloat16 and fp8 through ml_dtypes)."""
+        return _np_dtype(self.np_name)
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+    @property
+    def bytes(self) -> float:
+        return self.bits / 8
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"T.{self.name}"
+
+    def __call__(self, value: Any) -> Any:
+        """``T.float32(x)``: a cast (or a typed constant) inside a kernel."""
+        from tilec.ir.expr import cast
+
+        return cast(self, value)
+
+
+_ML_DTYPES = {"bfloat16": "bfloat16", "float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
+
+
+def _np_dtype(name: str) -> np.dtype:
+    found = _NP.get(name)
+    if found is None:
+        import ml_dtypes  # imported only when a bfloat16/fp8 array is needed: it is slow to import
+
+        found = _NP[name] = np.dtype(getattr(ml_dtypes, _ML_DTYPES[name]))
+    return found
+
+
+_NP = {
+    "float64": np.dtype(np.float64),
+    "float32": np.dtype(np.float32),
+    "float16": np.dtype(np.float16),
+    "int64": np.dtype(np.int64),
+    "int32": np.dtype(np.int32),
+    "int16": np.dtype(np.int16),
+    "int8": np.dtype(np.int8),
+    "uint8": np.dtype(np.uint8),
+    "uint16": np.dtype(np.uint16),
+    "uint32": np.dtype(np.uint32),
+    "uint64": np.dtype(np.uint64),
+    "bool": np.dtype(np.bool_),
+}
+
+float64 = DType("float64", "float", 64, "float64")
+float32 = DType("float32", "float", 32, "float32")
+float16 = DType("float16", "float", 16, "float16")
+bfloat16 = DType("bfloat16", "float", 16, "bfloat16")
+float8_e4m3 = DType("float8_e4m3", "float", 8, "float8_e4m3")
+float8_e5m2 = DType("float8_e5m2", "float", 8, "float8_e5m2")
+int64 = DType("int64", "int", 64, "int64")
+int32 = DType("int32", "int", 32, "int32")
+int16 = DType("int16", "int", 16, "int16")
+int8 = DType("int8", "int", 8, "int8")
+int4 = DType("int4", "int", 4, "int8")  # values in [-8, 7]; global tensors packed two per int8 byte
+uint8 = DType("uint8", "uint", 8, "uint8")
+uint16 = DType("uint16", "uint", 16, "uint16")
+uint32 = DType("uint32", "uint", 32, "uint32")
+uint64 = DType("uint64", "uint", 64, "uint64")
+boolean = DType("bool", "bool", 8, "bool")
+
+ALL: tuple[DType, ...] = (
+    float64, float32, float16, bfloat16, float8_e4m3, float8_e5m2,
+    int64, int32, int16, int8, int4, uint8, uint16, uint32, uint64, boolean,
+)  # fmt: skip
+
+_ALIASES = {
+    "half": float16,
+    "float": float32,
+    "double": float64,
+    "bf16": bfloat16,
+    "fp16": float16,
+    "fp32": float32,
+    "float8_e4m3fn": float8_e4m3,
+    "e4m3_float8": float8_e4m3,
+    "e5m2_float8": float8_e5m2,
+    "int": int32,
+    "bool_": boolean,
+}
+_BY_NAME = {d.name: d for d in ALL} | _ALIASES
+
+
+def dtype(value: Any) -> DType:
+    """Resolve anything that names an element type to a :class:`DType`.
+
+    Accepts a :class:`DType`, a string, a numpy/ml_dtypes dtype or scalar type, or a torch dtype.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` names no supported type; the message lists the supported names.
+    """
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str):
+        found = _BY_NAME.get(value)
+        if found is not None:
+            return found
+    else:
+        name = _torch_name(value)
+        if name is not None:
+            return dtype(name)
+        try:
+            found = _BY_NAME.get(np.dtype(value).name)
+        except TypeError:
+            found = None
+        if found is not None:
+            return found
+    supported = ", ".join(d.name for d in ALL)
+    raise TypeError(f"unsupported dtype {value!r}; expected one of: {supported}")
+
+
+def _torch_name(value: Any) -> str | None:
+    if type(value).__module__ == "torch" and type(value).__name__ == "dtype":
+        name = str(value).removeprefix("torch.")
+        return {"float8_e4m3fn": "float8_e4m3"}.get(name, name)
+    return None
+
+
+def promote(a: DType, b: DType) -> DType:
+    """The type of a binary arithmetic result: the wider float, else the wider int.
+
+    Two different 16-bit floats (float16 with bfloat16) and any float8 mixed with another float promote to
+    float32, as on the GPU where neither holds the other exactly.
+    """
+    if a is b:
+        return a
+    if a.is_float or b.is_float:
+        if not (a.is_float and b.is_float):
+            return a if a.is_float else b
+        if a.bits != b.bits:
+            wide = a if a.bits > b.bits else b
+            return wide if wide.bits >= 32 else float32
+        return float32
+    if a.is_bool:
+        return b
+    if b.is_bool:
+        return a
+    if a.bits != b.bits:
+        return a if a.bits > b.bits else b
+    return a if a.kind == "int" else b

@@ -1,0 +1,82 @@
+"""Errors of tilec. Each carries the user's source location (file:line:col) and prints a caret line."""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """A position in the user's kernel source."""
+
+    file: str
+    line: int
+    col: int = 0
+    func: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col + 1}"
+
+    def caret(self) -> str:
+        """The source line and a caret under the column, or '' when the file cannot be read."""
+        text = linecache.getline(self.file, self.line).rstrip("\n")
+        if not text:
+            return ""
+        return f"    {text}\n    {' ' * self.col}^"
+
+
+class TilecError(Exception):
+    """Base class of every error tilec raises about a kernel or its arguments.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong and what is expected instead.
+    loc : SourceLoc, optional
+        Where in the user's kernel the problem is.
+    """
+
+    def __init__(self, message: str, loc: SourceLoc | None = None):
+        self.message = message
+        self.loc = loc
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        if self.loc is None:
+            return self.message
+        caret = self.loc.caret()
+        text = f"{self.loc}: {self.message}"
+        return f"{text}\n{caret}" if caret else text
+
+
+class TilecSyntaxError(TilecError):
+    """A Python construct that tilec does not support inside a kernel."""
+
+
+class TilecTypeError(TilecError, TypeError):
+    """A wrong dtype, shape or kind of value in a kernel, or a wrong argument at launch."""
+
+
+class TilecValueError(TilecError, ValueError):
+    """A wrong value: an out-of-bounds region, a bad parameter, a mismatched argument at launch."""
+
+
+class TilecBoundsError(TilecError, IndexError):
+    """An access outside a buffer, found by an interpreter at run time."""
+
+
+class TilecVerifyError(TilecError):
+    """The IR broke an invariant between two pipeline stages (a compiler bug, or a bad hand-built IR)."""
+
+
+class LayoutConflictError(TilecError):
+    """Two tile ops demand different layouts for one buffer."""
+
+
+class RaceError(TilecError):
+    """Two threads touched one shared-memory address without a barrier between, one of them writing."""
+
+
+class TilecRuntimeError(TilecError, RuntimeError):
+    """Compilation or launch failed on the device."""

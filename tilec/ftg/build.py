@@ -1,0 +1,227 @@
+"""Build the FTG of a kernel (pipeline stage 2). Pre: verified Tile IR. Post: the IR is unchanged.
+
+Nodes are the block-level statements that touch data: tile ops (copy, gemm, reduce, cumsum, fill,
+atomic_add, print, and each ``T.Parallel`` nest) and element stores outside parallel loops. Serial and
+pipelined loops and conditions are not nodes: they are the context of the nodes inside them.
+
+Edges: a dependency u → v on buffer X exists when u comes before v, one of them writes X and the other reads
+or writes it (RAW, WAR, WAW), unless a node between them in the same context overwrites all of X; a
+dependency carried by loop L exists from u to v (v at or before u in L's body) between one iteration of L
+and the next, unless X is overwritten in between.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from tilec.ftg.graph import FTG, Access, Dep, LoopCtx
+from tilec.ir.buffer import Buffer, Region
+from tilec.ir.expr import Load
+from tilec.ir.kernel import PrimFunc
+from tilec.ir.printer import Names, expr_str, region_str
+from tilec.ir.stmt import (
+    AtomicAdd,
+    AtomicRMW,
+    Copy,
+    CumSum,
+    Fill,
+    For,
+    Gemm,
+    IfThenElse,
+    Parallel,
+    Print,
+    Reduce,
+    SeqStmt,
+    Stmt,
+    Store,
+    TileOp,
+)  # fmt: skip
+from tilec.ir.visit import walk
+
+
+@dataclass
+class _Node:
+    nid: str
+    stmt: Stmt
+    kind: str
+    label: str
+    reads: tuple[Access, ...]
+    writes: tuple[Access, ...]
+    loops: tuple[LoopCtx, ...]
+    conds: tuple[int, ...]  # ids of the enclosing IfThenElse statements
+
+
+class _Collector:
+    def __init__(self, names: Names) -> None:
+        self.names = names
+        self.nodes: list[_Node] = []
+
+    def walk(self, s: Stmt, loops: tuple[LoopCtx, ...], conds: tuple[int, ...]) -> None:
+        if isinstance(s, SeqStmt):
+            for c in s.stmts:
+                self.walk(c, loops, conds)
+        elif isinstance(s, For):
+            ctx = LoopCtx(self.names(s.var), s.kind, expr_str(s.extent, self.names), s.ann("num_stages"), s)
+            self.walk(s.body, loops + (ctx,), conds)
+        elif isinstance(s, IfThenElse):
+            self.walk(s.then_body, loops, conds + (id(s),))
+            if s.else_body is not None:
+                self.walk(s.else_body, loops, conds + (id(s),))
+        elif isinstance(s, (TileOp, Store, AtomicRMW)):
+            self.add(s, loops, conds)
+
+    def add(self, s: Stmt, loops: tuple[LoopCtx, ...], conds: tuple[int, ...]) -> None:
+        kind, label, reads, writes = self.describe(s)
+        self.nodes.append(_Node(f"n{len(self.nodes)}", s, kind, label, reads, writes, loops, conds))
+
+    def acc(self, r: Region, full: bool = False) -> Access:
+        return Access(r.buffer, region_str(r, self.names), full and r.is_full())
+
+    def describe(self, s: Stmt) -> tuple[str, str, tuple[Access, ...], tuple[Access, ...]]:  # noqa: C901
+        n = self.names
+        if isinstance(s, Copy):
+            return "copy", f"{region_str(s.src, n)} -> {region_str(s.dst, n)}", (self.acc(s.src),), \
+                (self.acc(s.dst, True),)
+        if isinstance(s, Gemm):
+            m, nn, k = (expr_str(x, n) for x in s.mnk)
+            flags = "".join([" A^T" if s.transpose_A else "", " B^T" if s.transpose_B else ""])
+            label = f"{region_str(s.A, n)}, {region_str(s.B, n)} -> {region_str(s.C, n)}  ({m}x{nn}x{k}{flags})"
+            reads = (self.acc(s.A), self.acc(s.B)) + (() if s.clear_accum else (self.acc(s.C),))
+            return "gemm", label, reads, (self.acc(s.C, s.clear_accum),)
+        if isinstance(s, Reduce):
+            reads = (self.acc(s.src),) + (() if s.clear else (self.acc(s.dst),))
+            return "reduce", f"{s.red}({region_str(s.src, n)}, dim={s.dim}) -> {region_str(s.dst, n)}", reads, \
+                (self.acc(s.dst, s.clear),)
+        if isinstance(s, CumSum):
+            return "cumsum", f"{region_str(s.src, n)} -> {region_str(s.dst, n)} (dim={s.dim})", \
+                (self.acc(s.src),), (self.acc(s.dst, s.src.buffer is not s.dst.buffer),)
+        if isinstance(s, Fill):
+            return "fill", f"{region_str(s.dst, n)} <- {expr_str(s.value, n)}", (), (self.acc(s.dst, True),)
+        if isinstance(s, AtomicAdd):
+            return "atomic_add", f"{region_str(s.dst, n)} += {region_str(s.src, n)}", \
+                (self.acc(s.src), self.acc(s.dst)), (self.acc(s.dst),)
+        if isinstance(s, Print):
+            return "print", s.msg, tuple(self.acc(r) for r in s.reads()), ()
+        if isinstance(s, Parallel):
+            return self.parallel(s)
+        if isinstance(s, (Store, AtomicRMW)):
+            text = f"{n(s.buffer)}[{', '.join(expr_str(i, n) for i in s.indices)}]"
+            reads = tuple(Access(ld.buffer, expr_str(ld, n), False) for ld in _loads(s.value))
+            kind = "store" if isinstance(s, Store) else "atomic"
+            return kind, f"{text} = {expr_str(s.value, n)}", reads, (Access(s.buffer, text, False),)
+        raise TypeError(type(s).__name__)
+
+    def parallel(self, s: Parallel) -> tuple[str, str, tuple[Access, ...], tuple[Access, ...]]:
+        n = self.names
+        reads: dict[int, Access] = {}
+        writes: dict[int, Access] = {}
+        for node in walk(s.body):
+            if isinstance(node, Load):
+                reads.setdefault(id(node.buffer), Access(node.buffer, expr_str(node, n), False))
+            elif isinstance(node, (Store, AtomicRMW)):
+                text = f"{n(node.buffer)}[{', '.join(expr_str(i, n) for i in node.indices)}]"
+                full = isinstance(node, Store) and _covers(s, node)
+                old = writes.get(id(node.buffer))
+                writes[id(node.buffer)] = Access(node.buffer, text, full or (old is not None and old.full))
+        vs = ", ".join(n(v) for v in s.vars)
+        ext = ", ".join(expr_str(e, n) for e in s.extents)
+        outs = ", ".join(a.text for a in writes.values())
+        return "parallel", f"for {vs} in ({ext}): {outs}", tuple(reads.values()), tuple(writes.values())
+
+
+def _loads(e: object) -> list[Load]:
+    return [x for x in walk(e) if isinstance(x, Load)]
+
+
+def _covers(p: Parallel, st: Store) -> bool:
+    """The store writes every element of its buffer: indices are the loop variables, in order, over its shape,
+    and it is not under a condition inside the loop."""
+    if not (isinstance(p.body, Store) and p.body is st or isinstance(p.body, SeqStmt) and st in p.body.stmts):
+        return False
+    if len(st.indices) != len(p.vars) or not all(i is v for i, v in zip(st.indices, p.vars)):
+        return False
+    return all(isinstance(e, int) and e == d for e, d in zip(p.extents, st.buffer.shape))
+
+
+def _common_loops(a: _Node, b: _Node) -> tuple[LoopCtx, ...]:
+    out = []
+    for x, y in zip(a.loops, b.loops):
+        if x.node is not y.node:
+            break
+        out.append(x)
+    return tuple(out)
+
+
+def _kills(w: _Node, buf: Buffer, a: _Node, b: _Node) -> bool:
+    """``w`` overwrites all of ``buf`` unconditionally, in the same loop context as ``a`` and ``b``."""
+    same = w.loops == _common_loops(a, b) and not w.conds
+    return same and any(x.buffer is buf and x.full for x in w.writes) and not any(x.buffer is buf for x in w.reads)
+
+
+def _kinds(u: _Node, v: _Node) -> list[tuple[Buffer, str]]:
+    """The dependencies of v on u, one per buffer: the strongest of RAW, WAR, WAW (only RAW for u = v)."""
+    uw = {id(a.buffer): a.buffer for a in u.writes}
+    ur = {id(a.buffer): a.buffer for a in u.reads}
+    vw = {id(a.buffer): a.buffer for a in v.writes}
+    vr = {id(a.buffer): a.buffer for a in v.reads}
+    out: dict[int, tuple[Buffer, str]] = {}
+    for k, b in uw.items():
+        if k in vr:
+            out[k] = (b, "RAW")
+    if u is v:
+        return list(out.values())
+    for k, b in ur.items():
+        if k in vw:
+            out.setdefault(k, (b, "WAR"))
+    for k, b in uw.items():
+        if k in vw:
+            out.setdefault(k, (b, "WAW"))
+    return list(out.values())
+
+
+def _edges(nodes: list[_Node]) -> list[tuple[str, str, Dep]]:
+    out = []
+    for i, u in enumerate(nodes):
+        for j in range(i + 1, len(nodes)):
+            v = nodes[j]
+            for buf, kind in _kinds(u, v):
+                if not any(_kills(w, buf, u, v) for w in nodes[i + 1 : j]):
+                    out.append((u.nid, v.nid, Dep(buf, kind)))
+    for i, u in enumerate(nodes):  # carried by the innermost common serial loop
+        for j in range(0, i + 1):
+            v = nodes[j]
+            common = _common_loops(u, v)
+            if not common:
+                continue
+            loop = common[-1]
+            body = [w for w in nodes if w.loops[: len(common)] == common]
+            after_u = [w for w in body if nodes.index(w) > i]
+            before_v = [w for w in body if nodes.index(w) < j]
+            for buf, kind in _kinds(u, v):
+                if not any(_kills(w, buf, w, w) and w.loops == common for w in after_u + before_v):
+                    out.append((u.nid, v.nid, Dep(buf, kind, loop.var)))
+    return out
+
+
+def build_ftg(func: PrimFunc, names: Names | None = None) -> FTG:
+    """The FTG of ``func``."""
+    names = names or Names()
+    for p in func.params:  # parameters get their names first, as in the printed IR
+        names(p)
+    col = _Collector(names)
+    col.walk(func.launch.body, (), ())
+    g = nx.DiGraph()
+    for nd in col.nodes:
+        line = nd.stmt.loc.line if nd.stmt.loc else 0
+        g.add_node(nd.nid, op=nd.stmt, kind=nd.kind, label=nd.label, line=line, reads=nd.reads, writes=nd.writes,
+                   loops=nd.loops)
+    for u, v, dep in _edges(col.nodes):
+        if g.has_edge(u, v):
+            g.edges[u, v]["deps"].append(dep)
+        else:
+            g.add_edge(u, v, deps=[dep])
+    buffers = list(func.buffers) + list(func.launch.allocs)
+    return FTG(func.name, g, buffers, names)
+

@@ -1,0 +1,196 @@
+"""Buffers (tensors of one memory scope) and regions (hyper-rectangles of a buffer)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from tilec.dtypes import DType
+from tilec.errors import SourceLoc, TilecTypeError, TilecValueError
+from tilec.ir.expr import Expr, ExprLike, Load, as_expr, binop, const_value
+
+SCOPES = ("global", "shared", "fragment", "local", "var")
+
+Dim = Union[int, Expr]
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    """A tensor in one memory scope.
+
+    Parameters
+    ----------
+    name : str
+        The name the user gave it (kernel parameter or allocation target).
+    shape : tuple of int or Expr
+        Static sizes are ints; symbolic sizes are :class:`~tilec.ir.expr.Var` (``T.dynamic``).
+    dtype : DType
+    scope : str
+        ``global`` (kernel parameters), ``shared`` (``T.alloc_shared``), ``fragment`` (registers spread over
+        the block, ``T.alloc_fragment``), ``local`` (registers private to each thread, ``T.alloc_local``)
+        or ``var`` (one scalar per thread, ``T.alloc_var``).
+    strides : tuple of int or Expr, optional
+        Element strides of a global tensor; ``None`` means contiguous row-major.
+    """
+
+    name: str
+    shape: tuple[Dim, ...]
+    dtype: DType
+    scope: str = "global"
+    strides: tuple[Dim, ...] | None = None
+    loc: SourceLoc | None = field(default=None, kw_only=True, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise TilecValueError(f"buffer {self.name!r}: scope must be one of {SCOPES}, got {self.scope!r}")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def static_shape(self) -> tuple[int, ...] | None:
+        """The shape as ints, or None when a dimension is symbolic."""
+        if all(isinstance(d, int) for d in self.shape):
+            return tuple(self.shape)  # type: ignore[arg-type]
+        return None
+
+    @property
+    def numel(self) -> Dim:
+        n: Dim = 1
+        for d in self.shape:
+            n = d * n if isinstance(d, int) and isinstance(n, int) else binop("*", n, d)
+        return n
+
+    def full_region(self) -> Region:
+        return Region(self, tuple(as_expr(0) for _ in self.shape), tuple(self.shape))
+
+    def __getitem__(self, key: Any) -> Load | Region:
+        return index_buffer(self, key)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<Buffer {self.name} {self.scope} {self.dtype} {tuple(str(d) for d in self.shape)}>"
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Region:
+    """``buffer[starts[d] : starts[d] + extents[d], ...]``."""
+
+    buffer: Buffer
+    starts: tuple[Expr, ...]
+    extents: tuple[Dim, ...]
+
+    @property
+    def ndim(self) -> int:
+        return len(self.extents)
+
+    @property
+    def dtype(self) -> DType:
+        return self.buffer.dtype
+
+    def squeezed_extents(self) -> tuple[Dim, ...]:
+        """The extents without unit dimensions (how two regions of different rank are matched)."""
+        return tuple(e for e in self.extents if not (isinstance(e, int) and e == 1))
+
+    def is_full(self) -> bool:
+        return all(const_value(s) == 0 for s in self.starts) and all(
+            _same_dim(e, d) for e, d in zip(self.extents, self.buffer.shape)
+        )
+
+    def __str__(self) -> str:
+        from tilec.ir.printer import region_str
+
+        return region_str(self)
+
+    __hash__ = object.__hash__
+
+
+def _same_dim(a: Dim, b: Dim) -> bool:
+    return a is b or (isinstance(a, int) and isinstance(b, int) and a == b)
+
+
+def as_region(value: Any, what: str) -> Region:
+    """A :class:`Region` from a Buffer (whole), a Region, or a Load (one element: extents of 1)."""
+    if isinstance(value, Region):
+        return value
+    if isinstance(value, Buffer):
+        return value.full_region()
+    if isinstance(value, Load):
+        return Region(value.buffer, value.indices, tuple(1 for _ in value.indices))
+    raise TilecTypeError(f"{what}: expected a buffer or a buffer region, got {type(value).__name__} {value!r}")
+
+
+def index_buffer(buf: Buffer, key: Any) -> Load | Region:
+    """``buf[key]``: a :class:`Load` when every index is a scalar, else a :class:`Region`.
+
+    Slices ``a:b`` give extent ``b - a`` (which must simplify to a constant or a symbolic dimension), ``:``
+    the whole dimension. Steps are not supported. A 0-d (``var``) buffer takes ``buf[0]`` or ``buf[()]``.
+    """
+    keys = key if isinstance(key, tuple) else (key,)
+    if buf.ndim == 0 and keys in ((), (0,)):
+        return Load(buf, ())
+    if len(keys) != buf.ndim:
+        raise TilecTypeError(f"buffer {buf.name!r} has {buf.ndim} dimension(s) {_shape_str(buf)}, "
+                             f"indexed with {len(keys)}")
+    if not any(isinstance(k, slice) for k in keys):
+        return Load(buf, tuple(_index_expr(buf, k) for k in keys))
+    starts: list[Expr] = []
+    extents: list[Dim] = []
+    for d, k in enumerate(keys):
+        if isinstance(k, slice):
+            if k.step is not None and const_value(k.step) != 1:
+                raise TilecTypeError(f"buffer {buf.name!r}: slices with a step are not supported ({k.step})")
+            start = as_expr(0 if k.start is None else k.start)
+            if k.stop is None:
+                extents.append(_extent_to_end(buf.shape[d], start))
+            else:
+                extents.append(_extent(start, k.stop, buf, d))
+            starts.append(start)
+        else:
+            starts.append(_index_expr(buf, k))
+            extents.append(1)
+    return Region(buf, tuple(starts), tuple(extents))
+
+
+def _index_expr(buf: Buffer, k: Any) -> Expr:
+    e = as_expr(k)
+    if not (e.dtype.is_int or e.dtype.is_bool):
+        raise TilecTypeError(f"buffer {buf.name!r} indexed with a {e.dtype} value ({e}); indices must be integers")
+    return e
+
+
+def _simplify_dim(e: Expr) -> Dim | None:
+    from tilec.ir.affine import fast_dim
+
+    fast = fast_dim(e)
+    if fast is not None:
+        return fast
+    from tilec.ir.arith import simplify_to_dim
+
+    return simplify_to_dim(e)
+
+
+def _extent(start: Expr, stop: ExprLike, buf: Buffer, d: int) -> Dim:
+    ext = _simplify_dim(binop("-", stop, start))
+    if ext is None:
+        raise TilecTypeError(
+            f"buffer {buf.name!r}, dimension {d}: the slice extent `{stop} - ({start})` is not a compile-time "
+            "constant; tile regions need static extents (write the slice as `base : base + size`)"
+        )
+    return ext
+
+
+def _extent_to_end(dim: Dim, start: Expr) -> Dim:
+    ext = _simplify_dim(binop("-", dim, start))
+    if ext is None:
+        raise TilecTypeError(f"slice `{start}:` to the end of a dimension of size {dim} has no static extent")
+    return ext
+
+
+def _shape_str(buf: Buffer) -> str:
+    return "(" + ", ".join(str(d) for d in buf.shape) + ")"

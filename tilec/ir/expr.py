@@ -1,0 +1,389 @@
+"""Scalar expressions of the Tile IR.
+
+Nodes are frozen dataclasses with identity equality: two ``Var("i")`` are different variables. They are
+built through the helpers at the bottom (:func:`binop`, :func:`cast`, :func:`select`, ...), which infer the
+result dtype, coerce Python numbers and fold constants; the Python operators on :class:`Expr` call them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+from tilec import dtypes as dt
+from tilec.dtypes import DType
+from tilec.errors import TilecTypeError
+
+if TYPE_CHECKING:
+    from tilec.ir.buffer import Buffer
+
+ARITH_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "&", "|", "^", "<<", ">>")
+CMP_OPS = ("<", "<=", ">", ">=", "==", "!=")
+LOGIC_OPS = ("and", "or")
+
+# intrinsic name -> (minimum arity, maximum arity); all are elementwise on floats
+INTRINSICS = {
+    "exp": (1, 1), "exp2": (1, 1), "log": (1, 1), "log2": (1, 1), "sqrt": (1, 1), "rsqrt": (1, 1),
+    "abs": (1, 1), "tanh": (1, 1), "sin": (1, 1), "cos": (1, 1), "floor": (1, 1), "ceil": (1, 1),
+    "round": (1, 1), "sigmoid": (1, 1), "pow": (2, 2), "fma": (3, 3), "isnan": (1, 1), "isinf": (1, 1),
+}  # fmt: skip
+
+
+class Expr:
+    """Base of all scalar expressions. ``dtype`` is a field of every subclass."""
+
+    dtype: DType
+
+    def __bool__(self) -> bool:
+        raise TilecTypeError(
+            f"a kernel value ({self}) has no Python truth value at compile time; use an `if` inside the kernel "
+            "body, T.if_then_else(cond, a, b), or T.all_of/T.any_of"
+        )
+
+    def __str__(self) -> str:
+        from tilec.ir.printer import expr_str
+
+        return expr_str(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}: {self.dtype}>"
+
+    # arithmetic operators build IR (comparisons too; == stays identity, see the frontend for `==`)
+    def __add__(self, o): return binop("+", self, o)
+    def __radd__(self, o): return binop("+", o, self)
+    def __sub__(self, o): return binop("-", self, o)
+    def __rsub__(self, o): return binop("-", o, self)
+    def __mul__(self, o): return binop("*", self, o)
+    def __rmul__(self, o): return binop("*", o, self)
+    def __truediv__(self, o): return binop("/", self, o)
+    def __rtruediv__(self, o): return binop("/", o, self)
+    def __floordiv__(self, o): return binop("//", self, o)
+    def __rfloordiv__(self, o): return binop("//", o, self)
+    def __mod__(self, o): return binop("%", self, o)
+    def __rmod__(self, o): return binop("%", o, self)
+    def __and__(self, o): return binop("&", self, o)
+    def __rand__(self, o): return binop("&", o, self)
+    def __or__(self, o): return binop("|", self, o)
+    def __ror__(self, o): return binop("|", o, self)
+    def __xor__(self, o): return binop("^", self, o)
+    def __rxor__(self, o): return binop("^", o, self)
+    def __lshift__(self, o): return binop("<<", self, o)
+    def __rshift__(self, o): return binop(">>", self, o)
+    def __lt__(self, o): return binop("<", self, o)
+    def __le__(self, o): return binop("<=", self, o)
+    def __gt__(self, o): return binop(">", self, o)
+    def __ge__(self, o): return binop(">=", self, o)
+    def __neg__(self): return unop("-", self)
+    def __invert__(self): return unop("~", self)
+    def __pos__(self): return self
+
+    def astype(self, dtype: Any) -> Expr:
+        return cast(dtype, self)
+
+    __hash__ = object.__hash__  # identity, as for every IR node
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Var(Expr):
+    """A scalar variable: a block or loop index, a symbolic dimension, a scalar kernel parameter."""
+
+    name: str
+    dtype: DType = dt.int32
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Const(Expr):
+    """A typed constant."""
+
+    value: int | float | bool
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BinOp(Expr):
+    """``a op b``; ``op`` in :data:`ARITH_OPS`, :data:`CMP_OPS` or :data:`LOGIC_OPS`.
+
+    ``//`` and ``%`` round toward negative infinity (Python semantics) on integers.
+    """
+
+    op: str
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class UnOp(Expr):
+    """``-a``, ``~a`` (bitwise) or ``not a``."""
+
+    op: str
+    a: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Call(Expr):
+    """A math intrinsic from :data:`INTRINSICS`."""
+
+    name: str
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Cast(Expr):
+    value: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Select(Expr):
+    """``a if cond else b``, both sides evaluated (``T.if_then_else``)."""
+
+    cond: Expr
+    a: Expr
+    b: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Load(Expr):
+    """One element of a buffer: ``buffer[indices]``."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+
+    @property
+    def dtype(self) -> DType:  # type: ignore[override]
+        return self.buffer.dtype
+
+
+ExprLike = Union[Expr, int, float, bool]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# builders
+
+
+def const(value: int | float | bool, dtype: DType | str | None = None) -> Const:
+    """A constant; the dtype defaults to bool / int32 (int64 when it does not fit) / float32."""
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = dt.boolean
+        elif isinstance(value, int):
+            dtype = dt.int32 if -(2**31) <= value < 2**31 else dt.int64
+        elif isinstance(value, float):
+            dtype = dt.float32
+        else:
+            raise TilecTypeError(f"expected a number, got {type(value).__name__} {value!r}")
+    dtype = dt.dtype(dtype)
+    if dtype.is_float:
+        value = float(value)
+    elif dtype.is_bool:
+        value = bool(value)
+    else:
+        if isinstance(value, float) and not value.is_integer():
+            raise TilecTypeError(f"constant {value!r} is not an integer but {dtype} was asked for")
+        value = int(value)
+    return Const(value, dtype)
+
+
+def as_expr(value: Any, like: DType | None = None) -> Expr:
+    """Coerce a Python number to a :class:`Const` (taking ``like``'s dtype when compatible); pass Exprs through."""
+    if isinstance(value, Expr):
+        return value
+    if getattr(value, "scope", None) == "var":  # a T.alloc_var buffer read by name
+        return Load(value, ())
+    if hasattr(value, "item") and not isinstance(value, (list, tuple)):  # numpy scalars
+        value = value.item()
+    if isinstance(value, (bool, int, float)):
+        if like is not None and not isinstance(value, bool):
+            if like.is_float or (like.is_int and isinstance(value, int)):
+                return const(value, like)
+        return const(value)
+    raise TilecTypeError(f"expected a scalar expression or a number, got {type(value).__name__} {value!r}")
+
+
+def const_value(e: Any) -> int | float | bool | None:
+    """The Python value of a constant expression or number, else None."""
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, (bool, int, float)):
+        return e
+    return None
+
+
+def _pair(a: Any, b: Any) -> tuple[Expr, Expr]:
+    if isinstance(a, Expr) and not isinstance(b, Expr):
+        return a, as_expr(b, a.dtype)
+    if isinstance(b, Expr) and not isinstance(a, Expr):
+        return as_expr(a, b.dtype), b
+    return as_expr(a), as_expr(b)
+
+
+def _fold(op: str, x: Any, y: Any) -> Any:
+    if op == "/":
+        return x / y
+    if op in ("//", "%") and y == 0:
+        raise TilecTypeError(f"division by zero in a constant expression ({x} {op} {y})")
+    table = {
+        "+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "//": lambda: x // y, "%": lambda: x % y,
+        "min": lambda: min(x, y), "max": lambda: max(x, y), "&": lambda: x & y, "|": lambda: x | y,
+        "^": lambda: x ^ y, "<<": lambda: x << y, ">>": lambda: x >> y, "<": lambda: x < y,
+        "<=": lambda: x <= y, ">": lambda: x > y, ">=": lambda: x >= y, "==": lambda: x == y,
+        "!=": lambda: x != y, "and": lambda: bool(x) and bool(y), "or": lambda: bool(x) or bool(y),
+    }  # fmt: skip
+    return table[op]()
+
+
+def _result_dtype(op: str, a: Expr, b: Expr) -> tuple[DType, DType]:
+    """(operand dtype, result dtype) of ``a op b``."""
+    if op in LOGIC_OPS:
+        return dt.boolean, dt.boolean
+    common = dt.promote(a.dtype, b.dtype)
+    if op in CMP_OPS:
+        return common, dt.boolean
+    if op == "/" and not common.is_float:
+        raise TilecTypeError(f"`/` on integers ({a} / {b}) is not defined in a kernel; use `//` for floor "
+                             "division or cast an operand to a float type")
+    if op in ("&", "|", "^", "<<", ">>") and not (common.is_int or common.is_bool):
+        raise TilecTypeError(f"bitwise `{op}` needs integer operands, got {a.dtype} and {b.dtype}")
+    return common, common
+
+
+def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
+    """Build ``a op b`` with dtype promotion, Python-number coercion and constant folding."""
+    x, y = _pair(a, b)
+    operand, result = _result_dtype(op, x, y)
+    if isinstance(x, Const) and isinstance(y, Const):
+        return const(_fold(op, x.value, y.value), result)
+    if operand is not x.dtype and op not in LOGIC_OPS:
+        x = cast(operand, x)
+    if operand is not y.dtype and op not in LOGIC_OPS:
+        y = cast(operand, y)
+    simple = _identity(op, x, y)
+    if simple is not None:
+        return simple
+    return BinOp(op, x, y, result)
+
+
+def _identity(op: str, x: Expr, y: Expr) -> Expr | None:
+    xv, yv = const_value(x), const_value(y)
+    if op == "+" and yv == 0 and not isinstance(yv, bool):
+        return x
+    if op == "+" and xv == 0 and not isinstance(xv, bool):
+        return y
+    if op == "-" and yv == 0:
+        return x
+    if op == "*" and yv == 1:
+        return x
+    if op == "*" and xv == 1:
+        return y
+    if op in ("*",) and x.dtype.is_int and (xv == 0 or yv == 0):
+        return const(0, x.dtype)
+    if op in ("//",) and yv == 1 and x.dtype.is_int:
+        return x
+    if op == "and":
+        if xv is True:
+            return y
+        if yv is True:
+            return x
+        if xv is False or yv is False:
+            return const(False)
+    if op == "or":
+        if xv is False:
+            return y
+        if yv is False:
+            return x
+        if xv is True or yv is True:
+            return const(True)
+    return None
+
+
+def unop(op: str, a: ExprLike) -> Expr:
+    """``-a``, ``~a`` or ``not a``."""
+    x = as_expr(a)
+    if op == "not":
+        if isinstance(x, Const):
+            return const(not x.value)
+        return UnOp("not", x, dt.boolean)
+    if isinstance(x, Const):
+        return const(-x.value if op == "-" else ~int(x.value), x.dtype)
+    if op == "~" and not (x.dtype.is_int or x.dtype.is_bool):
+        raise TilecTypeError(f"`~` needs an integer operand, got {x.dtype}")
+    return UnOp(op, x, x.dtype)
+
+
+def cast(dtype: Any, value: ExprLike) -> Expr:
+    """``T.cast(value, dtype)``; folds constants (with the target type's rounding)."""
+    dtype = dt.dtype(dtype)
+    x = as_expr(value)
+    if x.dtype is dtype:
+        return x
+    if isinstance(x, Const):
+        v = x.value
+        if dtype.is_float:
+            v = float(dtype.np.type(v)) if math.isfinite(float(v)) else float(v)
+        elif dtype.is_int and isinstance(v, float):
+            if not math.isfinite(v):
+                raise TilecTypeError(f"cannot cast {v} to {dtype}")
+            v = int(v)
+        return const(v, dtype)
+    return Cast(x, dtype)
+
+
+def select(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
+    """``T.if_then_else(cond, a, b)``."""
+    c = as_expr(cond)
+    x, y = _pair(a, b)
+    common = dt.promote(x.dtype, y.dtype)
+    x, y = cast(common, x), cast(common, y)
+    if not c.dtype.is_bool:
+        c = binop("!=", c, 0)
+    cv = const_value(c)
+    if cv is not None:
+        return x if cv else y
+    return Select(c, x, y, common)
+
+
+def call(name: str, *args: ExprLike) -> Expr:
+    """A math intrinsic (``T.exp`` ...). Integer arguments are computed in float32."""
+    lo, hi = INTRINSICS[name]
+    if not lo <= len(args) <= hi:
+        raise TilecTypeError(f"T.{name} takes {lo} argument(s), got {len(args)}")
+    exprs = [as_expr(a) for a in args]
+    common = exprs[0].dtype
+    for e in exprs[1:]:
+        common = dt.promote(common, e.dtype)
+    if name == "abs" and (common.is_int or common.is_float):
+        pass
+    elif not common.is_float:
+        common = dt.float32
+    exprs = [cast(common, e) for e in exprs]
+    result = dt.boolean if name in ("isnan", "isinf") else common
+    return Call(name, tuple(exprs), result)
+
+
+def minimum(a: ExprLike, b: ExprLike) -> Any:
+    """``T.min``: a Python value when both are Python values."""
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        return min(a, b)
+    return binop("min", a, b)
+
+
+def maximum(a: ExprLike, b: ExprLike) -> Any:
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        return max(a, b)
+    return binop("max", a, b)
+
+
+def ceildiv(a: ExprLike, b: ExprLike) -> Any:
+    """``(a + b - 1) // b``; a Python int when both are Python ints."""
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        return -(-a // b)
+    return binop("//", binop("+", a, binop("-", b, 1)), b)
+
+
+def infinity(dtype: Any) -> Const:
+    return const(math.inf, dt.dtype(dtype))

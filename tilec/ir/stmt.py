@@ -1,0 +1,261 @@
+"""Statements of the Tile IR: control flow, element stores, the kernel launch, and the tile ops.
+
+Every node is a frozen dataclass with identity equality and an optional ``loc`` (the user's source line).
+Tile ops (:class:`TileOp` subclasses) say which regions they read and write; the FTG is built from that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilec.errors import SourceLoc
+from tilec.ir.buffer import Buffer, Dim, Region
+from tilec.ir.expr import Expr, Load, Var
+
+LOOP_KINDS = ("serial", "unroll", "pipelined", "vectorized")
+GEMM_POLICIES = ("Square", "FullRow", "FullCol")
+REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+
+
+@dataclass(frozen=True, eq=False)
+class Stmt:
+    loc: SourceLoc | None = field(default=None, kw_only=True, repr=False)
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class SeqStmt(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class For(Stmt):
+    """``for var in range(extent)`` (loops are normalized to start 0, step 1 by the frontend).
+
+    ``kind`` is one of :data:`LOOP_KINDS`. ``annotations`` holds ``num_stages``, ``order``, ``stage`` for
+    pipelined loops and ``unroll_factor`` for unrolled ones.
+    """
+
+    var: Var
+    extent: Expr
+    kind: str
+    body: Stmt
+    annotations: tuple[tuple[str, Any], ...] = ()
+
+    def ann(self, key: str, default: Any = None) -> Any:
+        return dict(self.annotations).get(key, default)
+
+
+@dataclass(frozen=True, eq=False)
+class IfThenElse(Stmt):
+    cond: Expr
+    then_body: Stmt
+    else_body: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Store(Stmt):
+    """``buffer[indices] = value``."""
+
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class AtomicRMW(Stmt):
+    """``T.atomic_add(buffer[indices], value)`` on one element (``op`` in add, max, min)."""
+
+    op: str
+    buffer: Buffer
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class KernelLaunch(Stmt):
+    """``with T.Kernel(*grid, threads=...) as block_vars``: the body runs once per block of the grid.
+
+    ``allocs`` are the shared/fragment/local/var buffers declared anywhere in the body (hoisted to the kernel).
+    ``layout_map`` holds ``T.annotate_layout`` entries; ``swizzle`` is ``(panel_size, order)`` of
+    ``T.use_swizzle`` or None.
+    """
+
+    grid: tuple[Expr, ...]
+    block_vars: tuple[Var, ...]
+    threads: tuple[int, ...]
+    body: Stmt
+    allocs: tuple[Buffer, ...] = ()
+    layout_map: tuple[tuple[Buffer, Any], ...] = ()
+    swizzle: tuple[int, str] | None = None
+
+    @property
+    def num_threads(self) -> int:
+        n = 1
+        for t in self.threads:
+            n *= t
+        return n
+
+
+class TileOp(Stmt):
+    """A tile-level operation: a node of the FTG."""
+
+    kind: str = "op"
+
+    def reads(self) -> tuple[Region, ...]:
+        return ()
+
+    def writes(self) -> tuple[Region, ...]:
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
+class Copy(TileOp):
+    """``T.copy(src, dst)``: dst = src (with a cast when dtypes differ).
+
+    Regions of global tensors are clipped to the tensor: elements outside are read as zero and not written.
+    """
+
+    src: Region
+    dst: Region
+    kind = "copy"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.src,)
+
+    def writes(self) -> tuple[Region, ...]:
+        return (self.dst,)
+
+
+@dataclass(frozen=True, eq=False)
+class Gemm(TileOp):
+    """``T.gemm(A, B, C)``: C += op(A) @ op(B) (C = ... with ``clear_accum``)."""
+
+    A: Region
+    B: Region
+    C: Region
+    transpose_A: bool = False
+    transpose_B: bool = False
+    policy: str = "Square"
+    clear_accum: bool = False
+    k_pack: int = 1
+    kind = "gemm"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.A, self.B) if self.clear_accum else (self.A, self.B, self.C)
+
+    def writes(self) -> tuple[Region, ...]:
+        return (self.C,)
+
+    @property
+    def mnk(self) -> tuple[Dim, Dim, Dim]:
+        a = self.A.squeezed_extents()
+        b = self.B.squeezed_extents()
+        m, k = (a[1], a[0]) if self.transpose_A else (a[0], a[1])
+        n = b[0] if self.transpose_B else b[1]
+        return m, n, k
+
+
+@dataclass(frozen=True, eq=False)
+class Reduce(TileOp):
+    """``T.reduce_<kind>(src, dst, dim, clear)``: dst = reduce(src, dim) (combined with dst unless clear)."""
+
+    red: str
+    src: Region
+    dst: Region
+    dim: int
+    clear: bool = True
+    kind = "reduce"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.src,) if self.clear else (self.src, self.dst)
+
+    def writes(self) -> tuple[Region, ...]:
+        return (self.dst,)
+
+
+@dataclass(frozen=True, eq=False)
+class CumSum(TileOp):
+    """``T.cumsum(src, dst, dim, reverse)``: inclusive prefix sum along ``dim``."""
+
+    src: Region
+    dst: Region
+    dim: int = 0
+    reverse: bool = False
+    kind = "cumsum"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.src,)
+
+    def writes(self) -> tuple[Region, ...]:
+        return (self.dst,)
+
+
+@dataclass(frozen=True, eq=False)
+class Fill(TileOp):
+    """``T.fill(dst, value)`` / ``T.clear(dst)``."""
+
+    dst: Region
+    value: Expr
+    kind = "fill"
+
+    def writes(self) -> tuple[Region, ...]:
+        return (self.dst,)
+
+
+@dataclass(frozen=True, eq=False)
+class AtomicAdd(TileOp):
+    """``T.atomic_add(dst_region, src_region)``: dst += src elementwise, atomically per element."""
+
+    dst: Region
+    src: Region
+    kind = "atomic_add"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.src, self.dst)
+
+    def writes(self) -> tuple[Region, ...]:
+        return (self.dst,)
+
+
+@dataclass(frozen=True, eq=False)
+class Parallel(TileOp):
+    """``for i, j in T.Parallel(M, N): body``: every iteration independent; element accesses to global
+    tensors are predicated on the tensor bounds (out-of-bounds loads read zero, stores are dropped)."""
+
+    vars: tuple[Var, ...]
+    extents: tuple[Dim, ...]
+    body: Stmt
+    kind = "parallel"
+
+    def reads(self) -> tuple[Region, ...]:
+        from tilec.ir.visit import accessed_buffers
+
+        return tuple(b.full_region() for b in accessed_buffers(self.body, loads=True, stores=False))
+
+    def writes(self) -> tuple[Region, ...]:
+        from tilec.ir.visit import accessed_buffers
+
+        return tuple(b.full_region() for b in accessed_buffers(self.body, loads=False, stores=True))
+
+
+@dataclass(frozen=True, eq=False)
+class Print(TileOp):
+    """``T.print(value, msg)``: prints a buffer (once per block) or a scalar."""
+
+    value: Region | Expr
+    msg: str = ""
+    kind = "print"
+
+    def reads(self) -> tuple[Region, ...]:
+        if isinstance(self.value, Region):
+            return (self.value,)
+        from tilec.ir.visit import loads_in
+
+        return tuple(ld.buffer.full_region() for ld in loads_in(self.value))
+
+
+def region_of_load(ld: Load) -> Region:
+    return Region(ld.buffer, ld.indices, tuple(1 for _ in ld.indices))

@@ -1,0 +1,59 @@
+"""Kernel-level annotations and the decorators of the language."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilec.errors import TilecTypeError
+from tilec.frontend.builder import current
+from tilec.ir.buffer import Buffer
+
+
+def prim_func(fn: Any) -> Any:
+    """``@T.prim_func``: parse the decorated function into a Tile IR kernel (a :class:`~tilec.ir.kernel.PrimFunc`).
+
+    Its parameters are annotated ``T.Tensor(shape, dtype)`` (global tensors) or with scalar types (``T.int32``).
+    """
+    import sys
+
+    from tilec.frontend.entry import parse_prim_func
+
+    caller = sys._getframe(1).f_locals  # the factory's locals: names used only in parameter annotations
+    return parse_prim_func(fn, caller)
+
+
+def macro(fn: Any) -> Any:
+    """``@T.macro``: a helper parsed inline at each call from a kernel (it may use loops and tile ops)."""
+    from tilec.frontend.parser import Macro
+
+    return Macro(fn)
+
+
+def annotate_layout(layout_map: dict) -> None:
+    """Fix the layout of buffers: ``T.annotate_layout({A_shared: layout})``.
+
+    Values are :mod:`tilec.layout` objects (a ``Layout`` for shared memory, a ``Fragment`` for fragments) or
+    functions of the buffer returning one. Layout inference treats them as strict constraints.
+    """
+    b = current("T.annotate_layout")
+    k = b.require_kernel("T.annotate_layout")
+    if not isinstance(layout_map, dict):
+        raise TilecTypeError(f"T.annotate_layout takes a dict {{buffer: layout}}, got {type(layout_map).__name__}")
+    for buf, layout in layout_map.items():
+        if not isinstance(buf, Buffer) or buf.scope not in ("shared", "fragment"):
+            raise TilecTypeError(f"T.annotate_layout: keys must be shared or fragment buffers, got {buf!r}")
+        if callable(layout) and not hasattr(layout, "shape"):
+            layout = layout(buf)
+        k.layout_map[buf] = layout
+
+
+def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> None:
+    """Rasterize the grid in panels of ``panel_size`` blocks for L2 reuse (the blocks' work is unchanged)."""
+    b = current("T.use_swizzle")
+    k = b.require_kernel("T.use_swizzle")
+    if order not in ("row", "column"):
+        raise TilecTypeError(f"T.use_swizzle: order must be 'row' or 'column', got {order!r}")
+    if not isinstance(panel_size, int) or panel_size <= 0:
+        raise TilecTypeError(f"T.use_swizzle: panel_size must be a positive int, got {panel_size!r}")
+    if enable:
+        k.swizzle = (panel_size, order)

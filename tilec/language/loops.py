@@ -1,0 +1,128 @@
+"""Loop and launch constructs: they are only meaningful as the iterable of a ``for`` or the item of a ``with``
+statement in a kernel, where the parser turns them into IR."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilec.errors import TilecSyntaxError, TilecTypeError
+from tilec.ir.expr import Expr, as_expr, binop, ceildiv
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """``T.serial / T.unroll / T.Pipelined / T.vectorized / T.Parallel``, before the parser binds its variables."""
+
+    kind: str
+    starts: tuple[Any, ...]
+    extents: tuple[Any, ...]
+    steps: tuple[Any, ...]
+    annotations: tuple[tuple[str, Any], ...] = ()
+
+    def __iter__(self):
+        raise TilecSyntaxError(f"T.{self.kind} can only be iterated by a `for` statement in a kernel")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    grid: tuple[Any, ...]
+    threads: tuple[int, ...]
+    options: dict = field(default_factory=dict)
+
+    def __enter__(self):
+        raise TilecSyntaxError("T.Kernel can only be used in a `with` statement of a kernel")
+
+    def __exit__(self, *a):
+        return False
+
+
+def _range(what: str, start: Any, stop: Any, step: Any) -> tuple[Any, Any, Any]:
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if isinstance(step, Expr) or step == 0:
+        raise TilecTypeError(f"{what}: step must be a non-zero Python int, got {step}")
+    if isinstance(start, int) and isinstance(stop, int):
+        extent = max(0, -(-(stop - start) // step)) if step > 0 else max(0, -(-(start - stop) // -step))
+    elif step > 0:
+        extent = ceildiv(binop("-", stop, start), step) if step != 1 else binop("-", stop, start)
+    else:
+        extent = ceildiv(binop("-", start, stop), -step)
+    return start, extent, step
+
+
+def serial(start: Any, stop: Any = None, step: Any = None, **annotations: Any) -> LoopSpec:
+    """``for k in T.serial(n)`` / ``T.serial(start, stop, step)``: a sequential loop."""
+    s, e, st = _range("T.serial", start, stop, step)
+    return LoopSpec("serial", (s,), (e,), (st,), tuple(sorted(annotations.items())))
+
+
+def unroll(start: Any, stop: Any = None, step: Any = None, explicit: bool = False, unroll_factor: int | None = None,
+           **_: Any) -> LoopSpec:
+    """A loop the backend unrolls (fully, or by ``unroll_factor``)."""
+    s, e, st = _range("T.unroll", start, stop, step)
+    ann = (("unroll_factor", unroll_factor),) if unroll_factor else ()
+    return LoopSpec("unroll", (s,), (e,), (st,), ann)
+
+
+def vectorized(start: Any, stop: Any = None, **_: Any) -> LoopSpec:
+    s, e, st = _range("T.vectorized", start, stop, None)
+    return LoopSpec("vectorized", (s,), (e,), (st,))
+
+
+def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int] | None = None,
+              stage: list[int] | None = None, sync: Any = None, group: Any = None, **_: Any) -> LoopSpec:
+    """``for k in T.Pipelined(n, num_stages=3)``: a sequential loop whose copies are software-pipelined.
+
+    ``order`` and ``stage`` override the inferred schedule (one entry per statement of the body).
+    """
+    s, e, st = _range("T.Pipelined", start, stop, None)
+    if not isinstance(num_stages, int) or num_stages < 0:
+        raise TilecTypeError(f"T.Pipelined: num_stages must be an int >= 0, got {num_stages!r}")
+    ann: list[tuple[str, Any]] = [("num_stages", num_stages)]
+    if order is not None:
+        ann.append(("order", tuple(order)))
+    if stage is not None:
+        ann.append(("stage", tuple(stage)))
+    return LoopSpec("pipelined", (s,), (e,), (st,), tuple(ann))
+
+
+def Parallel(*extents: Any, coalesced_width: int | None = None, **_: Any) -> LoopSpec:
+    """``for i, j in T.Parallel(M, N)``: element-wise work spread over the block's threads."""
+    if not extents:
+        raise TilecTypeError("T.Parallel needs at least one extent")
+    for e in extents:
+        if not isinstance(e, (int, Expr)):
+            raise TilecTypeError(f"T.Parallel: extents must be ints, got {e!r}")
+    ann = (("coalesced_width", coalesced_width),) if coalesced_width else ()
+    return LoopSpec("parallel", tuple(0 for _ in extents), tuple(extents), tuple(1 for _ in extents), ann)
+
+
+def grid(*extents: Any) -> LoopSpec:
+    """``for i, j in T.grid(M, N)``: nested serial loops."""
+    return LoopSpec("grid", tuple(0 for _ in extents), tuple(extents), tuple(1 for _ in extents))
+
+
+def Kernel(*blocks: Any, threads: int | list[int] | tuple[int, ...] | None = 128, prelude: str | None = None,
+           **_: Any) -> KernelSpec:
+    """``with T.Kernel(gx, gy, threads=128) as (bx, by)``: launch a grid of blocks."""
+    if not blocks:
+        raise TilecTypeError("T.Kernel needs at least one grid extent")
+    if len(blocks) > 3:
+        raise TilecTypeError(f"T.Kernel: at most 3 grid dimensions, got {len(blocks)}")
+    grid = tuple(as_expr(b) for b in blocks)
+    for g in grid:
+        if not g.dtype.is_int:
+            raise TilecTypeError(f"T.Kernel: grid extents must be integers, got {g} ({g.dtype})")
+    if threads is None:
+        threads = 128
+    ts = (threads,) if isinstance(threads, int) else tuple(threads)
+    if not ts or len(ts) > 3 or not all(isinstance(t, int) and t > 0 for t in ts):
+        raise TilecTypeError(f"T.Kernel: threads must be a positive int or up to 3 of them, got {threads!r}")
+    total = 1
+    for t in ts:
+        total *= t
+    if total > 1024:
+        raise TilecTypeError(f"T.Kernel: at most 1024 threads per block, got {total}")
+    return KernelSpec(grid, ts, {"prelude": prelude} if prelude else {})

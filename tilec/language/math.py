@@ -1,0 +1,135 @@
+"""Scalar math in kernels: intrinsics, min/max, selects, casts, constants."""
+
+from __future__ import annotations
+
+import math as _math
+from typing import Any
+
+from tilec import dtypes as dt
+from tilec.ir.expr import Expr, ExprLike, as_expr, binop, call, const, maximum, minimum, select, unop
+from tilec.ir.expr import cast as _cast
+
+max = maximum  # noqa: A001 - T.max / T.min
+min = minimum  # noqa: A001
+
+
+def _unary(name: str):
+    def fn(x: ExprLike) -> Expr:
+        return call(name, x)
+
+    fn.__name__ = name
+    fn.__doc__ = f"``T.{name}(x)``, elementwise."
+    return fn
+
+
+exp = _unary("exp")
+exp2 = _unary("exp2")
+log = _unary("log")
+log2 = _unary("log2")
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+tanh = _unary("tanh")
+sin = _unary("sin")
+cos = _unary("cos")
+floor = _unary("floor")
+ceil = _unary("ceil")
+round = _unary("round")  # noqa: A001
+sigmoid = _unary("sigmoid")
+isnan = _unary("isnan")
+isinf = _unary("isinf")
+
+
+def abs(x: ExprLike) -> Any:  # noqa: A001
+    if not isinstance(x, Expr):
+        return x if x >= 0 else -x
+    return call("abs", x)
+
+
+def pow(x: ExprLike, y: ExprLike) -> Expr:  # noqa: A001
+    return call("pow", x, y)
+
+
+def fma(a: ExprLike, b: ExprLike, c: ExprLike) -> Expr:
+    return call("fma", a, b, c)
+
+
+def if_then_else(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
+    """``a`` where ``cond`` holds, else ``b`` (both evaluated)."""
+    return select(cond, a, b)
+
+
+def cast(value: ExprLike, dtype: Any) -> Expr:
+    """``T.cast(value, dtype)``."""
+    return _cast(dtype, value)
+
+
+def Cast(dtype: Any, value: ExprLike) -> Expr:  # noqa: N802 - TVM spelling
+    return _cast(dtype, value)
+
+
+def nan(dtype: Any = "float32") -> Expr:
+    return const(_math.nan, dt.dtype(dtype))
+
+
+def max_value(dtype: Any) -> Expr:
+    d = dt.dtype(dtype)
+    if d.is_float:
+        import ml_dtypes
+
+        return const(float(ml_dtypes.finfo(d.np).max), d)
+    return const(int(ml_dtypes_iinfo(d).max), d)
+
+
+def min_value(dtype: Any) -> Expr:
+    d = dt.dtype(dtype)
+    if d.is_float:
+        import ml_dtypes
+
+        return const(float(ml_dtypes.finfo(d.np).min), d)
+    return const(int(ml_dtypes_iinfo(d).min), d)
+
+
+def ml_dtypes_iinfo(d: dt.DType) -> Any:
+    import numpy as np
+
+    if d.name == "int4":
+        class _I4:
+            max, min = 7, -8
+        return _I4
+    return np.iinfo(d.np)
+
+
+def all_of(*conds: ExprLike) -> Any:
+    out: Any = True
+    for c in conds:
+        out = binop("and", out, c) if isinstance(out, Expr) or isinstance(c, Expr) else (out and c)
+    return out
+
+
+def any_of(*conds: ExprLike) -> Any:
+    out: Any = False
+    for c in conds:
+        out = binop("or", out, c) if isinstance(out, Expr) or isinstance(c, Expr) else (out or c)
+    return out
+
+
+def logical_not(x: ExprLike) -> Any:
+    return unop("not", x) if isinstance(x, Expr) else not x
+
+
+def floordiv(a: ExprLike, b: ExprLike) -> Any:
+    return binop("//", a, b) if isinstance(a, Expr) or isinstance(b, Expr) else a // b
+
+
+def floormod(a: ExprLike, b: ExprLike) -> Any:
+    return binop("%", a, b) if isinstance(a, Expr) or isinstance(b, Expr) else a % b
+
+
+def truncdiv(a: ExprLike, b: ExprLike) -> Any:
+    """C division (rounds toward zero); equal to ``//`` for non-negative operands."""
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    x, y = as_expr(a), as_expr(b)
+    q = binop("//", call("abs", x), call("abs", y))
+    return select(binop("==", binop("<", x, 0), binop("<", y, 0)), q, unop("-", q))

@@ -1,0 +1,237 @@
+"""Tile operations: each checks its operands and emits one tile op into the kernel being parsed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilec.errors import TilecTypeError, TilecValueError
+from tilec.frontend.builder import current
+from tilec.ir.affine import constant
+from tilec.ir.buffer import Buffer, Dim, Region, as_region
+from tilec.ir.expr import Expr, Load, as_expr, cast
+from tilec.ir.stmt import GEMM_POLICIES, AtomicAdd, AtomicRMW, Copy, CumSum, Fill, Gemm, Print, Reduce, Stmt
+from tilec.language.types import GemmWarpPolicy
+
+BufferLike = Any  # Buffer | Region | Load
+
+
+def _emit(what: str, stmt: Stmt) -> None:
+    b = current(what)
+    b.require_kernel(what)
+    if b.parallel_depth:
+        raise TilecTypeError(f"{what} cannot be used inside T.Parallel; tile ops run at block level, "
+                             "use element assignments in a T.Parallel body instead")
+    b.emit(stmt)
+
+
+def _dims_equal(a: Dim, b: Dim) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    diff = as_expr(a) - as_expr(b)
+    c = constant(diff)
+    if c is None:
+        from tilec.ir.arith import const_int
+
+        c = const_int(diff)
+    return c == 0
+
+
+def _extents_str(ext: tuple[Dim, ...]) -> str:
+    return "(" + ", ".join(str(e) for e in ext) + ")"
+
+
+def _with_extents(ld: Load, like: Region) -> Region:
+    """The start-index form ``A[i, j]``: extents from the other operand, aligned to the trailing dimensions."""
+    ext = like.squeezed_extents() or (1,)
+    n = len(ld.indices)
+    if len(ext) > n:
+        raise TilecTypeError(f"region of {ld.buffer.name!r} has {n} dimension(s) but the other operand is "
+                             f"{len(ext)}-dimensional {_extents_str(ext)}")
+    extents = (1,) * (n - len(ext)) + tuple(ext)
+    return Region(ld.buffer, ld.indices, extents)
+
+
+def _pair_regions(what: str, a: BufferLike, b: BufferLike) -> tuple[Region, Region]:
+    if isinstance(a, Load) and isinstance(b, Load):
+        raise TilecTypeError(f"{what}: both operands are single elements; give at least one a shape (a buffer or "
+                             "a slice)")
+    ra = _with_extents(a, as_region(b, what)) if isinstance(a, Load) else as_region(a, what)
+    rb = _with_extents(b, ra) if isinstance(b, Load) else as_region(b, what)
+    ea, eb = ra.squeezed_extents(), rb.squeezed_extents()
+    if len(ea) != len(eb) or not all(_dims_equal(x, y) for x, y in zip(ea, eb)):
+        raise TilecValueError(f"{what}: operand shapes differ: {ra} has extents {_extents_str(ra.extents)}, "
+                              f"{rb} has {_extents_str(rb.extents)}")
+    for r in (ra, rb):
+        _check_static_bounds(what, r)
+    return ra, rb
+
+
+def _check_static_bounds(what: str, r: Region) -> None:
+    """Regions of on-chip buffers must lie inside them; a global region may overhang (it is clipped) but must
+    not start past the end or before 0 when that is known at compile time."""
+    for d, (s, e, n) in enumerate(zip(r.starts, r.extents, r.buffer.shape)):
+        lo = constant(s)
+        if isinstance(e, int) and isinstance(n, int) and e > n and r.buffer.scope != "global":
+            raise TilecValueError(f"{what}: region {r} has extent {e} in dimension {d} but {r.buffer.name!r} has "
+                                  f"size {n} there")
+        if lo is None:
+            continue
+        if lo < 0 or (isinstance(n, int) and lo >= n and n > 0):
+            raise TilecValueError(f"{what}: region {r} starts at {lo} in dimension {d}, outside "
+                                  f"{r.buffer.name!r} (size {n})")
+        if r.buffer.scope != "global" and isinstance(e, int) and isinstance(n, int) and lo + e > n:
+            raise TilecValueError(f"{what}: region {r} ends at {lo + e} in dimension {d}, past the end of "
+                                  f"{r.buffer.scope} buffer {r.buffer.name!r} (size {n})")
+
+
+def copy(src: BufferLike, dst: BufferLike, coalesced_width: int | None = None, disable_tma: bool = False,
+         **_: Any) -> None:
+    """``T.copy(src, dst)``: copy a tile between any two scopes, converting the dtype if they differ.
+
+    Either operand may be a buffer, a slice ``A[a:b, :]`` or a start index ``A[i, j]`` (whose extents are the
+    other operand's). Global regions that overhang the tensor are clipped: reads outside are zero, writes
+    outside are dropped.
+    """
+    s, d = _pair_regions("T.copy", src, dst)
+    _emit("T.copy", Copy(s, d, loc=current("T.copy").loc))
+
+
+def _policy(policy: Any) -> str:
+    if isinstance(policy, GemmWarpPolicy):
+        return policy.value
+    if isinstance(policy, str) and policy in GEMM_POLICIES:
+        return policy
+    raise TilecTypeError(f"T.gemm: policy must be a T.GemmWarpPolicy ({', '.join(GEMM_POLICIES)}), got {policy!r}")
+
+
+def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False, transpose_B: bool = False,
+         policy: Any = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1, **_: Any) -> None:
+    """``T.gemm(A, B, C)``: ``C += A @ B`` on tiles (``A.T`` / ``B.T`` with the transpose flags).
+
+    A and B live in shared memory or fragments, C in a fragment. ``clear_accum=True`` overwrites C.
+    """
+    ra, rb, rc = (as_region(x, f"T.gemm operand {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
+    ea, eb, ec = (r.squeezed_extents() for r in (ra, rb, rc))
+    for name, e, r in (("A", ea, ra), ("B", eb, rb), ("C", ec, rc)):
+        if len(e) != 2:
+            raise TilecTypeError(f"T.gemm: operand {name} ({r}) must be 2-D, has extents {_extents_str(r.extents)}")
+    m, k = (ea[1], ea[0]) if transpose_A else (ea[0], ea[1])
+    kb, n = (eb[1], eb[0]) if transpose_B else (eb[0], eb[1])
+    if not _dims_equal(k, kb):
+        raise TilecValueError(f"T.gemm: reduction sizes differ: A ({ra}, transpose_A={transpose_A}) has K={k}, "
+                              f"B ({rb}, transpose_B={transpose_B}) has K={kb}")
+    if not (_dims_equal(ec[0], m) and _dims_equal(ec[1], n)):
+        raise TilecValueError(f"T.gemm: C ({rc}) is {_extents_str(ec)} but A @ B is ({m}, {n})")
+    if rc.buffer.scope not in ("fragment", "local", "shared"):
+        raise TilecTypeError(f"T.gemm: C ({rc.buffer.name}) must be a fragment (T.alloc_fragment), "
+                             f"got scope {rc.buffer.scope!r}")
+    for name, r in (("A", ra), ("B", rb)):
+        if r.buffer.scope == "global":
+            raise TilecTypeError(f"T.gemm: operand {name} ({r.buffer.name}) is a global tensor; copy it to shared "
+                                 "memory or a fragment first (T.copy)")
+    if ra.dtype is not rb.dtype:
+        raise TilecTypeError(f"T.gemm: A and B must have one dtype, got {ra.dtype} ({ra.buffer.name}) and "
+                             f"{rb.dtype} ({rb.buffer.name})")
+    stmt = Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), _policy(policy), bool(clear_accum), int(k_pack),
+                loc=current("T.gemm").loc)
+    _emit("T.gemm", stmt)
+
+
+def _dim(what: str, r: Region, dim: int) -> int:
+    nd = r.ndim
+    if not isinstance(dim, int) or not -nd <= dim < nd:
+        raise TilecValueError(f"{what}: dim must be an int in [{-nd}, {nd}) for {r} of shape "
+                              f"{_extents_str(r.extents)}, got {dim!r}")
+    return dim % nd
+
+
+def reduce(red: str, src: BufferLike, dst: BufferLike, dim: int = -1, clear: bool = True) -> None:
+    what = f"T.reduce_{red}"
+    rs, rd = as_region(src, what), as_region(dst, what)
+    d = _dim(what, rs, dim)
+    want = rs.extents[:d] + rs.extents[d + 1 :]
+    got = rd.extents
+    sq_want = tuple(e for e in want if e != 1)
+    if len(rd.squeezed_extents()) != len(sq_want) or not all(
+        _dims_equal(a, b) for a, b in zip(rd.squeezed_extents(), sq_want)
+    ):
+        raise TilecValueError(f"{what}: dst {rd} has shape {_extents_str(got)}, expected {_extents_str(want)} "
+                              f"(src {rs} of shape {_extents_str(rs.extents)} reduced over dim {d})")
+    for r in (rs, rd):
+        if r.buffer.scope == "global":
+            raise TilecTypeError(f"{what}: {r.buffer.name} is a global tensor; reductions work on shared memory "
+                                 "and fragments")
+    _emit(what, Reduce(red, rs, rd, d, bool(clear), loc=current(what).loc))
+
+
+def reduce_max(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+    """``out = max(buffer, dim)`` (``max(out, ...)`` when ``clear=False``)."""
+    reduce("max", buffer, out, dim, clear)
+
+
+def reduce_min(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+    reduce("min", buffer, out, dim, clear)
+
+
+def reduce_sum(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+    """``out = sum(buffer, dim)`` (``out + ...`` when ``clear=False``)."""
+    reduce("sum", buffer, out, dim, clear)
+
+
+def reduce_abssum(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+    reduce("abssum", buffer, out, dim, clear)
+
+
+def reduce_absmax(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+    reduce("absmax", buffer, out, dim, clear)
+
+
+def cumsum(src: BufferLike, dst: BufferLike | None = None, dim: int = 0, reverse: bool = False, **_: Any) -> None:
+    """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (in place when ``dst`` is None)."""
+    rs = as_region(src, "T.cumsum")
+    rd = rs if dst is None else as_region(dst, "T.cumsum")
+    if dst is not None:
+        rs, rd = _pair_regions("T.cumsum", src, dst)
+    d = _dim("T.cumsum", rs, dim)
+    _emit("T.cumsum", CumSum(rs, rd, d, bool(reverse), loc=current("T.cumsum").loc))
+
+
+def fill(buffer: BufferLike, value: Any, **_: Any) -> None:
+    """Set every element of a buffer or region to ``value``."""
+    r = as_region(buffer, "T.fill")
+    _check_static_bounds("T.fill", r)
+    v = cast(r.dtype, as_expr(value, r.dtype))
+    _emit("T.fill", Fill(r, v, loc=current("T.fill").loc))
+
+
+def clear(buffer: BufferLike, **_: Any) -> None:
+    """``T.fill(buffer, 0)``."""
+    fill(buffer, 0)
+
+
+def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, return_prev: bool = False,
+               **_: Any) -> None:
+    """Atomic ``dst += value``: on one element (``dst`` an element, ``value`` a scalar) or on a tile."""
+    if return_prev:
+        raise TilecTypeError("T.atomic_add: return_prev=True is not supported")
+    b = current("T.atomic_add")
+    if isinstance(value, (Buffer, Region)) or (isinstance(value, Load) and not isinstance(dst, Load)):
+        rd, rs = _pair_regions("T.atomic_add", dst, value)
+        _emit("T.atomic_add", AtomicAdd(rd, rs, loc=b.loc))
+        return
+    if not isinstance(dst, Load):
+        raise TilecTypeError(f"T.atomic_add: dst must be an element `A[i, j]` or a tile, got {dst!r}")
+    b.require_kernel("T.atomic_add")
+    v = cast(dst.dtype, as_expr(value, dst.dtype))
+    b.emit(AtomicRMW("add", dst.buffer, dst.indices, v, loc=b.loc))
+
+
+def print(value: Any, msg: str = "", **_: Any) -> None:  # noqa: A001 - the TileLang name
+    """``T.print(x, msg="...")``: print a buffer (once per block) or a scalar value when the kernel runs."""
+    b = current("T.print")
+    b.require_kernel("T.print")
+    if isinstance(value, (Buffer, Region)):
+        val: Region | Expr = as_region(value, "T.print")
+    else:
+        val = as_expr(value)
+    b.emit(Print(val, str(msg), loc=b.loc))

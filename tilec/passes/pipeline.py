@@ -1,0 +1,97 @@
+"""The compilation pipeline: one flat, named list of stages, each a function of the compile state.
+
+``default_pipeline(target)`` returns the list; :func:`run_pipeline` runs it, verifying the Tile IR after
+every stage and timing each; :func:`dump` shows the IR or the FTG after any stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilec.errors import TilecValueError
+from tilec.ir.kernel import PrimFunc
+from tilec.passes.verify import verify
+from tilec.target import Target
+
+
+@dataclass(frozen=True)
+class CompileState:
+    """What the stages have produced so far. Stages return a new state (``dataclasses.replace``)."""
+
+    func: PrimFunc
+    target: Target
+    ftg: Any = None
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    report: tuple[str, ...] = ()
+    timings: tuple[tuple[str, float], ...] = ()
+
+    def with_(self, **changes: Any) -> CompileState:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable[[CompileState], CompileState]
+    doc: str = ""
+
+
+def _verify(state: CompileState) -> CompileState:
+    verify(state.func, "parse")
+    return state
+
+
+def _build_ftg(state: CompileState) -> CompileState:
+    from tilec.ftg.build import build_ftg
+
+    return state.with_(ftg=build_ftg(state.func))
+
+
+def default_pipeline(target: Target) -> list[Stage]:
+    """The stages for ``target``, in order. The frontend's ``parse`` comes before them."""
+    return [
+        Stage("verify", _verify, "check the Tile IR's invariants"),
+        Stage("build_ftg", _build_ftg, "the fused tile dataflow graph"),
+    ]
+
+
+def run_pipeline(func: PrimFunc, target: Target, stages: list[Stage] | None = None,
+                 until: str | None = None) -> CompileState:
+    """Run the stages (the default pipeline unless given) up to and including ``until``."""
+    stages = default_pipeline(target) if stages is None else stages
+    if until is not None and until not in [s.name for s in stages]:
+        raise TilecValueError(f"unknown stage {until!r}; stages are: parse, {', '.join(s.name for s in stages)}")
+    state = CompileState(func, target)
+    for st in stages:
+        t0 = time.perf_counter()
+        new = st.run(state)
+        if new.func is not state.func:
+            verify(new.func, st.name)
+        state = new.with_(timings=new.timings + ((st.name, time.perf_counter() - t0),))
+        if st.name == until:
+            break
+    return state
+
+
+def stage_names(target: Target) -> list[str]:
+    return ["parse"] + [s.name for s in default_pipeline(target)]
+
+
+def dump(kernel: Any, after: str = "parse") -> str:
+    """The IR (or the FTG, for ``after="build_ftg"``) of a kernel after a stage, as text.
+
+    ``kernel`` is a :class:`~tilec.runtime.jit.JITKernel` or a :class:`~tilec.ir.kernel.PrimFunc`.
+    """
+    func = kernel if isinstance(kernel, PrimFunc) else kernel.prim_func
+    target = getattr(kernel, "target", Target("cpu"))
+    if after == "parse":
+        return str(func)
+    state = run_pipeline(func, target, until=after)
+    if after == "build_ftg":
+        return str(state.ftg)
+    shown = state.artifacts.get(after)
+    return str(shown) if shown is not None else str(state.func)

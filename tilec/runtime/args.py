@@ -1,0 +1,160 @@
+"""Check a call's arguments against the kernel's signature and allocate its outputs.
+
+Every mismatch raises ``TypeError``/``ValueError`` (as :class:`~tilec.errors.TilecTypeError` /
+:class:`~tilec.errors.TilecValueError`) naming the parameter, the expected and the actual value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tilec import dtypes as dt
+from tilec.errors import TilecTypeError, TilecValueError
+from tilec.ir.buffer import Buffer
+from tilec.ir.evaluate import eval_int
+from tilec.ir.expr import Var
+from tilec.ir.kernel import PrimFunc
+from tilec.runtime.arrays import ArrayInfo, array_info, is_contiguous
+
+
+@dataclass
+class Bound:
+    """A checked call: one value per parameter (inputs and allocated outputs), and the symbolic sizes."""
+
+    values: list[Any]
+    infos: list[ArrayInfo | None]
+    sizes: dict[Var, int]
+    outputs: list[Any]
+
+
+def storage_shape(buf: Buffer, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The array shape that holds a tensor of logical ``shape`` (int4: two per byte along the last dim)."""
+    if buf.dtype is dt.int4:
+        return shape[:-1] + ((shape[-1] + 1) // 2,) if shape else shape
+    return shape
+
+
+def _logical_shape(buf: Buffer, info: ArrayInfo) -> tuple[int, ...]:
+    if buf.dtype is dt.int4:
+        if info.dtype is not dt.int8:
+            raise TilecTypeError(f"argument {buf.name!r}: an int4 tensor is passed packed in an int8 array, got "
+                                 f"dtype {info.dtype}")
+        return info.shape[:-1] + (info.shape[-1] * 2,) if info.shape else info.shape
+    if info.dtype is not buf.dtype:
+        raise TilecTypeError(f"argument {buf.name!r}: expected dtype {buf.dtype}, got {info.dtype}")
+    return info.shape
+
+
+def _bind_dim(name: str, what: str, want: Any, got: int, sizes: dict[Var, int], late: list) -> None:
+    if isinstance(want, int):
+        if want != got:
+            raise TilecValueError(f"argument {name!r}: {what} must be {want}, got {got}")
+    elif isinstance(want, Var):
+        if want in sizes and sizes[want] != got:
+            raise TilecValueError(f"argument {name!r}: {what} is {got}, but {want.name} = {sizes[want]} from an "
+                                  "earlier argument")
+        sizes[want] = got
+    else:
+        late.append((name, what, want, got))
+
+
+def _check_array(buf: Buffer, value: Any, device: str, sizes: dict[Var, int], late: list) -> ArrayInfo:
+    info = array_info(value)
+    if info is None:
+        raise TilecTypeError(f"argument {buf.name!r}: expected an array (numpy, torch or cupy), got "
+                             f"{type(value).__name__}")
+    dev_ok = info.device == "cpu" if device == "cpu" else info.device.startswith("cuda")
+    if not dev_ok:
+        want = "host memory (a numpy array or a CPU torch tensor)" if device == "cpu" else "a CUDA device"
+        raise TilecValueError(f"argument {buf.name!r}: expected an array in {want} for target {device}, got one on "
+                              f"{info.device}")
+    shape = _logical_shape(buf, info)
+    if len(shape) != buf.ndim:
+        raise TilecValueError(f"argument {buf.name!r}: expected {buf.ndim} dimension(s) of shape "
+                              f"{_shape_text(buf.shape)}, got an array of shape {info.shape}")
+    for d, (want, got) in enumerate(zip(buf.shape, shape)):
+        _bind_dim(buf.name, f"dimension {d}", want, got, sizes, late)
+    if buf.strides is None:
+        if not is_contiguous(info):
+            raise TilecValueError(f"argument {buf.name!r}: expected a contiguous row-major array, got strides "
+                                  f"{info.strides} for shape {info.shape} (call .contiguous() / np.ascontiguousarray)")
+    else:
+        for d, (want, got) in enumerate(zip(buf.strides, info.strides)):
+            _bind_dim(buf.name, f"stride {d}", want, got, sizes, late)
+    return info
+
+
+def _check_scalar(p: Var, value: Any) -> Any:
+    if hasattr(value, "item") and np.ndim(value) == 0:
+        value = value.item()
+    if p.dtype.is_int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif p.dtype.is_float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, (bool, int))
+    if not ok:
+        raise TilecTypeError(f"argument {p.name!r}: expected a Python {p.dtype} scalar, got "
+                             f"{type(value).__name__} {value!r}")
+    return value
+
+
+def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
+    """Check ``args`` (the inputs, in order) and allocate the outputs with ``allocate(buf, shape, like)``."""
+    inputs = [p for i, p in enumerate(func.params) if i not in func.out_params]
+    if len(args) != len(inputs):
+        names = ", ".join(p.name for p in inputs)
+        raise TilecTypeError(f"kernel {func.name!r} takes {len(inputs)} argument(s) ({names}), got {len(args)}")
+    sizes: dict[Var, int] = {}
+    late: list = []
+    values: list[Any] = [None] * len(func.params)
+    infos: list[ArrayInfo | None] = [None] * len(func.params)
+    k = 0
+    for i, p in enumerate(func.params):
+        if i in func.out_params:
+            continue
+        a = args[k]
+        k += 1
+        if isinstance(p, Buffer):
+            infos[i] = _check_array(p, a, device, sizes, late)
+        else:
+            a = _check_scalar(p, a)
+        values[i] = a
+    for name, what, want, got in late:
+        if eval_int(want, sizes) != got:
+            raise TilecValueError(f"argument {name!r}: {what} must be {want} = {eval_int(want, sizes)}, got {got}")
+    like = next((v for v, inf in zip(values, infos) if inf is not None), None)
+    outputs = []
+    for i in func.out_params:
+        buf = func.params[i]
+        assert isinstance(buf, Buffer)
+        shape = tuple(eval_int(d, sizes) for d in buf.shape)
+        out = allocate(buf, storage_shape(buf, shape), like)
+        values[i] = out
+        infos[i] = array_info(out)
+        outputs.append(out)
+    return Bound(values, infos, sizes, outputs)
+
+
+def _shape_text(shape: tuple) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def allocate_like(buf: Buffer, shape: tuple[int, ...], like: Any) -> Any:
+    """A new array of ``shape`` for ``buf`` in the framework and on the device of ``like`` (numpy if None)."""
+    storage = dt.int8 if buf.dtype is dt.int4 else buf.dtype
+    fw = type(like).__module__.split(".")[0] if like is not None else "numpy"
+    if fw == "torch":
+        import torch
+
+        name = {"float8_e4m3": "float8_e4m3fn", "bool": "bool"}.get(storage.name, storage.name)
+        return torch.empty(shape, dtype=getattr(torch, name), device=like.device)
+    if fw == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(shape, dtype=storage.np)
+    return np.empty(shape, dtype=storage.np)

@@ -1,0 +1,93 @@
+"""What tilec needs to know of an array argument, for numpy arrays, torch tensors and cupy arrays.
+
+No framework is imported here: an object is recognized by its type's module, so ``import tilec`` stays
+light and works without torch or cupy installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tilec import dtypes as dt
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """Shape, dtype, element strides and place of an array.
+
+    ``device`` is ``"cpu"`` or ``"cuda:N"``; ``framework`` is ``"numpy"``, ``"torch"`` or ``"cupy"``.
+    """
+
+    shape: tuple[int, ...]
+    dtype: dt.DType
+    strides: tuple[int, ...]
+    device: str
+    framework: str
+    data_ptr: int
+
+
+def framework_of(value: Any) -> str | None:
+    mod = type(value).__module__.split(".")[0]
+    if isinstance(value, np.ndarray):
+        return "numpy"
+    if mod == "torch" and type(value).__name__ in ("Tensor", "Parameter"):
+        return "torch"
+    if mod == "cupy" and type(value).__name__ == "ndarray":
+        return "cupy"
+    return None
+
+
+def array_info(value: Any) -> ArrayInfo | None:
+    """The :class:`ArrayInfo` of an array, or None when ``value`` is not an array of a known framework."""
+    fw = framework_of(value)
+    if fw is None:
+        return None
+    if fw == "numpy":
+        item = value.itemsize
+        return ArrayInfo(value.shape, _dtype(value.dtype), tuple(s // item for s in value.strides), "cpu", fw,
+                         value.ctypes.data if value.size else 0)
+    if fw == "torch":
+        dev = value.device
+        device = "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
+        return ArrayInfo(tuple(value.shape), dt.dtype(value.dtype), tuple(value.stride()), device, fw,
+                         value.data_ptr())
+    item = value.itemsize
+    return ArrayInfo(value.shape, _dtype(value.dtype), tuple(s // item for s in value.strides),
+                     f"cuda:{value.device.id}", fw, value.data.ptr)
+
+
+def _dtype(np_dtype: Any) -> dt.DType:
+    return dt.dtype(np.dtype(np_dtype))
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def is_contiguous(info: ArrayInfo) -> bool:
+    """Row-major contiguous (strides of size-1 dimensions are ignored)."""
+    want = contiguous_strides(info.shape)
+    return all(n == 1 or s == w for n, s, w in zip(info.shape, info.strides, want))
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """A numpy view of a CPU array (torch CPU tensors included, bfloat16/fp8 through ml_dtypes)."""
+    fw = framework_of(value)
+    if fw == "numpy":
+        return value
+    if fw == "torch":
+        d = dt.dtype(value.dtype)
+        if d.np_name in ("bfloat16", "float8_e4m3", "float8_e5m2"):
+            import torch
+
+            raw = value.view(torch.int16 if d.bits == 16 else torch.uint8).numpy()
+            return raw.view(d.np)
+        return value.numpy()
+    raise TypeError(f"cannot view a {fw} array in host memory")

@@ -1,0 +1,213 @@
+"""``@tilec.jit``: compile a kernel once per argument tuple and run it.
+
+Two forms, as in TileLang:
+
+* lazy — the decorated function is a factory of compile-time values returning a ``@T.prim_func``; calling
+  it returns a :class:`JITKernel`, memoized per argument tuple;
+* eager — the decorated function is the kernel itself, its tensor parameters read from the actual arrays
+  (``T.const`` symbols bound by ``A: T.Tensor[[M, K], dtype]`` annotations, outputs made by ``T.empty``);
+  calling it compiles (once per shapes, dtypes and other arguments) and runs, returning the outputs.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from typing import Any
+
+from tilec.errors import TilecTypeError
+from tilec.ir.kernel import PrimFunc
+from tilec.runtime.arrays import array_info
+from tilec.target import Target, parse_target
+
+
+class JITKernel:
+    """A compiled kernel: call it with arrays; inspect it with ``ftg``, ``report()``, ``get_kernel_source()``."""
+
+    def __init__(self, func: PrimFunc, target: str | Target | None = None, out_idx: Any = None,
+                 pass_configs: dict | None = None) -> None:
+        if not isinstance(func, PrimFunc):
+            raise TilecTypeError(f"expected a @T.prim_func kernel, got {type(func).__name__}")
+        self.prim_func = _with_outputs(func, out_idx)
+        self.target = parse_target(target)
+        self.pass_configs = dict(pass_configs or {})
+        self._state: Any = None
+        self._exe: Any = None
+
+    # ------------------------------------------------------------------------------------------------ compile
+
+    @property
+    def state(self) -> Any:
+        """The compile state after the whole pipeline (built on first use; needs no device)."""
+        if self._state is None:
+            from tilec.passes.pipeline import run_pipeline
+
+            self._state = run_pipeline(self.prim_func, self.target)
+        return self._state
+
+    @property
+    def ftg(self) -> Any:
+        """The kernel's fused tile dataflow graph (:class:`tilec.ftg.FTG`)."""
+        return self.state.ftg
+
+    def compile(self) -> JITKernel:
+        """Build the executable now (otherwise it is built at the first call)."""
+        if self._exe is None:
+            from tilec.backends import executable_for
+
+            self._exe = executable_for(self.state)
+        return self
+
+    def get_kernel_source(self) -> str:
+        """The source of what runs: CUDA/HIP for GPU targets, the Tile IR for the ``cpu`` interpreter."""
+        src = self.state.artifacts.get("source")
+        return src if src is not None else str(self.prim_func)
+
+    def report(self) -> str:
+        """Per tile op: what the compiler chose (instructions, layouts, stages), and every fallback taken."""
+        lines = [f"kernel {self.prim_func.name} for target {self.target}"]
+        lines += [f"  {n} {d['kind']:<10} line {d['line']}: {d['label']}" for n, d in self.ftg.graph.nodes(data=True)]
+        lines += [f"  note: {r}" for r in self.state.report]
+        lines += [f"  stage {name}: {sec * 1e3:.2f} ms" for name, sec in self.state.timings]
+        return "\n".join(lines)
+
+    # ---------------------------------------------------------------------------------------------------- run
+
+    def __call__(self, *args: Any) -> Any:
+        from tilec.runtime.args import allocate_like, bind
+
+        self.compile()
+        device = "cpu" if self.target.kind in ("cpu", "simt") else "cuda"
+        bound = bind(self.prim_func, args, device, allocate_like)
+        self._exe(bound)
+        outs = bound.outputs
+        if not outs:
+            return None
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __repr__(self) -> str:
+        return f"<JITKernel {self.prim_func.name} target={self.target}>"
+
+
+def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
+    if out_idx is None:
+        return func
+    idx = [out_idx] if isinstance(out_idx, int) else list(out_idx)
+    n = len(func.params)
+    norm = []
+    for i in idx:
+        if not isinstance(i, int) or not -n <= i < n:
+            raise TilecTypeError(f"out_idx: {i!r} is not a parameter index of {func.name!r} ({n} parameters)")
+        j = i % n
+        from tilec.ir.buffer import Buffer
+
+        if not isinstance(func.params[j], Buffer):
+            raise TilecTypeError(f"out_idx: parameter {j} ({func.params[j].name}) is a scalar, not a tensor")
+        norm.append(j)
+    import dataclasses
+
+    return dataclasses.replace(func, out_params=tuple(norm))
+
+
+def _freeze(value: Any, what: str) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v, what) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v, what)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        raise TilecTypeError(f"{what}: {type(value).__name__} values cannot key the kernel cache; pass ints, "
+                             "floats, strings, dtypes or tuples") from None
+    return (type(value).__name__, value)
+
+
+def _is_eager(fn: Any) -> bool:
+    """Eager when the function's own body (not a nested function) has a ``with`` statement (T.Kernel)."""
+    from tilec.frontend.source import function_source
+
+    tree = function_source(fn).tree
+
+    def visit(nodes: list[ast.stmt]) -> bool:
+        for n in nodes:
+            if isinstance(n, ast.With):
+                return True
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                if visit(getattr(n, field, []) or []):
+                    return True
+        return False
+
+    return visit(tree.body)
+
+
+class JITFunction:
+    """What ``@tilec.jit`` returns; call it like the decorated function."""
+
+    def __init__(self, fn: Any, out_idx: Any = None, target: Any = None, pass_configs: dict | None = None) -> None:
+        self.fn = fn
+        self.out_idx = out_idx
+        self.target = target
+        self.pass_configs = pass_configs
+        self.eager = _is_eager(fn)
+        self._kernels: dict[Any, JITKernel] = {}
+        functools.update_wrapper(self, fn)
+
+    def get_kernel(self, *args: Any, **kwargs: Any) -> JITKernel:
+        """The compiled kernel for these arguments (for the eager form: example arrays of the right shape)."""
+        if self.eager:
+            return self._eager_kernel(args, kwargs)[0]
+        key = _freeze((args, kwargs), f"arguments of {self.fn.__name__}")
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            func = self.fn(*args, **kwargs)
+            if not isinstance(func, PrimFunc):
+                raise TilecTypeError(f"@tilec.jit function {self.fn.__name__!r} must return a @T.prim_func kernel, "
+                                     f"got {type(func).__name__}")
+            kernel = self._kernels[key] = JITKernel(func, self.target, self.out_idx, self.pass_configs)
+        return kernel
+
+    def _eager_kernel(self, args: tuple, kwargs: dict) -> tuple[JITKernel, list[Any]]:
+        import inspect
+
+        bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        parts, tensors = [], []
+        for name, v in bound.arguments.items():
+            info = array_info(v)
+            if info is None:
+                parts.append((name, _freeze(v, f"argument {name!r}")))
+            else:
+                parts.append((name, "tensor", info.shape, info.dtype.name, info.strides, info.device.split(":")[0]))
+                tensors.append(v)
+        key = tuple(parts)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            from tilec.frontend.entry import parse_eager
+
+            func, _, _ = parse_eager(self.fn, args, kwargs)
+            kernel = self._kernels[key] = JITKernel(func, self.target, None, self.pass_configs)
+        return kernel, tensors
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.eager:
+            return self.get_kernel(*args, **kwargs)
+        kernel, tensors = self._eager_kernel(args, kwargs)
+        return kernel(*tensors)
+
+
+def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = None,
+        pass_configs: dict | None = None, **_: Any) -> Any:
+    """Decorate a kernel factory (lazy form) or a kernel (eager form); see the module docstring.
+
+    Parameters
+    ----------
+    out_idx : int or list of int, optional
+        Lazy form: indices of the parameters the call allocates and returns.
+    target : str, optional
+        ``"auto"`` (default: ``TILEC_TARGET``, else CUDA if a GPU is present, else ``"cpu"``), ``"cpu"``,
+        ``"cuda"``, ``"cuda:sm_90a"``, ``"hip:gfx90a"``, ``"simt:sm_80"``...
+    """
+    if func is None:
+        return functools.partial(jit, out_idx=out_idx, target=target, pass_configs=pass_configs)
+    return JITFunction(func, out_idx, target, pass_configs)

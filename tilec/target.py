@@ -1,0 +1,120 @@
+"""Targets: where a kernel runs.
+
+======================  ==================================================================
+string                  meaning
+======================  ==================================================================
+``cpu``                 the tile interpreter (numpy), the default where no GPU is present
+``cuda``                NVIDIA, architecture read from the device at compile time
+``cuda:sm_80``          NVIDIA Ampere-class instructions (mma.sync, cp.async, ldmatrix)
+``cuda:sm_90a``         NVIDIA Hopper (wgmma, TMA, mbarrier, warp specialization)
+``hip:gfx90a``          AMD MI200 (MFMA); ``hip:gfx942`` for MI300
+``simt:<arch>``         lower for ``<arch>`` and run the thread interpreter on the CPU
+``auto``                ``cuda`` when a GPU is present, else ``cpu``
+======================  ==================================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from dataclasses import dataclass
+
+from tilec.errors import TilecValueError
+
+_ARCHS = {
+    "cuda": ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"),
+    "hip": ("gfx90a", "gfx942"),
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A parsed target.
+
+    Parameters
+    ----------
+    kind : str
+        ``"cpu"``, ``"cuda"``, ``"hip"`` or ``"simt"``.
+    arch : str
+        The GPU architecture (``"sm_90a"``, ``"gfx90a"``); ``""`` for ``cpu`` and for ``cuda`` before the
+        device is known.
+    """
+
+    kind: str
+    arch: str = ""
+
+    @property
+    def backend(self) -> str:
+        """The backend whose instructions the kernel is lowered for: ``cpu``, ``cuda`` or ``hip``."""
+        if self.kind == "simt":
+            return "hip" if self.arch.startswith("gfx") else "cuda"
+        return self.kind
+
+    @property
+    def sm(self) -> int:
+        """The NVIDIA compute capability as an int (90 for ``sm_90a``); 0 when not NVIDIA."""
+        if not self.arch.startswith("sm_"):
+            return 0
+        return int(self.arch[3:].rstrip("a"))
+
+    @property
+    def warp_size(self) -> int:
+        return 64 if self.backend == "hip" else 32
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.arch}" if self.arch else self.kind
+
+
+def parse_target(value: str | Target | None) -> Target:
+    """Parse a target string (see the module docstring); ``None`` reads ``TILEC_TARGET``.
+
+    Raises
+    ------
+    TilecValueError
+        If the string names no known target or architecture.
+    """
+    if isinstance(value, Target):
+        return value
+    if value is None:
+        from tilec.config import config
+
+        value = config().target
+    text = value.strip().lower()
+    if text == "auto":
+        return Target("cuda") if gpu_available() else Target("cpu")
+    kind, _, arch = text.partition(":")
+    if kind == "cpu" and not arch:
+        return Target("cpu")
+    if kind in ("cuda", "hip"):
+        if arch and arch not in _ARCHS[kind]:
+            raise TilecValueError(f"target {value!r}: unknown {kind} architecture {arch!r}; expected one of "
+                                  f"{', '.join(_ARCHS[kind])}")
+        if kind == "hip" and not arch:
+            arch = "gfx90a"
+        return Target(kind, arch)
+    if kind == "simt":
+        arch = arch or "sm_80"
+        if arch not in _ARCHS["cuda"] + _ARCHS["hip"]:
+            raise TilecValueError(f"target {value!r}: unknown architecture {arch!r} for simt")
+        return Target("simt", arch)
+    raise TilecValueError(f"unknown target {value!r}; expected 'auto', 'cpu', 'cuda', 'cuda:sm_80', 'cuda:sm_90a', "
+                          f"'hip:gfx90a', 'hip:gfx942' or 'simt:<arch>'")
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_available() -> bool:
+    """True when an NVIDIA GPU and CuPy are usable. Cheap when there is no driver: no CuPy import then."""
+    if shutil.which("nvidia-smi") is None and not _has_libcuda():
+        return False
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def _has_libcuda() -> bool:
+    import ctypes.util
+
+    return ctypes.util.find_library("cuda") is not None
