@@ -1,0 +1,474 @@
+"""The thread interpreter: runs the thread IR on the CPU, numpy-vectorized over the threads of a block.
+
+Every per-thread value is an array over the block's threads; ``if`` on a per-thread condition becomes a
+lane mask. Shared memory, ``__syncthreads``, warp shuffles, ``mma.sync``, ``ldmatrix`` and ``cp.async`` are
+emulated with the lane layouts of the PTX ISA (tables here are written from the ISA text, independently of
+:mod:`tilec.layout`, so the interpreter checks the lowering rather than repeating it).
+
+It reports, as errors naming the buffer and the kernel line: out-of-bounds accesses; shared-memory races (two
+threads touching one address between two barriers, at least one writing); barriers or shuffles reached by
+only part of the threads; reads of shared memory that a ``cp.async`` has not yet landed in.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tilec.errors import RaceError, SourceLoc, TilecBoundsError, TilecError
+from tilec.interp.tile import _BIN, _CALL, typed
+from tilec.ir.expr import BinOp, Call, Cast, Const, Select, UnOp, Var
+from tilec.lower.tir import (
+    AtomicAddOp,
+    Comment,
+    CpAsync,
+    CpAsyncCommit,
+    CpAsyncWait,
+    Decl,
+    If,
+    LdMatrix,
+    Loop,
+    Mem,
+    MemRef,
+    Mma,
+    PrintOp,
+    Seq,
+    Sync,
+    TCall,
+    ThreadKernel,
+    TStmt,
+    Write,
+)  # fmt: skip
+
+STMT_RULES: dict[type, Callable[[ThreadInterpreter, Any, np.ndarray], None]] = {}
+
+
+def stmt_rule(cls: type) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        STMT_RULES[cls] = fn
+        return fn
+
+    return deco
+
+
+def _mma_tables() -> tuple[np.ndarray, ...]:
+    """(lane, register) of each element of the m16n8k16 A (16x16), B (16x8) and C (16x8) fragments."""
+    a_lane, a_reg = np.zeros((16, 16), int), np.zeros((16, 16), int)
+    b_lane, b_reg = np.zeros((16, 8), int), np.zeros((16, 8), int)
+    c_lane, c_reg = np.zeros((16, 8), int), np.zeros((16, 8), int)
+    for lane in range(32):
+        g, t = lane >> 2, lane % 4
+        for i in range(8):  # a0..a7: rows g / g+8, columns 2t+(i&1) (+8 for a4..a7)
+            row = g + (8 if i in (2, 3, 6, 7) else 0)
+            col = 2 * t + (i & 1) + (8 if i >= 4 else 0)
+            a_lane[row, col], a_reg[row, col] = lane, i
+        for i in range(4):  # b0..b3: rows (k) 2t+(i&1) (+8 for b2, b3), column (n) g
+            k = 2 * t + (i & 1) + (8 if i >= 2 else 0)
+            b_lane[k, g], b_reg[k, g] = lane, i
+        for i in range(4):  # c0..c3: rows g / g+8, columns 2t+(i&1)
+            row, col = g + (8 if i >= 2 else 0), 2 * t + (i & 1)
+            c_lane[row, col], c_reg[row, col] = lane, i
+    return a_lane, a_reg, b_lane, b_reg, c_lane, c_reg
+
+
+_MMA = _mma_tables()
+
+
+class _Shared:
+    """One shared mem with its race-tracking state: the last writer and reader(s) of each element this epoch."""
+
+    def __init__(self, mem: Mem) -> None:
+        n = int(mem.size)
+        self.data = np.full(n, np.nan, dtype=mem.dtype.np) if mem.dtype.is_float else np.zeros(n, mem.dtype.np)
+        self.w_thread = np.full(n, -1, np.int64)
+        self.w_epoch = np.full(n, -1, np.int64)
+        self.r_thread = np.full(n, -1, np.int64)  # -2: several readers
+        self.r_epoch = np.full(n, -1, np.int64)
+        self.pending = np.zeros(n, bool)
+
+
+class ThreadInterpreter:
+    """Runs a :class:`ThreadKernel` on host arrays."""
+
+    def __init__(self, kernel: ThreadKernel, check_races: bool = True) -> None:
+        self.k = kernel
+        self.T = kernel.threads
+        self.check_races = check_races
+        self.loc: SourceLoc | None = None
+        self.block: tuple[int, ...] = ()
+        self.epoch = 0
+        self.globals_: dict[Mem, np.ndarray] = {}
+        self.shared: dict[Mem, _Shared] = {}
+        self.regs: dict[Mem, np.ndarray] = {}
+        self.groups: list[list[tuple[Mem, np.ndarray, np.ndarray, np.ndarray]]] = [[]]
+        self.tids = np.arange(self.T)
+
+    # ------------------------------------------------------------------------------------------------- driver
+
+    def run(self, globals_: dict[Mem, np.ndarray], scalars: dict[Var, Any]) -> None:
+        """``globals_`` maps each global mem to a flat array; ``scalars`` binds scalar params and sizes."""
+        self.globals_ = globals_
+        base = {v: typed(x, v.dtype) for v, x in scalars.items()}
+        grid = [int(self.eval(g, base, None)) for g in self.k.grid]
+        with np.errstate(all="ignore"):
+            for idx in itertools.product(*(range(g) for g in reversed(grid))):
+                self.block = tuple(reversed(idx))
+                env = dict(base)
+                env[self.k.tx] = self.tids.astype(np.int32)
+                for v, i in zip(self.k.block_idx, self.block):
+                    env[v] = np.asarray(i, np.int32)
+                self.shared = {m: _Shared(m) for m, _ in self.k.shared}
+                self.regs = {m: _poison((self.T, int(m.size)), m) for m in self.k.regs}
+                self.groups = [[]]
+                self.epoch = 0
+                self.exec(self.k.body, env, np.ones(self.T, bool))
+
+    def fail(self, msg: str, cls: type = TilecBoundsError) -> None:
+        blk = ", ".join(str(b) for b in self.block)
+        raise cls(f"{msg} (block ({blk}))", self.loc)
+
+    # --------------------------------------------------------------------------------------------- statements
+
+    def exec(self, s: TStmt, env: dict, mask: np.ndarray) -> None:
+        saved = self.loc
+        if s.loc is not None:
+            self.loc = s.loc
+        try:
+            STMT_RULES[type(s)](self, s, env, mask)
+        finally:
+            self.loc = saved
+
+    # ------------------------------------------------------------------------------------------------ memory
+
+    def lanes_offsets(self, off: Any, lanes: int, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(thread ids, element offsets) of the active lanes, one row per element of a vector access."""
+        off = np.broadcast_to(np.asarray(off, np.int64), (self.T,))
+        t = self.tids[mask]
+        o = off[mask][:, None] + np.arange(lanes)[None, :]
+        return t, o
+
+    def read(self, mem: Mem, off: Any, lanes: int, mask: np.ndarray) -> np.ndarray:
+        """Values (threads, lanes) of ``mem[off : off + lanes]`` for every thread (garbage where masked off)."""
+        if mem.space == "reg":
+            o = np.broadcast_to(np.asarray(off, np.int64), (self.T,))[:, None] + np.arange(lanes)
+            arr = self.regs[mem]
+            if np.any(mask) and (o[mask].min() < 0 or o[mask].max() >= arr.shape[1]):
+                self.fail(f"register array {mem.name} indexed out of bounds (size {arr.shape[1]})")
+            return arr[self.tids[:, None], np.clip(o, 0, arr.shape[1] - 1)]
+        out = np.zeros((self.T, lanes), dtype=mem.dtype.np)
+        t, o = self.lanes_offsets(off, lanes, mask)
+        if t.size == 0:
+            return out
+        data = self.globals_[mem] if mem.space == "global" else self.shared[mem].data
+        if o.min() < 0 or o.max() >= data.size:
+            bad = int(o[(o < 0) | (o >= data.size)][0])
+            self.fail(f"read of {mem.space} {mem.name}[{bad}] outside its {data.size} elements")
+        if mem.space == "shared":
+            self.track_read(self.shared[mem], mem, t, o)
+        out[mask] = data[o]
+        return out
+
+    def write(self, mem: Mem, off: Any, values: np.ndarray, lanes: int, mask: np.ndarray) -> None:
+        values = np.broadcast_to(np.asarray(values), (self.T, lanes)) if np.ndim(values) < 2 else values
+        if mem.space == "reg":
+            o = np.broadcast_to(np.asarray(off, np.int64), (self.T,))
+            arr = self.regs[mem]
+            t = self.tids[mask]
+            oo = o[mask][:, None] + np.arange(lanes)
+            if t.size and (oo.min() < 0 or oo.max() >= arr.shape[1]):
+                self.fail(f"register array {mem.name} written out of bounds (size {arr.shape[1]})")
+            arr[t[:, None], oo] = typed(values[mask], mem.dtype)
+            return
+        t, o = self.lanes_offsets(off, lanes, mask)
+        if t.size == 0:
+            return
+        data = self.globals_[mem] if mem.space == "global" else self.shared[mem].data
+        if o.min() < 0 or o.max() >= data.size:
+            bad = int(o[(o < 0) | (o >= data.size)][0])
+            self.fail(f"write of {mem.space} {mem.name}[{bad}] outside its {data.size} elements")
+        if mem.space == "shared":
+            self.track_write(self.shared[mem], mem, t, o)
+        data[o] = typed(values[mask], mem.dtype)
+
+    def track_read(self, sh: _Shared, mem: Mem, t: np.ndarray, o: np.ndarray) -> None:
+        tt = np.broadcast_to(t[:, None], o.shape).ravel()
+        oo = o.ravel()
+        if np.any(sh.pending[oo]):
+            self.fail(f"read of shared {mem.name}[{int(oo[sh.pending[oo]][0])}] before the cp.async writing it "
+                      "has completed (a missing cp.async.wait_group)", RaceError)
+        if not self.check_races:
+            return
+        clash = (sh.w_epoch[oo] == self.epoch) & (sh.w_thread[oo] != tt)
+        if np.any(clash):
+            i = int(np.argmax(clash))
+            self.fail(f"race on shared {mem.name}[{int(oo[i])}]: thread {int(tt[i])} reads what thread "
+                      f"{int(sh.w_thread[oo[i]])} wrote with no barrier between", RaceError)
+        fresh = sh.r_epoch[oo] != self.epoch
+        other = ~fresh & (sh.r_thread[oo] != tt)
+        sh.r_thread[oo[other]] = -2
+        sh.r_thread[oo[fresh]] = tt[fresh]
+        sh.r_epoch[oo] = self.epoch
+        if len(oo) > 1:  # several threads reading one address in this access
+            order = np.argsort(oo, kind="stable")
+            so, st = oo[order], tt[order]
+            dup = (so[1:] == so[:-1]) & (st[1:] != st[:-1])
+            sh.r_thread[so[1:][dup]] = -2
+
+    def track_write(self, sh: _Shared, mem: Mem, t: np.ndarray, o: np.ndarray) -> None:
+        tt = np.broadcast_to(t[:, None], o.shape).ravel()
+        oo = o.ravel()
+        if np.any(sh.pending[oo]):
+            self.fail(f"write of shared {mem.name}[{int(oo[sh.pending[oo]][0])}] while a cp.async to it is in "
+                      "flight", RaceError)
+        if not self.check_races:
+            return
+        order = np.argsort(oo, kind="stable")
+        so, st = oo[order], tt[order]
+        dup = (so[1:] == so[:-1]) & (st[1:] != st[:-1])
+        if np.any(dup):
+            self.fail(f"race on shared {mem.name}[{int(so[1:][dup][0])}]: two threads write it at once", RaceError)
+        ww = (sh.w_epoch[oo] == self.epoch) & (sh.w_thread[oo] != tt)
+        rr = (sh.r_epoch[oo] == self.epoch) & (sh.r_thread[oo] != tt) & (sh.r_thread[oo] != -1)
+        for clash, what in ((ww, "wrote"), (rr, "read")):
+            if np.any(clash):
+                i = int(np.argmax(clash))
+                other = sh.w_thread[oo[i]] if what == "wrote" else sh.r_thread[oo[i]]
+                who = "several threads" if other == -2 else f"thread {int(other)}"
+                self.fail(f"race on shared {mem.name}[{int(oo[i])}]: thread {int(tt[i])} writes what {who} "
+                          f"{what} with no barrier between", RaceError)
+        sh.w_thread[oo] = tt
+        sh.w_epoch[oo] = self.epoch
+
+    # --------------------------------------------------------------------------------------------- expressions
+
+    def eval(self, e: Any, env: dict, mask: np.ndarray | None) -> Any:  # noqa: C901
+        if isinstance(e, Const):
+            return typed(e.value, e.dtype)
+        if isinstance(e, Var):
+            try:
+                return env[e]
+            except KeyError:
+                raise TilecError(f"thread IR variable {e.name!r} is used before it is declared", self.loc) from None
+        if isinstance(e, MemRef):
+            m = np.ones(self.T, bool) if mask is None else mask
+            vals = self.read(e.mem, self.eval(e.offset, env, mask), e.lanes, m)
+            return vals[:, 0] if e.lanes == 1 else vals
+        if isinstance(e, BinOp):
+            a, b = self.eval(e.a, env, mask), self.eval(e.b, env, mask)
+            if e.a.dtype.is_float and e.a.dtype.bits < 32 and e.op not in ("and", "or"):
+                a, b = a.astype(np.float32), b.astype(np.float32)
+            if e.op in ("//", "%") and e.a.dtype.is_int:
+                b = np.where(b == 0, 1, b)
+            return typed(_BIN[e.op](a, b), e.dtype)
+        if isinstance(e, Cast):
+            return typed(self.eval(e.value, env, mask), e.dtype)
+        if isinstance(e, Select):
+            c = self.eval(e.cond, env, mask)
+            return typed(np.where(c, self.eval(e.a, env, mask), self.eval(e.b, env, mask)), e.dtype)
+        if isinstance(e, UnOp):
+            x = self.eval(e.a, env, mask)
+            if e.op == "not":
+                return np.logical_not(x)
+            if e.op == "~":
+                return np.invert(x)
+            return typed(np.negative(x.astype(np.float32) if e.dtype.is_float and e.dtype.bits < 32 else x), e.dtype)
+        if isinstance(e, Call):
+            args = [self.eval(a, env, mask) for a in e.args]
+            if e.args[0].dtype.is_float and e.args[0].dtype.bits < 32:
+                args = [a.astype(np.float32) for a in args]
+            return typed(_CALL[e.name](*args), e.dtype)
+        if isinstance(e, TCall):
+            return self.shuffle(e, env, mask)
+        raise TypeError(f"the thread interpreter cannot evaluate {type(e).__name__}")
+
+    def shuffle(self, e: TCall, env: dict, mask: np.ndarray | None) -> np.ndarray:
+        value = np.broadcast_to(self.eval(e.args[0], env, mask), (self.T,))
+        arg = np.broadcast_to(np.asarray(self.eval(e.args[1], env, mask), np.int64), (self.T,))
+        width = int(self.eval(e.args[2], env, mask)) if len(e.args) > 2 else 32
+        if mask is not None and not np.all(mask.reshape(-1, 32).all(axis=1) | ~mask.reshape(-1, 32).any(axis=1)):
+            self.fail(f"{e.name} reached by only part of a warp (all 32 lanes must execute it)", RaceError)
+        lane = self.tids % 32
+        seg = (lane // width) * width
+        if e.name == "shfl_xor":
+            src_lane = seg + ((lane % width) ^ arg) % width
+        elif e.name == "shfl_idx":
+            src_lane = seg + arg % width
+        elif e.name == "shfl_down":
+            src_lane = np.where(lane % width + arg < width, lane + arg, lane)
+        else:
+            raise TypeError(f"unknown value intrinsic {e.name}")
+        src = (self.tids // 32) * 32 + src_lane
+        return value[src]
+
+
+def _poison(shape: tuple[int, ...], m: Mem) -> np.ndarray:
+    if m.dtype.is_float:
+        return np.full(shape, np.nan, m.dtype.np)
+    return np.zeros(shape, m.dtype.np)
+
+
+# ------------------------------------------------------------------------------------------- statement rules
+
+
+@stmt_rule(Seq)
+def _seq(it: ThreadInterpreter, s: Seq, env: dict, mask: np.ndarray) -> None:
+    for c in s.stmts:
+        it.exec(c, env, mask)
+
+
+@stmt_rule(Comment)
+def _comment(it: ThreadInterpreter, s: Comment, env: dict, mask: np.ndarray) -> None:
+    pass
+
+
+@stmt_rule(Decl)
+def _decl(it: ThreadInterpreter, s: Decl, env: dict, mask: np.ndarray) -> None:
+    env[s.var] = it.eval(s.value, env, mask)
+
+
+@stmt_rule(Loop)
+def _loop(it: ThreadInterpreter, s: Loop, env: dict, mask: np.ndarray) -> None:
+    ext = np.asarray(it.eval(s.extent, env, mask))
+    uniform = ext.ndim == 0 or np.all(ext[mask] == ext[mask][0]) if np.any(mask) else True
+    top = int(ext if ext.ndim == 0 else (np.max(ext[mask]) if np.any(mask) else 0))
+    for i in range(top):
+        env[s.var] = np.asarray(i, np.int32)
+        it.exec(s.body, env, mask if uniform else mask & (i < ext))
+
+
+@stmt_rule(If)
+def _if(it: ThreadInterpreter, s: If, env: dict, mask: np.ndarray) -> None:
+    c = np.broadcast_to(np.asarray(it.eval(s.cond, env, mask), bool), (it.T,))
+    then = mask & c
+    if np.any(then):
+        it.exec(s.then_body, env, then)
+    if s.else_body is not None:
+        other = mask & ~c
+        if np.any(other):
+            it.exec(s.else_body, env, other)
+
+
+@stmt_rule(Write)
+def _write(it: ThreadInterpreter, s: Write, env: dict, mask: np.ndarray) -> None:
+    off = it.eval(s.offset, env, mask)
+    v = it.eval(s.value, env, mask)
+    v = np.broadcast_to(np.asarray(v), (it.T,))[:, None] if s.lanes == 1 else v
+    it.write(s.mem, off, v, s.lanes, mask)
+
+
+@stmt_rule(Sync)
+def _sync(it: ThreadInterpreter, s: Sync, env: dict, mask: np.ndarray) -> None:
+    if not np.all(mask):
+        it.fail(f"__syncthreads reached by {int(np.count_nonzero(mask))} of {it.T} threads (a deadlock on the GPU)",
+                RaceError)
+    it.epoch += 1
+
+
+@stmt_rule(AtomicAddOp)
+def _atomic(it: ThreadInterpreter, s: AtomicAddOp, env: dict, mask: np.ndarray) -> None:
+    off = np.broadcast_to(np.asarray(it.eval(s.offset, env, mask), np.int64), (it.T,))[mask]
+    val = np.broadcast_to(np.asarray(it.eval(s.value, env, mask)), (it.T,))[mask]
+    data = it.globals_[s.mem] if s.mem.space == "global" else it.shared[s.mem].data
+    if off.size and (off.min() < 0 or off.max() >= data.size):
+        it.fail(f"atomic add on {s.mem.name} outside its {data.size} elements")
+    if data.dtype.itemsize < 4 and data.dtype.kind in "fV":
+        acc = data.astype(np.float32)
+        np.add.at(acc, off, val.astype(np.float32))
+        data[...] = acc.astype(data.dtype)
+    else:
+        np.add.at(data, off, val.astype(data.dtype))
+
+
+@stmt_rule(PrintOp)
+def _print(it: ThreadInterpreter, s: PrintOp, env: dict, mask: np.ndarray) -> None:
+    vals = [np.broadcast_to(np.asarray(it.eval(a, env, mask)), (it.T,)) for a in s.args]
+    for t in np.flatnonzero(mask):
+        print(s.fmt % tuple(v[t].item() if hasattr(v[t], "item") else v[t] for v in vals))
+
+
+@stmt_rule(Mma)
+def _mma(it: ThreadInterpreter, s: Mma, env: dict, mask: np.ndarray) -> None:
+    warps = _full_warps(it, mask, "mma.sync")
+    a_lane, a_reg, b_lane, b_reg, c_lane, c_reg = _MMA
+    ra = it.regs[s.a][:, s.a_off : s.a_off + 8].astype(np.float32).reshape(-1, 32, 8)
+    rb = it.regs[s.b][:, s.b_off : s.b_off + 4].astype(np.float32).reshape(-1, 32, 4)
+    rc = it.regs[s.c][:, s.c_off : s.c_off + 4].astype(np.float32).reshape(-1, 32, 4)
+    A = ra[:, a_lane, a_reg]
+    B = rb[:, b_lane, b_reg]
+    C = rc[:, c_lane, c_reg] + A @ B
+    out = rc.copy()
+    out[:, c_lane, c_reg] = C
+    flat = out.reshape(-1, 4)
+    sel = np.repeat(warps, 32)
+    it.regs[s.c][sel, s.c_off : s.c_off + 4] = typed(flat[sel], s.c.dtype)
+
+
+@stmt_rule(LdMatrix)
+def _ldmatrix(it: ThreadInterpreter, s: LdMatrix, env: dict, mask: np.ndarray) -> None:
+    warps = _full_warps(it, mask, "ldmatrix")
+    addr = np.broadcast_to(np.asarray(it.eval(s.src_off, env, mask), np.int64), (it.T,)).reshape(-1, 32)
+    sh = it.shared[s.src]
+    rows_from = addr[:, : 8 * s.num]  # lane 8*m + r gives row r of matrix m
+    offs = rows_from[:, :, None] + np.arange(8)[None, None, :]  # (warps, 8*num, 8)
+    sel_w = np.flatnonzero(warps)
+    o = offs[sel_w]
+    if o.size and (o.min() < 0 or o.max() >= sh.data.size):
+        it.fail(f"ldmatrix reads {s.src.name} outside its {sh.data.size} elements")
+    t = (sel_w[:, None, None] * 32 + np.arange(8 * s.num)[None, :, None]).repeat(8, axis=2)
+    if o.size:
+        it.track_read(sh, s.src, t.reshape(-1), o.reshape(-1, 1))
+    mats = sh.data[o].reshape(len(sel_w), s.num, 8, 8)  # (warps, matrix, row, col)
+    lane = np.arange(32)
+    r, c = lane // 4, 2 * (lane % 4)
+    out = np.empty((len(sel_w), 32, 2 * s.num), dtype=sh.data.dtype)
+    for m in range(s.num):
+        if s.trans:
+            out[:, :, 2 * m], out[:, :, 2 * m + 1] = mats[:, m, c, r], mats[:, m, c + 1, r]
+        else:
+            out[:, :, 2 * m], out[:, :, 2 * m + 1] = mats[:, m, r, c], mats[:, m, r, c + 1]
+    tid = (sel_w[:, None] * 32 + lane[None, :]).reshape(-1)
+    it.regs[s.dst][tid, s.dst_off : s.dst_off + 2 * s.num] = typed(out.reshape(-1, 2 * s.num), s.dst.dtype)
+
+
+def _full_warps(it: ThreadInterpreter, mask: np.ndarray, what: str) -> np.ndarray:
+    per_warp = mask.reshape(-1, 32)
+    full, any_ = per_warp.all(axis=1), per_warp.any(axis=1)
+    if np.any(any_ & ~full):
+        it.fail(f"{what} reached by only part of a warp (all 32 lanes must execute it)", RaceError)
+    return full
+
+
+@stmt_rule(CpAsync)
+def _cp_async(it: ThreadInterpreter, s: CpAsync, env: dict, mask: np.ndarray) -> None:
+    lanes = s.nbytes * 8 // s.dst.dtype.bits
+    pred = mask if s.pred is None else mask & np.broadcast_to(np.asarray(it.eval(s.pred, env, mask), bool), (it.T,))
+    vals = it.read(s.src, it.eval(s.src_off, env, mask), lanes, pred)
+    vals[~pred] = 0
+    t, o = it.lanes_offsets(it.eval(s.dst_off, env, mask), lanes, mask)
+    sh = it.shared[s.dst]
+    if o.size and (o.min() < 0 or o.max() >= sh.data.size):
+        it.fail(f"cp.async writes {s.dst.name} outside its {sh.data.size} elements")
+    it.track_write(sh, s.dst, t, o)
+    sh.pending[o.ravel()] = True
+    it.groups[-1].append((s.dst, t, o, vals[mask]))
+
+
+@stmt_rule(CpAsyncCommit)
+def _commit(it: ThreadInterpreter, s: CpAsyncCommit, env: dict, mask: np.ndarray) -> None:
+    it.groups.append([])
+
+
+@stmt_rule(CpAsyncWait)
+def _wait(it: ThreadInterpreter, s: CpAsyncWait, env: dict, mask: np.ndarray) -> None:
+    committed = it.groups[:-1]
+    done = committed[: max(len(committed) - s.n, 0)]
+    for group in done:
+        for mem, t, o, vals in group:
+            sh = it.shared[mem]
+            sh.pending[o.ravel()] = False
+            it.track_write(sh, mem, t, o)  # the data becomes visible now, written by the issuing thread
+            sh.data[o.ravel()] = vals.ravel().astype(sh.data.dtype)
+    it.groups = committed[len(done) :] + [it.groups[-1]]

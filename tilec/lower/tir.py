@@ -1,0 +1,245 @@
+"""The thread IR: what one thread of a block does, in the order it does it.
+
+Tile ops are lowered to this (stage 7); the CUDA/HIP emitters print it and the thread interpreter runs it.
+Scalar expressions are the Tile IR's (:mod:`tilec.ir.expr`) plus :class:`MemRef` (an element, or a vector of
+``lanes`` elements, of a :class:`Mem`) and :class:`TCall` (warp shuffles and other value intrinsics).
+
+Memory: ``global`` mems are the kernel's tensors (flat, element offsets); ``shared`` mems live in one
+dynamic shared-memory arena at byte offsets; ``reg`` mems are per-thread register arrays (every fragment is
+one, holding the thread's locals). Registers must be indexed by constants: lowering unrolls what touches them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilec.dtypes import DType
+from tilec.errors import SourceLoc
+from tilec.ir.buffer import Buffer
+from tilec.ir.expr import Expr, Var
+
+SPACES = ("global", "shared", "reg")
+
+
+@dataclass(frozen=True, eq=False)
+class Mem:
+    """A storage object of the thread IR.
+
+    ``size`` counts elements; for a ``global`` mem it may be symbolic. ``buffer`` is the Tile IR buffer the
+    mem holds (None for scratch space made by lowering).
+    """
+
+    name: str
+    dtype: DType
+    space: str
+    size: int | Expr
+    buffer: Buffer | None = None
+
+    __hash__ = object.__hash__
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class MemRef(Expr):
+    """``mem[offset]`` (``lanes`` consecutive elements when > 1: a vector access)."""
+
+    mem: Mem
+    offset: Expr
+    lanes: int = 1
+
+    @property
+    def dtype(self) -> DType:  # type: ignore[override]
+        return self.mem.dtype
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class TCall(Expr):
+    """A value intrinsic: ``shfl_xor(value, lane_mask, width)``, ``shfl_idx(value, lane, width)``."""
+
+    name: str
+    args: tuple[Expr, ...]
+    dtype: DType
+
+
+# ---------------------------------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, eq=False)
+class TStmt:
+    loc: SourceLoc | None = field(default=None, kw_only=True, repr=False)
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Seq(TStmt):
+    stmts: tuple[TStmt, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Loop(TStmt):
+    """``for (var = 0; var < extent; ++var)``; ``unroll`` asks the compiler to unroll it."""
+
+    var: Var
+    extent: Expr
+    body: TStmt
+    unroll: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class If(TStmt):
+    cond: Expr
+    then_body: TStmt
+    else_body: TStmt | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Decl(TStmt):
+    """``const T var = value;`` visible to the rest of the enclosing block."""
+
+    var: Var
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Write(TStmt):
+    """``mem[offset] = value`` (a vector of ``lanes`` elements when > 1; ``value`` is then a MemRef)."""
+
+    mem: Mem
+    offset: Expr
+    value: Expr
+    lanes: int = 1
+
+
+@dataclass(frozen=True, eq=False)
+class Sync(TStmt):
+    """A barrier of all threads of the block (``__syncthreads``)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Comment(TStmt):
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
+class AtomicAddOp(TStmt):
+    """``atomicAdd(&mem[offset], value)``."""
+
+    mem: Mem
+    offset: Expr
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class PrintOp(TStmt):
+    """``printf`` of values from one thread (``thread`` is the printing thread, usually 0)."""
+
+    fmt: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Mma(TStmt):
+    """``mma.sync.aligned.m16n8k16`` of one warp: C[c:c+4] += A[a:a+8] x B[b:b+4] (register offsets).
+
+    ``ab_dtype`` is float16 or bfloat16, the accumulator float32. Register order is the PTX ISA's.
+    """
+
+    a: Mem
+    a_off: int
+    b: Mem
+    b_off: int
+    c: Mem
+    c_off: int
+
+
+@dataclass(frozen=True, eq=False)
+class LdMatrix(TStmt):
+    """``ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16``: this lane's row address is
+    ``src[src_off]``; lane results go to ``dst[dst_off : dst_off + 2 * num]``."""
+
+    num: int
+    trans: bool
+    dst: Mem
+    dst_off: int
+    src: Mem
+    src_off: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class CpAsync(TStmt):
+    """``cp.async`` of ``nbytes`` (4, 8 or 16) from ``src[src_off]`` (global) to ``dst[dst_off]`` (shared);
+    with ``pred`` false the destination is zero-filled and the source not read."""
+
+    dst: Mem
+    dst_off: Expr
+    src: Mem
+    src_off: Expr
+    nbytes: int
+    pred: Expr | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class CpAsyncCommit(TStmt):
+    """``cp.async.commit_group``."""
+
+
+@dataclass(frozen=True, eq=False)
+class CpAsyncWait(TStmt):
+    """``cp.async.wait_group n``: at most ``n`` of this thread's groups still in flight."""
+
+    n: int
+
+
+# ------------------------------------------------------------------------------------------------------ kernel
+
+
+@dataclass(frozen=True, eq=False)
+class ThreadKernel:
+    """A lowered kernel.
+
+    ``params`` are the global mems and scalar variables in the Tile IR's parameter order; ``dyn_vars`` the
+    symbolic sizes, passed after them. ``grid`` is in terms of ``dyn_vars``. ``block_idx`` are the hardware
+    block indices (blockIdx.x, .y, .z) and ``tx`` the thread index; the body starts by declaring the kernel's
+    own block variables from them (after rasterization, with ``T.use_swizzle``). ``shared`` lists shared mems
+    with their byte offsets in the arena of ``smem_bytes``.
+    """
+
+    name: str
+    params: tuple[Mem | Var, ...]
+    dyn_vars: tuple[Var, ...]
+    grid: tuple[Expr, ...]
+    block_idx: tuple[Var, ...]
+    threads: int
+    tx: Var
+    shared: tuple[tuple[Mem, int], ...]
+    regs: tuple[Mem, ...]
+    body: TStmt
+    smem_bytes: int
+    notes: tuple[str, ...] = ()
+
+    __hash__ = object.__hash__
+
+    def __str__(self) -> str:
+        from tilec.lower.printer import print_kernel
+
+        return print_kernel(self)
+
+
+def seq(stmts: list[TStmt]) -> TStmt:
+    flat: list[TStmt] = []
+    for s in stmts:
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def ref(mem: Mem, offset: Any, lanes: int = 1) -> MemRef:
+    from tilec.ir.expr import as_expr
+
+    return MemRef(mem, as_expr(offset), lanes)
