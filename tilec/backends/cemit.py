@@ -1,0 +1,306 @@
+"""Emit C-like GPU source (CUDA or HIP) from the thread IR (pipeline stage 8).
+
+One emitter; the two languages differ by a :class:`CTable` (type names, intrinsic spellings, barrier, the
+device header), not by control flow. Each tile op's code starts with a comment naming its kernel line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilec import dtypes as dt
+from tilec.dtypes import DType
+from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Select, UnOp, Var
+from tilec.ir.printer import Names
+from tilec.lower.tir import (
+    AtomicAddOp, Comment, CpAsync, CpAsyncCommit, CpAsyncWait, Decl, If, LdMatrix, Loop, Mem, MemRef, Mma, PrintOp,
+    Seq, Sync, TCall, ThreadKernel, TStmt, Write,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CTable:
+    """What differs between CUDA and HIP source."""
+
+    name: str
+    types: dict[str, str]
+    vector_types: dict[int, str]  # bytes -> the type moving that many bytes
+    thread_idx: str
+    block_idx: tuple[str, str, str]
+    sync: str
+    shfl: dict[str, str]  # TCall name -> format with {v}, {a}, {w}
+    header: str
+    kernel_prefix: str
+    math32: dict[str, str] = field(default_factory=dict)  # intrinsic -> float32 function
+    math64: dict[str, str] = field(default_factory=dict)
+
+
+_MATH32 = {
+    "exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
+    "abs": "fabsf", "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf",
+    "round": "roundf", "pow": "powf", "fma": "fmaf", "isnan": "isnan", "isinf": "isinf",
+    "sigmoid": "tl::sigmoid",
+}  # fmt: skip
+_MATH64 = {k: v.rstrip("f") if v.endswith("f") and k not in ("isnan", "isinf") else v for k, v in _MATH32.items()}
+_MATH64.update({"rsqrt": "rsqrt", "abs": "fabs", "sigmoid": "tl::sigmoid"})
+
+_C_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "&": "&", "|": "|", "^": "^", "<<": "<<", ">>": ">>",
+          "<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!=", "and": "&&", "or": "||"}
+_PREC = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 7, "<=": 7, ">": 7, ">=": 7,
+         "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10}
+
+
+def _ident(name: str) -> str:
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return out if out and not out[0].isdigit() else "v_" + out
+
+
+class _CNames(Names):
+    """Unique C identifiers (Python names, with C keywords and clashes renamed)."""
+
+    RESERVED = {"int", "float", "double", "char", "short", "long", "half", "bool", "if", "else", "for", "while",
+                "do", "return", "const", "static", "void", "signed", "unsigned", "auto", "default", "case",
+                "switch", "break", "continue", "goto", "struct", "union", "enum", "register", "volatile", "new",
+                "delete", "this", "class", "template", "typename", "namespace", "tl", "smem", "threadIdx",
+                "blockIdx", "blockDim", "gridDim", "min", "max", "abs", "printf"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._used |= self.RESERVED
+
+    def __call__(self, node: Any) -> str:
+        key = id(node)
+        if key not in self._by_id:
+            saved = node.name
+            base = _ident(saved)
+            name, k = base, 0
+            while name in self._used:
+                k += 1
+                name = f"{base}_{k}"
+            self._used.add(name)
+            self._by_id[key] = name
+        return self._by_id[key]
+
+
+class CEmitter:
+    """Prints one :class:`ThreadKernel` with a :class:`CTable`."""
+
+    def __init__(self, table: CTable, nonneg: set[int] | None = None) -> None:
+        self.t = table
+        self.names = _CNames()
+        self.lines: list[str] = []
+        self.nonneg: set[int] = set(nonneg or ())
+
+    # ------------------------------------------------------------------------------------------------ types
+
+    def ctype(self, d: DType) -> str:
+        return self.t.types[d.name]
+
+    # ---------------------------------------------------------------------------------------------- kernel
+
+    def kernel(self, k: ThreadKernel) -> str:
+        for v in (k.tx, *k.block_idx, *k.dyn_vars):
+            self.nonneg.add(id(v))
+        params = []
+        for p in k.params:
+            if isinstance(p, Mem):
+                params.append(f"{self.ctype(p.dtype)}* __restrict__ {self.names(p)}")
+            else:
+                params.append(f"{self.ctype(p.dtype)} {self.names(p)}")
+        params += [f"int {self.names(v)}" for v in k.dyn_vars]
+        out = [self.t.header, ""]
+        out.append(f'extern "C" {self.t.kernel_prefix} __launch_bounds__({k.threads}) void {_ident(k.name)}('
+                   + ", ".join(params) + ") {")
+        if k.smem_bytes:
+            out.append("  extern __shared__ __align__(1024) unsigned char smem[];")
+        for m, off in k.shared:
+            ct = self.ctype(m.dtype)
+            out.append(f"  {ct}* {self.names(m)} = reinterpret_cast<{ct}*>(smem + {off});")
+        for m in k.regs:
+            out.append(f"  __align__(16) {self.ctype(m.dtype)} {self.names(m)}[{m.size}];")
+        out.append(f"  const int {self.names(k.tx)} = {self.t.thread_idx};")
+        for v, b in zip(k.block_idx, self.t.block_idx):
+            out.append(f"  const int {self.names(v)} = {b};")
+        self.lines = out
+        self.stmt(k.body, 1)
+        self.lines.append("}")
+        return "\n".join(self.lines) + "\n"
+
+    def emit(self, depth: int, text: str) -> None:
+        self.lines.append("  " * depth + text)
+
+    # ------------------------------------------------------------------------------------------- statements
+
+    def stmt(self, s: TStmt, d: int) -> None:  # noqa: C901 - one branch per statement kind
+        if isinstance(s, Seq):
+            for c in s.stmts:
+                self.stmt(c, d)
+        elif isinstance(s, Comment):
+            self.emit(d, f"// {s.text}")
+        elif isinstance(s, Decl):
+            self.emit(d, f"const {self.ctype(s.var.dtype)} {self.names(s.var)} = {self.e(s.value)};")
+        elif isinstance(s, Loop):
+            self.nonneg.add(id(s.var))
+            v = self.names(s.var)
+            if s.unroll:
+                self.emit(d, "#pragma unroll")
+            self.emit(d, f"for (int {v} = 0; {v} < {self.e(s.extent)}; ++{v}) {{")
+            self.stmt(s.body, d + 1)
+            self.emit(d, "}")
+        elif isinstance(s, If):
+            self.emit(d, f"if ({self.e(s.cond)}) {{")
+            self.stmt(s.then_body, d + 1)
+            if s.else_body is not None:
+                self.emit(d, "} else {")
+                self.stmt(s.else_body, d + 1)
+            self.emit(d, "}")
+        elif isinstance(s, Write):
+            self.write(s, d)
+        elif isinstance(s, Sync):
+            self.emit(d, self.t.sync)
+        else:
+            self.intrinsic(s, d)
+
+    def write(self, s: Write, d: int) -> None:
+        if s.lanes == 1:
+            self.emit(d, f"{self.names(s.mem)}[{self.e(s.offset)}] = {self.e(s.value)};")
+            return
+        nbytes = s.lanes * s.mem.dtype.bits // 8
+        vt = self.t.vector_types[nbytes]
+        assert isinstance(s.value, MemRef) and s.value.lanes == s.lanes
+        src = s.value
+        self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = "
+                     f"*reinterpret_cast<const {vt}*>(&{self.names(src.mem)}[{self.e(src.offset)}]);")
+
+    def intrinsic(self, s: TStmt, d: int) -> None:
+        n = self.names
+        if isinstance(s, Mma):
+            fn = "tl::mma_m16n8k16_bf16" if s.a.dtype is dt.bfloat16 else "tl::mma_m16n8k16_f16"
+            self.emit(d, f"{fn}({n(s.c)} + {s.c_off}, {n(s.a)} + {s.a_off}, {n(s.b)} + {s.b_off});")
+        elif isinstance(s, LdMatrix):
+            fn = f"tl::ldmatrix_x{s.num}{'_trans' if s.trans else ''}"
+            self.emit(d, f"{fn}({n(s.dst)} + {s.dst_off}, &{n(s.src)}[{self.e(s.src_off)}]);")
+        elif isinstance(s, CpAsync):
+            pred = self.e(s.pred) if s.pred is not None else "true"
+            self.emit(d, f"tl::cp_async<{s.nbytes}>(&{n(s.dst)}[{self.e(s.dst_off)}], "
+                         f"&{n(s.src)}[{self.e(s.src_off)}], {pred});")
+        elif isinstance(s, CpAsyncCommit):
+            self.emit(d, "tl::cp_async_commit();")
+        elif isinstance(s, CpAsyncWait):
+            self.emit(d, f"tl::cp_async_wait<{s.n}>();")
+        elif isinstance(s, AtomicAddOp):
+            self.emit(d, f"atomicAdd(&{n(s.mem)}[{self.e(s.offset)}], {self.e(s.value)});")
+        elif isinstance(s, PrintOp):
+            args = "".join(f", {self._printf_arg(a)}" for a in s.args)
+            self.emit(d, f'printf("{s.fmt}\\n"{args});')
+        else:
+            raise TypeError(f"cannot emit {type(s).__name__}")
+
+    def _printf_arg(self, a: Expr) -> str:
+        if a.dtype.is_float:
+            return f"(double)(float)({self.e(a)})"
+        return f"(long long)({self.e(a)})"
+
+    # ------------------------------------------------------------------------------------------ expressions
+
+    def is_nonneg(self, e: Any) -> bool:
+        if isinstance(e, Const):
+            return e.value >= 0
+        if isinstance(e, Var):
+            return id(e) in self.nonneg
+        if isinstance(e, BinOp) and e.op in ("+", "*", "//", "%", "min", "max", "&", ">>"):
+            return self.is_nonneg(e.a) and self.is_nonneg(e.b)
+        if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
+            return self.is_nonneg(e.value)
+        return False
+
+    def e(self, x: Any, prec: int = 0) -> str:  # noqa: C901
+        if isinstance(x, Const):
+            return self.const(x)
+        if isinstance(x, Var):
+            return self.names(x)
+        if isinstance(x, MemRef):
+            return f"{self.names(x.mem)}[{self.e(x.offset)}]"
+        if isinstance(x, BinOp):
+            return self.binop(x, prec)
+        if isinstance(x, UnOp):
+            op = {"-": "-", "~": "~", "not": "!"}[x.op]
+            return f"({op}{self.e(x.a, 11)})"
+        if isinstance(x, Cast):
+            return self.cast(x.dtype, x.value)
+        if isinstance(x, Select):
+            return f"({self.e(x.cond, 1)} ? {self.e(x.a, 1)} : {self.e(x.b, 1)})"
+        if isinstance(x, Call):
+            return self.call(x)
+        if isinstance(x, TCall):
+            fmt = self.t.shfl[x.name]
+            w = self.e(x.args[2]) if len(x.args) > 2 else "32"
+            return fmt.format(v=self.e(x.args[0]), a=self.e(x.args[1]), w=w)
+        raise TypeError(f"cannot emit {type(x).__name__}")
+
+    def const(self, c: Const) -> str:
+        v = c.value
+        if c.dtype.is_bool:
+            return "true" if v else "false"
+        if c.dtype.is_int:
+            text = str(int(v))
+            if c.dtype.bits == 64:
+                return text + "LL"
+            return text if int(v) >= 0 else f"({text})"
+        if math.isinf(v):
+            text = "INFINITY" if v > 0 else "(-INFINITY)"
+        elif math.isnan(v):
+            text = "NAN"
+        else:
+            text = repr(float(v)) + ("" if c.dtype is dt.float64 else "f")
+        if c.dtype in (dt.float32, dt.float64):
+            return text
+        return f"{self.ctype(c.dtype)}({text})"
+
+    def binop(self, x: BinOp, prec: int) -> str:
+        if x.op in ("min", "max"):
+            fn = {"min": "tl::min", "max": "tl::max"}[x.op]
+            return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
+        if x.op in ("//", "%"):
+            if x.a.dtype.is_int:
+                if self.is_nonneg(x.a) and self.is_nonneg(x.b):
+                    op = "/" if x.op == "//" else "%"
+                    text = f"{self.e(x.a, 10)} {op} {self.e(x.b, 11)}"
+                    return f"({text})" if prec > 10 else text
+                fn = "tl::floordiv" if x.op == "//" else "tl::floormod"
+                return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
+            fn = "tl::ffloordiv" if x.op == "//" else "tl::ffloormod"
+            return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
+        op = _C_OPS[x.op]
+        p = _PREC[op]
+        text = f"{self.e(x.a, p)} {op} {self.e(x.b, p + 1)}"
+        return f"({text})" if p < prec else text
+
+    def cast(self, to: DType, value: Expr) -> str:
+        src = value.dtype
+        inner = self.e(value)
+        low = lambda d: d.is_float and d.bits < 32  # noqa: E731
+        if low(src) and (to.is_int or to.is_bool):
+            return f"static_cast<{self.ctype(to)}>(static_cast<float>({inner}))"
+        if low(to) and not src.is_float:
+            return f"{self.ctype(to)}(static_cast<float>({inner}))"
+        if low(src) and low(to):
+            return f"{self.ctype(to)}(static_cast<float>({inner}))"
+        return f"static_cast<{self.ctype(to)}>({inner})"
+
+    def call(self, x: Call) -> str:
+        d = x.args[0].dtype
+        if d is dt.float64:
+            fn = self.t.math64[x.name]
+        elif d.is_int and x.name == "abs":
+            return f"abs({self.e(x.args[0])})"
+        else:
+            fn = self.t.math32[x.name]
+        args = ", ".join(self.e(a) if d in (dt.float32, dt.float64) else f"static_cast<float>({self.e(a)})"
+                         for a in x.args)
+        text = f"{fn}({args})"
+        if x.dtype.is_float and x.dtype.bits < 32:
+            return f"{self.ctype(x.dtype)}({text})"
+        return text

@@ -1,0 +1,103 @@
+"""tilec's own CUDA device header (no CUTLASS, no CuTe): tensor-core, ldmatrix, cp.async and small helpers."""
+
+HEADER = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+
+namespace tl {
+
+template <class T> __device__ __forceinline__ T min(T a, T b) { return a < b ? a : b; }
+template <class T> __device__ __forceinline__ T max(T a, T b) { return a < b ? b : a; }
+template <> __device__ __forceinline__ float min<float>(float a, float b) { return fminf(a, b); }
+template <> __device__ __forceinline__ float max<float>(float a, float b) { return fmaxf(a, b); }
+template <> __device__ __forceinline__ double min<double>(double a, double b) { return fmin(a, b); }
+template <> __device__ __forceinline__ double max<double>(double a, double b) { return fmax(a, b); }
+
+__device__ __forceinline__ int floordiv(int a, int b) {
+  int q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ int floormod(int a, int b) { return a - floordiv(a, b) * b; }
+__device__ __forceinline__ long long floordiv(long long a, long long b) {
+  long long q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ long long floormod(long long a, long long b) { return a - floordiv(a, b) * b; }
+__device__ __forceinline__ float ffloordiv(float a, float b) { return floorf(a / b); }
+__device__ __forceinline__ float ffloormod(float a, float b) { return a - floorf(a / b) * b; }
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+// mma.sync m16n8k16, fp32 accumulators; A: 8 halves, B: 4 halves, C: 4 floats per thread (PTX order)
+__device__ __forceinline__ void mma_m16n8k16_f16(float* c, const half* a, const half* b) {
+  const unsigned* A = reinterpret_cast<const unsigned*>(a);
+  const unsigned* B = reinterpret_cast<const unsigned*>(b);
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]));
+}
+__device__ __forceinline__ void mma_m16n8k16_bf16(float* c, const __nv_bfloat16* a, const __nv_bfloat16* b) {
+  const unsigned* A = reinterpret_cast<const unsigned*>(a);
+  const unsigned* B = reinterpret_cast<const unsigned*>(b);
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+               "{%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]));
+}
+
+template <class T> __device__ __forceinline__ unsigned smem_addr(const T* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+template <class T> __device__ __forceinline__ void ldmatrix_x1(T* d, const T* p) {
+  unsigned* r = reinterpret_cast<unsigned*>(d);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(smem_addr(p)));
+}
+template <class T> __device__ __forceinline__ void ldmatrix_x2(T* d, const T* p) {
+  unsigned* r = reinterpret_cast<unsigned*>(d);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(p)));
+}
+template <class T> __device__ __forceinline__ void ldmatrix_x4(T* d, const T* p) {
+  unsigned* r = reinterpret_cast<unsigned*>(d);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+template <class T> __device__ __forceinline__ void ldmatrix_x1_trans(T* d, const T* p) {
+  unsigned* r = reinterpret_cast<unsigned*>(d);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(smem_addr(p)));
+}
+template <class T> __device__ __forceinline__ void ldmatrix_x2_trans(T* d, const T* p) {
+  unsigned* r = reinterpret_cast<unsigned*>(d);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(p)));
+}
+template <class T> __device__ __forceinline__ void ldmatrix_x4_trans(T* d, const T* p) {
+  unsigned* r = reinterpret_cast<unsigned*>(d);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+
+// cp.async: N bytes global -> shared; when pred is false the destination is zero-filled and nothing is read
+template <int N> __device__ __forceinline__ void cp_async(void* dst, const void* src, bool pred) {
+  const int src_size = pred ? N : 0;
+  if (N == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(smem_addr(dst)), "l"(src),
+                 "r"(src_size));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(smem_addr(dst)), "l"(src), "n"(N),
+                 "r"(src_size));
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+}  // namespace tl
+"""

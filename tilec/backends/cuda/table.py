@@ -1,0 +1,29 @@
+"""What CUDA source looks like: the :class:`~tilec.backends.cemit.CTable` of the CUDA backend."""
+
+from tilec.backends.cemit import _MATH32, _MATH64, CTable
+from tilec.backends.cuda.header import HEADER
+
+CUDA_TYPES = {
+    "float64": "double", "float32": "float", "float16": "half", "bfloat16": "__nv_bfloat16",
+    "float8_e4m3": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2", "int64": "long long", "int32": "int",
+    "int16": "short", "int8": "signed char", "int4": "signed char", "uint8": "unsigned char",
+    "uint16": "unsigned short", "uint32": "unsigned", "uint64": "unsigned long long", "bool": "bool",
+}  # fmt: skip
+
+CUDA = CTable(
+    name="cuda",
+    types=CUDA_TYPES,
+    vector_types={2: "unsigned short", 4: "unsigned", 8: "uint2", 16: "uint4"},
+    thread_idx="threadIdx.x",
+    block_idx=("blockIdx.x", "blockIdx.y", "blockIdx.z"),
+    sync="__syncthreads();",
+    shfl={
+        "shfl_xor": "__shfl_xor_sync(0xffffffffu, {v}, {a}, {w})",
+        "shfl_idx": "__shfl_sync(0xffffffffu, {v}, {a}, {w})",
+        "shfl_down": "__shfl_down_sync(0xffffffffu, {v}, {a}, {w})",
+    },
+    header=HEADER,
+    kernel_prefix="__global__",
+    math32=_MATH32,
+    math64=_MATH64,
+)
