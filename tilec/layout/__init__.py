@@ -1,0 +1,40 @@
+"""Layout algebra for tilec: where element ``(i, j, ...)`` of a tile lives.
+
+Two kinds of maps, both on sympy integer expressions (simplified with index ranges, cached):
+
+* :class:`Layout` -- multi-index -> linear offset (memory layouts, swizzles) or -> another
+  multi-index (transposes, views); supports ``compose``, ``inverse``, ``reshape``, ``repeat``,
+  ``equals``, ``eval_table``, ``to_c``.
+* :class:`Fragment` -- multi-index (plus a replica number) -> ``(thread, local register)`` for
+  register tiles spread over a block; supports ``repeat`` (over threads or registers),
+  ``replicated``, ``inverse``, ``is_valid``, ``to_c``.
+
+Named constructors cover row/column-major, padded and strided memory, the TMA/wgmma XOR
+swizzles, the ``mma.sync.m16n8k16``, ``ldmatrix``, ``wgmma.m64nNk16`` and MFMA 16x16x16 register
+layouts, and block-level GEMM fragments (``make_*_fragment``).  See :mod:`tilec.layout.named`
+and :mod:`tilec.layout.partition` for the register-order conventions.
+
+Expression helpers usable inside layout lambdas (on ints and on symbols): :func:`floordiv`,
+:func:`floormod`, :func:`bitxor`, :func:`bitand`, :func:`shr` (Python's ``//`` and ``%`` also
+work on the symbols).
+"""
+
+from .expr import BitAnd, BitXor, FloorDiv, FloorMod, Lut, ShiftRight, bitand, bitxor, floordiv, floormod, shr
+from .layout import Layout
+from .simplify import simplify_expr
+
+__all__ = [
+    "BitAnd",
+    "BitXor",
+    "FloorDiv",
+    "FloorMod",
+    "Layout",
+    "Lut",
+    "ShiftRight",
+    "bitand",
+    "bitxor",
+    "floordiv",
+    "floormod",
+    "shr",
+    "simplify_expr",
+]
