@@ -20,6 +20,7 @@ work on the symbols).
 """
 
 from .expr import BitAnd, BitXor, FloorDiv, FloorMod, Lut, ShiftRight, bitand, bitxor, floordiv, floormod, shr
+from .fragment import Fragment
 from .layout import Layout
 from .simplify import simplify_expr
 
@@ -28,6 +29,7 @@ __all__ = [
     "BitXor",
     "FloorDiv",
     "FloorMod",
+    "Fragment",
     "Layout",
     "Lut",
     "ShiftRight",
