@@ -22,6 +22,29 @@ work on the symbols).
 from .expr import BitAnd, BitXor, FloorDiv, FloorMod, Lut, ShiftRight, bitand, bitxor, floordiv, floormod, shr
 from .fragment import Fragment
 from .layout import Layout
+from .named import (
+    LdmatrixLayout,
+    col_major,
+    ldmatrix,
+    mfma_16x16x16_a,
+    mfma_16x16x16_b,
+    mfma_16x16x16_c,
+    mma_m16n8k16_a,
+    mma_m16n8k16_b,
+    mma_m16n8k16_c,
+    padded,
+    row_major,
+    strided,
+    swizzle,
+    wgmma_m64nNk16_c,
+)
+from .partition import (
+    make_mfma_c_fragment,
+    make_mma_a_fragment,
+    make_mma_b_fragment,
+    make_mma_c_fragment,
+    make_wgmma_c_fragment,
+)
 from .simplify import simplify_expr
 
 __all__ = [
@@ -31,12 +54,31 @@ __all__ = [
     "FloorMod",
     "Fragment",
     "Layout",
+    "LdmatrixLayout",
     "Lut",
     "ShiftRight",
     "bitand",
     "bitxor",
+    "col_major",
     "floordiv",
     "floormod",
+    "ldmatrix",
+    "make_mfma_c_fragment",
+    "make_mma_a_fragment",
+    "make_mma_b_fragment",
+    "make_mma_c_fragment",
+    "make_wgmma_c_fragment",
+    "mfma_16x16x16_a",
+    "mfma_16x16x16_b",
+    "mfma_16x16x16_c",
+    "mma_m16n8k16_a",
+    "mma_m16n8k16_b",
+    "mma_m16n8k16_c",
+    "padded",
+    "row_major",
     "shr",
     "simplify_expr",
+    "strided",
+    "swizzle",
+    "wgmma_m64nNk16_c",
 ]
