@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,8 @@ from tilec.layout import (
 
 from .test_tensorcore import ptx_a, ptx_b, ptx_c, ptx_wgmma_d
 
+Entry = tuple[tuple[int, int], int, int]  # ((row, col), thread, local)
+
 
 def slots(frag: Fragment) -> np.ndarray:
     """Sorted ``thread * num_locals + local`` codes per element (replica order ignored)."""
@@ -23,7 +27,7 @@ def slots(frag: Fragment) -> np.ndarray:
     return np.sort(t * frag.num_locals + loc, axis=-1)
 
 
-def expected(shape: tuple[int, int], copies: int, num_locals: int, entries) -> np.ndarray:  # noqa: ANN001
+def expected(shape: tuple[int, int], copies: int, num_locals: int, entries: Iterable[Entry]) -> np.ndarray:
     codes: list[list[list[int]]] = [[[] for _ in range(shape[1])] for _ in range(shape[0])]
     for (row, col), thread, local in entries:
         codes[row][col].append(thread * num_locals + local)
@@ -40,7 +44,7 @@ def test_mma_c_fragment(bm: int, bn: int, wm: int, wn: int) -> None:
     assert (frag.num_threads, frag.num_locals, frag.replicate) == (32 * wm * wn, am * an * 4, 1)
     assert frag.is_valid()
 
-    def entries():  # noqa: ANN202
+    def entries() -> Iterator[Entry]:
         for w_m in range(wm):
             for w_n in range(wn):
                 for mi in range(am):
@@ -62,7 +66,7 @@ def test_mma_a_fragment(bm: int, bk: int, wm: int, wn: int) -> None:
     assert (frag.num_threads, frag.num_locals, frag.replicate) == (32 * wm * wn, am * ak * 8, wn)
     assert frag.is_valid()
 
-    def entries():  # noqa: ANN202
+    def entries() -> Iterator[Entry]:
         for w_m in range(wm):
             for w_n in range(wn):
                 for mi in range(am):
@@ -84,7 +88,7 @@ def test_mma_b_fragment(bk: int, bn: int, wm: int, wn: int) -> None:
     assert (frag.num_threads, frag.num_locals, frag.replicate) == (32 * wm * wn, ak * an * 4, wm)
     assert frag.is_valid()
 
-    def entries():  # noqa: ANN202
+    def entries() -> Iterator[Entry]:
         for w_m in range(wm):
             for w_n in range(wn):
                 for ki in range(ak):
@@ -107,7 +111,7 @@ def test_wgmma_c_fragment(bm: int, bn: int, gm: int, gn: int) -> None:
     assert (frag.num_threads, frag.num_locals) == (128 * gm * gn, am * an * n_atom // 2)
     assert frag.is_valid()
 
-    def entries():  # noqa: ANN202
+    def entries() -> Iterator[Entry]:
         for g_m in range(gm):
             for g_n in range(gn):
                 for mi in range(am):
@@ -125,7 +129,7 @@ def test_mfma_c_fragment() -> None:
     frag = make_mfma_c_fragment(64, 32, 2, 1)
     assert (frag.num_threads, frag.num_locals) == (128, 16) and frag.is_valid()
 
-    def entries():  # noqa: ANN202
+    def entries() -> Iterator[Entry]:
         for w_m in range(2):
             for mi in range(2):
                 for ni in range(2):

@@ -6,6 +6,8 @@ register), independently of how the constructors build the fragments.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,8 @@ from tilec.layout import (
     mma_m16n8k16_c,
     wgmma_m64nNk16_c,
 )
+
+Where = Callable[[int, int], tuple[int, ...]]  # (thread, register) -> element index
 
 
 def ptx_a(lane: int, i: int) -> tuple[int, int]:
@@ -53,7 +57,7 @@ def ptx_wgmma_d(tid: int, i: int) -> tuple[int, int]:
     return row, col
 
 
-def expected_tables(shape: tuple[int, ...], threads: int, regs: int, where) -> tuple[np.ndarray, np.ndarray]:  # noqa: ANN001
+def expected_tables(shape: tuple[int, ...], threads: int, regs: int, where: Where) -> tuple[np.ndarray, np.ndarray]:
     t = np.full(shape, -1, dtype=np.int64)
     loc = np.full(shape, -1, dtype=np.int64)
     for tid in range(threads):
@@ -65,7 +69,7 @@ def expected_tables(shape: tuple[int, ...], threads: int, regs: int, where) -> t
     return t, loc
 
 
-def assert_fragment(frag: Fragment, threads: int, regs: int, where) -> None:  # noqa: ANN001
+def assert_fragment(frag: Fragment, threads: int, regs: int, where: Where) -> None:
     assert (frag.num_threads, frag.num_locals, frag.replicate) == (threads, regs, 1)
     assert frag.is_valid()
     want_t, want_l = expected_tables(frag.shape, threads, regs, where)

@@ -28,10 +28,8 @@ BUILDERS = {
 }
 
 
-def _to_c(obj: object) -> object:
-    if isinstance(obj, Layout):
-        return obj.to_c([f"x{d}" for d in range(obj.ndim)])
-    return obj.to_c([f"x{d}" for d in range(obj.ndim)])  # type: ignore[attr-defined]
+def _to_c(obj: Layout | tl.Fragment) -> object:
+    return obj.to_c([f"x{d}" for d in range(obj.ndim)])
 
 
 def test_second_build_is_cheap() -> None:

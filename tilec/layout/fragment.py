@@ -106,7 +106,15 @@ class Fragment:
         m = Layout.from_table(np.stack([t, loc], axis=-1), out_shape=(int(t.max()) + 1, int(loc.max()) + 1))
         return cls.from_exprs(t.shape[:-1], *m.exprs, t.shape[-1], num_threads=num_threads, num_locals=num_locals)
 
-    def _init(self, dims, rep, thread, local, num_threads, num_locals) -> None:  # noqa: ANN001
+    def _init(
+        self,
+        dims: tuple[int, ...],
+        rep: int,
+        thread: object,
+        local: object,
+        num_threads: int | None,
+        num_locals: int | None,
+    ) -> None:
         m = Layout.from_exprs(dims + (rep,), [thread, local], scalar=False)
         if num_threads is not None or num_locals is not None:
             inferred = m.out_shape if num_threads is None or num_locals is None else (None, None)
@@ -227,7 +235,15 @@ class Fragment:
         comps = inv.exprs[:-1]
         return Layout.from_exprs(inv.shape, comps, scalar=self.ndim == 1, out_shape=self._shape, simplify=False)
 
-    def _rebuild(self, shape, thread, local, replicate=None, num_threads=None, num_locals=None) -> Fragment:  # noqa: ANN001
+    def _rebuild(
+        self,
+        shape: Sequence[int],
+        thread: sympy.Expr,
+        local: sympy.Expr,
+        replicate: int | None = None,
+        num_threads: int | None = None,
+        num_locals: int | None = None,
+    ) -> Fragment:
         return Fragment.from_exprs(
             shape,
             thread,

@@ -134,7 +134,14 @@ class Layout:
         exprs = [Lut(register_lut(c), flat) for c in cols]
         return cls.from_exprs(shape, exprs, scalar=not multi, out_shape=out_shape)
 
-    def _init(self, shape, exprs, scalar, out_shape, simplify) -> None:  # noqa: ANN001
+    def _init(
+        self,
+        shape: tuple[int, ...],
+        exprs: tuple[object, ...],
+        scalar: bool,
+        out_shape: Sequence[int] | int | None,
+        simplify: bool,
+    ) -> None:
         if not exprs:
             raise ValueError("layout function must return at least one expression; got an empty tuple")
         vars_ = index_symbols(len(shape))

@@ -21,6 +21,8 @@ import functools
 import math
 from typing import NamedTuple
 
+import sympy
+
 from .expr import bitxor
 from .fragment import Fragment
 from .layout import Layout, _is_int, check_shape
@@ -178,7 +180,7 @@ def _swizzle(shape: tuple[int, int], bits: int, sbytes: int) -> Layout:
     seg = 1024 // bits  # elements per 128 bytes
     phases = sbytes // 16
 
-    def fn(i, j):  # noqa: ANN001, ANN202
+    def fn(i: sympy.Expr, j: sympy.Expr) -> sympy.Expr:
         lin = (j // w) * (rows * w) + i * w + j % w
         return bitxor(lin, ((lin // seg) % phases) * chunk)
 
