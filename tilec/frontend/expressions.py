@@ -75,6 +75,7 @@ class ExprParser:
     env: ChainMap
     b: Builder
     local: dict[str, Any]
+    unbound_consts_ok: bool = False  # set while the annotation of an eager kernel's tensor is evaluated
 
     def inline(self, macro: Macro, args: tuple | list, kwargs: dict) -> Any:
         raise NotImplementedError  # statements: see Parser.inline
@@ -87,6 +88,8 @@ class ExprParser:
         else:
             raise TilecSyntaxError(f"name {name!r} is not defined", self.src.loc(node))
         if isinstance(v, ConstSymbol):
+            if v.value is None and self.unbound_consts_ok:
+                return v  # inside the annotation that binds it (eager kernels)
             if v.value is None:
                 raise TilecSyntaxError(f"{v.name!r} (T.const) is used before a tensor annotation binds it")
             return v.value

@@ -118,12 +118,17 @@ class Parser(ExprParser):
             self.assign(t, value)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        ann = self.expr(node.annotation)
         if node.value is None:
             if not isinstance(node.target, ast.Name):
                 raise TilecSyntaxError("an annotation without a value must name a variable")
+            self.unbound_consts_ok = True  # `A: T.Tensor[[M, K], dtype]` binds the T.const symbols M and K
+            try:
+                ann = self.expr(node.annotation)
+            finally:
+                self.unbound_consts_ok = False
             self.annotate(node.target.id, ann)
             return
+        ann = self.expr(node.annotation)
         value = self.rhs(node.value, node.target)
         if isinstance(value, Expr) and hasattr(ann, "is_float"):
             value = cast(ann, value)
