@@ -16,6 +16,7 @@ from typing import Any
 
 from tilec.errors import SourceLoc, TilecError, TilecSyntaxError, TilecTypeError
 from tilec.frontend.builder import Builder
+from tilec.frontend.scopes import ScopeTracker, Undefined
 from tilec.frontend.source import FunctionSource
 from tilec.ir.buffer import Buffer, index_buffer
 from tilec.ir.expr import Expr, Load, as_expr, binop, call, cast, select, unop
@@ -68,7 +69,7 @@ class Macro:
 _ACTIVE: list[Any] = []  # the parsers of the bodies being parsed, innermost last
 
 
-class ExprParser:
+class ExprParser(ScopeTracker):
     """Evaluates the expressions of one function body; :class:`~tilec.frontend.parser.Parser` adds statements."""
 
     src: FunctionSource
@@ -83,6 +84,9 @@ class ExprParser:
     def lookup(self, name: str, node: ast.AST) -> Any:
         if name in self.local:
             v = self.local[name]
+            if isinstance(v, Undefined):
+                raise v.error()
+            self.note_read(name)
         elif name in self.env:
             v = self.env[name]
         else:

@@ -30,10 +30,19 @@ from tilec.frontend.source import FunctionSource
 from tilec.ir.buffer import Buffer, Region, index_buffer
 from tilec.ir.expr import Expr, Load, Var, as_expr, binop, cast
 from tilec.ir.stmt import For, IfThenElse, KernelLaunch, Parallel, Store
+from tilec.ir.visit import walk
 from tilec.language.loops import KernelSpec, LoopSpec, serial
 
 _SUPPORTED = ("assignments, `for` over T.serial/T.Pipelined/T.Parallel/T.unroll/range or a Python list, "
               "`if`/`else`, `with T.Kernel(...)`, calls of T.* primitives and @T.macro functions")
+
+
+_KEYWORDS = {
+    "While": "while", "Try": "try", "TryStar": "try", "Break": "break", "Continue": "continue", "Delete": "del",
+    "Global": "global", "Nonlocal": "nonlocal", "Import": "import", "ImportFrom": "from ... import",
+    "FunctionDef": "def", "AsyncFunctionDef": "async def", "ClassDef": "class", "Match": "match",
+    "AsyncFor": "async for", "AsyncWith": "async with", "TypeAlias": "type",
+}  # fmt: skip
 
 
 class Return(Exception):  # noqa: N818 - control flow, not an error
@@ -53,6 +62,8 @@ class Parser(ExprParser):
         self.env = env
         self.b = builder
         self.local = local
+        self.bodies = []  # the run-time loop bodies and `if` branches being parsed (see scopes.py)
+        self.kernel_depth = 0  # how many `with T.Kernel` of this function body enclose the statement being parsed
 
     # ------------------------------------------------------------------------------------------------ statements
 
@@ -78,8 +89,8 @@ class Parser(ExprParser):
         try:
             handler = getattr(self, f"visit_{type(node).__name__}", None)
             if handler is None:
-                raise TilecSyntaxError(f"`{type(node).__name__}` statements are not supported in a kernel; "
-                                       f"supported: {_SUPPORTED}")
+                what = _KEYWORDS.get(type(node).__name__, type(node).__name__)
+                raise TilecSyntaxError(f"`{what}` statements are not supported in a kernel; supported: {_SUPPORTED}")
             handler(node)
         except TilecError as e:
             raise attach_loc(e, loc) from None
@@ -97,6 +108,9 @@ class Parser(ExprParser):
             raise TilecSyntaxError("a loop or kernel construct must be used in a `for` or `with` statement")
 
     def visit_Return(self, node: ast.Return) -> None:
+        if self.kernel_depth:
+            raise TilecSyntaxError("`return` inside `with T.Kernel(...)` is not supported: every block runs the whole "
+                                   "body; guard the work with `if` instead")
         raise Return(None if node.value is None else self.expr(node.value))
 
     def visit_Assert(self, node: ast.Assert) -> None:
@@ -169,7 +183,7 @@ class Parser(ExprParser):
             if isinstance(old, Buffer) and old.scope == "var" and not isinstance(value, Buffer):
                 self.store(Load(old, ()), value)
             else:
-                self.local[t.id] = value
+                self.bind(t.id, value)
         elif isinstance(t, (ast.Tuple, ast.List)):
             try:
                 items = list(value)
@@ -199,6 +213,7 @@ class Parser(ExprParser):
             raise TilecSyntaxError(f"cannot assign to `{ast.unparse(t)}`")
 
     def store(self, ref: Load, value: Any) -> None:
+        value = self.rvalue(value)  # a T.alloc_var read by name is its element
         if isinstance(value, (Buffer, Region)):
             raise TilecTypeError(f"cannot store the tile {value} into the element {ref}; use T.copy")
         if ref.buffer.scope == "global" and self.b.kernel is None:
@@ -211,13 +226,17 @@ class Parser(ExprParser):
         if not isinstance(cond, Expr):
             self.block(node.body if cond else node.orelse)
             return
-        with self.b.frame() as then:
+        what = f"the `if` at line {node.lineno}"
+        with self.b.frame() as then, self.runtime_body(what, is_loop=False) as then_body:
             self.block(node.body)
         other = None
+        bodies = [then_body]
         if node.orelse:
-            with self.b.frame() as els:
+            with self.b.frame() as els, self.runtime_body(what, is_loop=False) as else_body:
                 self.block(node.orelse)
             other = seq(els) if els else None
+            bodies.append(else_body)
+        self.close_bodies(bodies)
         if not cond.dtype.is_bool:
             cond = binop("!=", cond, 0)
         if then or other is not None:
@@ -240,11 +259,13 @@ class Parser(ExprParser):
         for n, v in zip(names, bvars):
             self.local[n] = v
         kernel = self.b.kernel = KernelFrame(spec.threads)
+        self.kernel_depth += 1
         try:
             with self.b.frame() as body:
                 self.block(node.body)
         finally:
             self.b.kernel = None
+            self.kernel_depth -= 1
         launch = KernelLaunch(spec.grid, bvars, spec.threads, seq(body), tuple(kernel.allocs),
                               tuple(kernel.layout_map.items()), kernel.swizzle, loc=self.src.loc(node))
         self.b.emit(launch)
@@ -277,16 +298,18 @@ class Parser(ExprParser):
             raise TilecSyntaxError(f"T.{spec.kind} has {len(spec.extents)} extent(s) but the loop binds "
                                    f"{len(names)} name(s)")
         vs = [Var(n) for n in names]
-        for n, v, start, step in zip(names, vs, spec.starts, spec.steps):
-            self.local[n] = v if (isinstance(start, int) and start == 0 and step == 1) else start + v * step
+        ctor = {"pipelined": "T.Pipelined", "parallel": "T.Parallel"}.get(spec.kind, f"T.{spec.kind}")
         if spec.kind == "parallel":
             self.b.parallel_depth += 1
         try:
-            with self.b.frame() as body:
+            with self.b.frame() as body, self.runtime_body(f"the {ctor} loop at line {node.lineno}", True) as rb:
+                for n, v, start, step in zip(names, vs, spec.starts, spec.steps):
+                    self.bind(n, v if (isinstance(start, int) and start == 0 and step == 1) else start + v * step)
                 self.block(node.body)
         finally:
             if spec.kind == "parallel":
                 self.b.parallel_depth -= 1
+        self.close_bodies([rb])
         self.b.emit(self.make_loop(spec, vs, seq(body) if body else None))
 
     def make_loop(self, spec: LoopSpec, vs: list[Var], body: Any) -> Any:
@@ -298,8 +321,13 @@ class Parser(ExprParser):
             if self.b.kernel is None:
                 raise TilecSyntaxError("T.Parallel must be inside `with T.Kernel(...)`")
             extents = tuple(e if isinstance(e, int) else as_expr(e) for e in spec.extents)
-            if isinstance(body, Parallel) and self.b.parallel_depth == 0:  # perfectly nested: one loop nest
+            if isinstance(body, Parallel):  # perfectly nested: one loop nest
                 return Parallel(tuple(vs) + body.vars, extents + body.extents, body.body, loc=loc)
+            inner = next((n for n in walk(body) if isinstance(n, Parallel)), None)
+            if inner is not None:
+                raise TilecSyntaxError("a T.Parallel loop inside another one must be its whole body (perfect nesting, "
+                                       "which merges into one `for i, j in T.Parallel(M, N)`); here the outer loop's "
+                                       "body has other statements too", inner.loc)
             return Parallel(tuple(vs), extents, body, loc=loc)
         kind = "serial" if spec.kind == "grid" else spec.kind
         for v, e in reversed(list(zip(vs, spec.extents))):
