@@ -11,7 +11,8 @@ sits in the innermost loop enclosing both u and v, or in a loop of v's nest insi
 whenever v runs), under no condition that v is not under. A dependency carried by loop L exists from u to v
 (v at or before u in L's body; L the innermost loop enclosing both) between one iteration of L and the next,
 unless a node directly in L's body, after u or before v and under no condition that u (resp. v) is not under,
-overwrites all of X. One edge per (u, v, buffer, carried or not), of the strongest kind: RAW, else WAR, else WAW; a node depends on itself only by RAW, carried.
+overwrites all of X. One edge per (u, v, buffer, carried or not), of the strongest kind: RAW, else WAR, else
+WAW; a node depends on itself only by RAW, carried.
 """
 
 from __future__ import annotations
