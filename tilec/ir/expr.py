@@ -93,6 +93,26 @@ class Var(Expr):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class SizeVar(Var):
+    """A symbolic size (``T.dynamic``): the one kind of variable a tile region's extent may depend on."""
+
+
+def is_size_expr(e: Any) -> bool:
+    """``e`` is an int, or an integer expression of constants and :class:`SizeVar` only (a valid extent)."""
+    if isinstance(e, int):
+        return True
+    if isinstance(e, (SizeVar, Const)):
+        return e.dtype.is_int
+    if isinstance(e, BinOp):
+        return e.op in ("+", "-", "*", "//", "%", "min", "max") and is_size_expr(e.a) and is_size_expr(e.b)
+    if isinstance(e, UnOp):
+        return e.op == "-" and is_size_expr(e.a)
+    if isinstance(e, Cast):
+        return e.dtype.is_int and is_size_expr(e.value)
+    return False
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Const(Expr):
     """A typed constant."""
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from tilec import dtypes as dt
 from tilec.errors import TilecTypeError
-from tilec.ir.expr import Expr, Var
+from tilec.ir.expr import Expr, SizeVar
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,9 @@ class StridedTensor(metaclass=_StridedMeta):
         return TensorSpec(shp, dt.dtype(dtype), st)
 
 
-def dynamic(name: str, dtype: Any = "int32") -> Var:
+def dynamic(name: str, dtype: Any = "int32") -> SizeVar:
     """``T.dynamic("M")``: a symbolic size, bound from the arguments' shapes at every launch."""
-    return Var(name, dt.dtype(dtype))
+    return SizeVar(name, dt.dtype(dtype))
 
 
 symbolic = dynamic
