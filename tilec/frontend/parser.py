@@ -293,12 +293,12 @@ class Parser(ExprParser):
                                    f"Python list, got {type(it).__name__}")
 
     def loop(self, node: ast.For, spec: LoopSpec) -> None:
-        names = self.target_names(node.target, len(spec.extents), f"T.{spec.kind}")
+        names = self.target_names(node.target, len(spec.extents), spec.ctor)
         if len(names) != len(spec.extents):
-            raise TilecSyntaxError(f"T.{spec.kind} has {len(spec.extents)} extent(s) but the loop binds "
+            raise TilecSyntaxError(f"{spec.ctor} has {len(spec.extents)} extent(s) but the loop binds "
                                    f"{len(names)} name(s)")
         vs = [Var(n) for n in names]
-        ctor = {"pipelined": "T.Pipelined", "parallel": "T.Parallel"}.get(spec.kind, f"T.{spec.kind}")
+        ctor = spec.ctor
         if spec.kind == "parallel":
             self.b.parallel_depth += 1
         try:

@@ -39,7 +39,8 @@ def _dims_equal(a: Dim, b: Dim) -> bool:
 
 
 def _extents_str(ext: tuple[Dim, ...]) -> str:
-    return "(" + ", ".join(str(e) for e in ext) + ")"
+    inner = ", ".join(str(e) for e in ext)
+    return f"({inner},)" if len(ext) == 1 else f"({inner})"
 
 
 def _with_extents(ld: Load, like: Region) -> Region:
