@@ -79,6 +79,12 @@ class _Collector:
 
     def add(self, s: Stmt, loops: tuple[LoopCtx, ...], conds: tuple[tuple[int, bool], ...]) -> None:
         kind, label, reads, writes = self.describe(s)
+        if not isinstance(s, Parallel):  # buffers read by index and value expressions (an alloc_var, a table)
+            seen = {id(a.buffer) for a in reads}
+            for ld in _loads(s):
+                if id(ld.buffer) not in seen:
+                    seen.add(id(ld.buffer))
+                    reads += (Access(ld.buffer, expr_str(ld, self.names), False),)
         self.nodes.append(_Node(f"n{len(self.nodes)}", s, kind, label, reads, writes, loops, conds))
 
     def acc(self, r: Region, full: bool = False) -> Access:
@@ -113,7 +119,7 @@ class _Collector:
             return self.parallel(s)
         if isinstance(s, (Store, AtomicRMW)):
             text = element_str(s.buffer, s.indices, n)
-            reads = tuple(Access(ld.buffer, expr_str(ld, n), False) for ld in _loads(s.value))
+            reads = ()  # the loads of the value and the indices, added by add()
             kind = "store" if isinstance(s, Store) else "atomic"
             return kind, f"{text} = {expr_str(s.value, n)}", reads, (Access(s.buffer, text, False),)
         raise TypeError(type(s).__name__)
