@@ -30,3 +30,9 @@ def test_import_time():
         times.append(float(res.stdout))
     print(f"import tilec, tilec.language: {min(times) * 1e3:.0f} ms")
     assert min(times) < 0.5
+
+
+def test_the_suite_tests_this_checkout():
+    import tilec
+
+    assert tilec.__file__ == str(ROOT / "tilec" / "__init__.py")
