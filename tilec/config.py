@@ -1,13 +1,16 @@
 """Every option tilec reads from the environment, read in this one place.
 
-=====================  ==========================================================  ===================
-variable               meaning                                                     default
-=====================  ==========================================================  ===================
-``TILEC_TARGET``       default target of ``tilec.jit`` (see :mod:`tilec.target`)   ``auto``
-``TILEC_CACHE_DIR``    on-disk cache of compiled kernels                           ``~/.cache/tilec``
-``TILEC_DISABLE_CACHE`` ``1`` disables the disk cache                              ``0``
-``TILEC_DUMP_DIR``     when set, every stage's IR is written there                 unset
-=====================  ==========================================================  ===================
+=======================  ========================================================  ====================
+variable                 meaning                                                   default
+=======================  ========================================================  ====================
+``TILEC_TARGET``         default target of ``tilec.jit`` (see :mod:`tilec.target`)  ``auto``
+``TILEC_CACHE_DIR``      on-disk cache of compiled GPU kernels (*)                 ``~/.cache/tilec``
+``TILEC_DISABLE_CACHE``  ``1`` disables the disk cache (*)                         ``0``
+``TILEC_DUMP_DIR``       when set, the IR after every stage is written there as    unset
+                         ``<kernel>.<NN>.<stage>.txt``
+=======================  ========================================================  ====================
+
+(*) read by the GPU backends, which are being built; the ``cpu`` target compiles nothing and caches nothing on disk.
 """
 
 from __future__ import annotations

@@ -139,8 +139,8 @@ def dtype(value: Any) -> DType:
 
     Raises
     ------
-    TypeError
-        If ``value`` names no supported type; the message lists the supported names.
+    TilecTypeError
+        (a ``TypeError``) if ``value`` names no supported type; the message lists the supported names.
     """
     if isinstance(value, DType):
         return value
@@ -158,8 +158,20 @@ def dtype(value: Any) -> DType:
             found = None
         if found is not None:
             return found
+    from tilec.errors import TilecTypeError
+
     supported = ", ".join(d.name for d in ALL)
-    raise TypeError(f"unsupported dtype {value!r}; expected one of: {supported}")
+    raise TilecTypeError(f"unsupported dtype {value!r}; expected one of: {supported}")
+
+
+def wrap_int(value: int, d: DType) -> int:
+    """``value`` converted to the integer type ``d`` as the GPU does: modulo 2**bits, two's complement when signed."""
+    if d.is_bool:
+        return int(bool(value))
+    v = int(value) & ((1 << d.bits) - 1)
+    if d.kind == "int" and v >= 1 << (d.bits - 1):
+        v -= 1 << d.bits
+    return v
 
 
 def _torch_name(value: Any) -> str | None:

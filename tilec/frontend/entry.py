@@ -21,6 +21,10 @@ from tilec.runtime.arrays import ArrayInfo, array_info
 
 def _param(name: str, ann: Any) -> Buffer | Var:
     if isinstance(ann, TensorSpec):
+        unbound = [d.name for d in ann.shape if isinstance(d, ConstSymbol)]
+        if unbound:
+            raise TilecTypeError(f"parameter {name!r}: the T.const size(s) {', '.join(unbound)} are bound only by an "
+                                 "eager kernel's `A: T.Tensor[[M, K], dtype]` statement; use ints or T.dynamic here")
         return Buffer(name, ann.shape, ann.dtype, "global", ann.strides)
     try:
         return Var(name, dt.dtype(ann))

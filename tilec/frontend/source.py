@@ -50,6 +50,8 @@ def _parse(code: Any) -> FunctionSource:
             if getattr(node, "end_lineno", None) is not None:
                 node.end_lineno += first
             node.col_offset += indent
+            if getattr(node, "end_col_offset", None) is not None:
+                node.end_col_offset += indent
     fdef = tree.body[0]
     if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
         raise TilecSyntaxError(f"kernel {code.co_name!r}: expected a function definition")

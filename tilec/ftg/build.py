@@ -5,9 +5,14 @@ atomic_add, print, and each ``T.Parallel`` nest) and element stores outside para
 pipelined loops and conditions are not nodes: they are the context of the nodes inside them.
 
 Edges: a dependency u → v on buffer X exists when u comes before v, one of them writes X and the other reads
-or writes it (RAW, WAR, WAW), unless a node between them in the same context overwrites all of X; a
-dependency carried by loop L exists from u to v (v at or before u in L's body) between one iteration of L
-and the next, unless X is overwritten in between.
+or writes it (RAW, WAR, WAW), unless a node w between them overwrites all of X on every path from u to v. That is
+the case when w writes every element of X unconditionally (it may read X too, as ``O[i, j] *= s[i]`` does) and w
+sits in the innermost loop enclosing both u and v, or in a loop of v's nest inside it (so w runs before v
+whenever v runs), under no condition that v is not under. A dependency carried by loop L exists from u to v
+(v at or before u in L's body; L the innermost loop enclosing both) between one iteration of L and the next,
+unless a node directly in L's body, after u or before v and under no condition that u (resp. v) is not under,
+overwrites all of X. One edge per (u, v, buffer, carried or not), of the strongest kind: RAW, else WAR, else
+WAW; a node depends on itself only by RAW, carried.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from tilec.ftg.graph import FTG, Access, Dep, LoopCtx
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Load
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.printer import Names, expr_str, region_str
+from tilec.ir.printer import Names, element_str, expr_str, region_str
 from tilec.ir.stmt import (
     AtomicAdd,
     AtomicRMW,
@@ -50,7 +55,7 @@ class _Node:
     reads: tuple[Access, ...]
     writes: tuple[Access, ...]
     loops: tuple[LoopCtx, ...]
-    conds: tuple[int, ...]  # ids of the enclosing IfThenElse statements
+    conds: tuple[tuple[int, bool], ...]  # the enclosing IfThenElse statements (id, then-branch?), outermost first
 
 
 class _Collector:
@@ -58,7 +63,7 @@ class _Collector:
         self.names = names
         self.nodes: list[_Node] = []
 
-    def walk(self, s: Stmt, loops: tuple[LoopCtx, ...], conds: tuple[int, ...]) -> None:
+    def walk(self, s: Stmt, loops: tuple[LoopCtx, ...], conds: tuple[tuple[int, bool], ...]) -> None:
         if isinstance(s, SeqStmt):
             for c in s.stmts:
                 self.walk(c, loops, conds)
@@ -66,14 +71,20 @@ class _Collector:
             ctx = LoopCtx(self.names(s.var), s.kind, expr_str(s.extent, self.names), s.ann("num_stages"), s)
             self.walk(s.body, loops + (ctx,), conds)
         elif isinstance(s, IfThenElse):
-            self.walk(s.then_body, loops, conds + (id(s),))
+            self.walk(s.then_body, loops, conds + ((id(s), True),))
             if s.else_body is not None:
-                self.walk(s.else_body, loops, conds + (id(s),))
+                self.walk(s.else_body, loops, conds + ((id(s), False),))
         elif isinstance(s, (TileOp, Store, AtomicRMW)):
             self.add(s, loops, conds)
 
-    def add(self, s: Stmt, loops: tuple[LoopCtx, ...], conds: tuple[int, ...]) -> None:
+    def add(self, s: Stmt, loops: tuple[LoopCtx, ...], conds: tuple[tuple[int, bool], ...]) -> None:
         kind, label, reads, writes = self.describe(s)
+        if not isinstance(s, Parallel):  # buffers read by index and value expressions (an alloc_var, a table)
+            seen = {id(a.buffer) for a in reads}
+            for ld in _loads(s):
+                if id(ld.buffer) not in seen:
+                    seen.add(id(ld.buffer))
+                    reads += (Access(ld.buffer, expr_str(ld, self.names), False),)
         self.nodes.append(_Node(f"n{len(self.nodes)}", s, kind, label, reads, writes, loops, conds))
 
     def acc(self, r: Region, full: bool = False) -> Access:
@@ -96,7 +107,7 @@ class _Collector:
                 (self.acc(s.dst, s.clear),)
         if isinstance(s, CumSum):
             return "cumsum", f"{region_str(s.src, n)} -> {region_str(s.dst, n)} (dim={s.dim})", \
-                (self.acc(s.src),), (self.acc(s.dst, s.src.buffer is not s.dst.buffer),)
+                (self.acc(s.src),), (self.acc(s.dst, True),)
         if isinstance(s, Fill):
             return "fill", f"{region_str(s.dst, n)} <- {expr_str(s.value, n)}", (), (self.acc(s.dst, True),)
         if isinstance(s, AtomicAdd):
@@ -107,8 +118,8 @@ class _Collector:
         if isinstance(s, Parallel):
             return self.parallel(s)
         if isinstance(s, (Store, AtomicRMW)):
-            text = f"{n(s.buffer)}[{', '.join(expr_str(i, n) for i in s.indices)}]"
-            reads = tuple(Access(ld.buffer, expr_str(ld, n), False) for ld in _loads(s.value))
+            text = element_str(s.buffer, s.indices, n)
+            reads = ()  # the loads of the value and the indices, added by add()
             kind = "store" if isinstance(s, Store) else "atomic"
             return kind, f"{text} = {expr_str(s.value, n)}", reads, (Access(s.buffer, text, False),)
         raise TypeError(type(s).__name__)
@@ -121,7 +132,7 @@ class _Collector:
             if isinstance(node, Load):
                 reads.setdefault(id(node.buffer), Access(node.buffer, expr_str(node, n), False))
             elif isinstance(node, (Store, AtomicRMW)):
-                text = f"{n(node.buffer)}[{', '.join(expr_str(i, n) for i in node.indices)}]"
+                text = element_str(node.buffer, node.indices, n)
                 full = isinstance(node, Store) and _covers(s, node)
                 old = writes.get(id(node.buffer))
                 writes[id(node.buffer)] = Access(node.buffer, text, full or (old is not None and old.full))
@@ -154,10 +165,20 @@ def _common_loops(a: _Node, b: _Node) -> tuple[LoopCtx, ...]:
     return tuple(out)
 
 
-def _kills(w: _Node, buf: Buffer, a: _Node, b: _Node) -> bool:
-    """``w`` overwrites all of ``buf`` unconditionally, in the same loop context as ``a`` and ``b``."""
-    same = w.loops == _common_loops(a, b) and not w.conds
-    return same and any(x.buffer is buf and x.full for x in w.writes) and not any(x.buffer is buf for x in w.reads)
+def _prefix(a: tuple, b: tuple) -> bool:
+    return len(a) <= len(b) and all(x.node is y.node if isinstance(x, LoopCtx) else x == y for x, y in zip(a, b))
+
+
+def _overwrites(w: _Node, buf: Buffer) -> bool:
+    """``w`` writes every element of ``buf`` (whatever it reads: its readers depend on it, not on earlier writers)."""
+    return any(x.buffer is buf and x.full for x in w.writes)
+
+
+def _kills(w: _Node, buf: Buffer, u: _Node, v: _Node) -> bool:
+    """``w`` (between ``u`` and ``v`` in program order) overwrites all of ``buf`` on every path from ``u`` to ``v``:
+    its loops lie between the loops common to ``u`` and ``v`` and ``v``'s own, and ``v`` is under all its conditions."""
+    placed = _prefix(_common_loops(u, v), w.loops) and _prefix(w.loops, v.loops) and _prefix(w.conds, v.conds)
+    return placed and _overwrites(w, buf)
 
 
 def _kinds(u: _Node, v: _Node) -> list[tuple[Buffer, str]]:
@@ -200,7 +221,9 @@ def _edges(nodes: list[_Node]) -> list[tuple[str, str, Dep]]:
             after_u = [w for w in body if nodes.index(w) > i]
             before_v = [w for w in body if nodes.index(w) < j]
             for buf, kind in _kinds(u, v):
-                if not any(_kills(w, buf, w, w) and w.loops == common for w in after_u + before_v):
+                killers = [w for w in after_u if _prefix(w.conds, u.conds)] + \
+                    [w for w in before_v if _prefix(w.conds, v.conds)]
+                if not any(_overwrites(w, buf) and w.loops == common for w in killers):
                     out.append((u.nid, v.nid, Dep(buf, kind, loop.var)))
     return out
 

@@ -61,7 +61,10 @@ _CALL = {
 
 def typed(x: Any, d: dt.DType) -> np.ndarray:
     """``x`` as a numpy array (0-d for scalars) of ``d``'s storage type."""
-    return np.asarray(x).astype(d.np, copy=False)
+    out = np.asarray(x).astype(d.np, copy=False)
+    if d is dt.int4:  # stored in int8: keep the 4-bit two's complement range [-8, 7]
+        out = ((out.astype(np.int16) + 8) & 0xF).astype(np.int8) - np.int8(8)
+    return out
 
 
 def _compute_dtype(d: dt.DType) -> np.dtype:

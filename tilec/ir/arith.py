@@ -154,6 +154,8 @@ def const_int(e: Any) -> int | None:
         if c is not None:
             return c
         s = to_sympy(e)
+        if not s.is_Integer:
+            s = sympy.expand(s)  # (i + 1) * (j + 1) - i * j - i - j
         if s.is_Integer:
             return int(s)
     return None

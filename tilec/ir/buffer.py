@@ -7,7 +7,7 @@ from typing import Any, Union
 
 from tilec.dtypes import DType
 from tilec.errors import SourceLoc, TilecTypeError, TilecValueError
-from tilec.ir.expr import Expr, ExprLike, Load, as_expr, binop, const_value
+from tilec.ir.expr import Expr, ExprLike, Load, as_expr, binop, const_value, is_size_expr
 
 SCOPES = ("global", "shared", "fragment", "local", "var")
 
@@ -165,14 +165,15 @@ def _index_expr(buf: Buffer, k: Any) -> Expr:
 
 
 def _simplify_dim(e: Expr) -> Dim | None:
+    """``e`` as an extent: an int, or an expression of T.dynamic sizes; None when it depends on anything else."""
     from tilec.ir.affine import fast_dim
 
     fast = fast_dim(e)
-    if fast is not None:
-        return fast
-    from tilec.ir.arith import simplify_to_dim
+    if fast is None:
+        from tilec.ir.arith import simplify_to_dim
 
-    return simplify_to_dim(e)
+        fast = simplify_to_dim(e)
+    return fast if fast is not None and is_size_expr(fast) else None
 
 
 def _extent(start: Expr, stop: ExprLike, buf: Buffer, d: int) -> Dim:

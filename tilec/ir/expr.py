@@ -93,6 +93,26 @@ class Var(Expr):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class SizeVar(Var):
+    """A symbolic size (``T.dynamic``): the one kind of variable a tile region's extent may depend on."""
+
+
+def is_size_expr(e: Any) -> bool:
+    """``e`` is an int, or an integer expression of constants and :class:`SizeVar` only (a valid extent)."""
+    if isinstance(e, int):
+        return True
+    if isinstance(e, (SizeVar, Const)):
+        return e.dtype.is_int
+    if isinstance(e, BinOp):
+        return e.op in ("+", "-", "*", "//", "%", "min", "max") and is_size_expr(e.a) and is_size_expr(e.b)
+    if isinstance(e, UnOp):
+        return e.op == "-" and is_size_expr(e.a)
+    if isinstance(e, Cast):
+        return e.dtype.is_int and is_size_expr(e.value)
+    return False
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Const(Expr):
     """A typed constant."""
 
@@ -167,7 +187,10 @@ ExprLike = Union[Expr, int, float, bool]
 
 
 def const(value: int | float | bool, dtype: DType | str | None = None) -> Const:
-    """A constant; the dtype defaults to bool / int32 (int64 when it does not fit) / float32."""
+    """A constant; the dtype defaults to bool / int32 (int64 when it does not fit) / float32.
+
+    Integer values outside ``dtype``'s range wrap modulo 2**bits (two's complement), as a C conversion does.
+    """
     if dtype is None:
         if isinstance(value, bool):
             dtype = dt.boolean
@@ -185,7 +208,7 @@ def const(value: int | float | bool, dtype: DType | str | None = None) -> Const:
     else:
         if isinstance(value, float) and not value.is_integer():
             raise TilecTypeError(f"constant {value!r} is not an integer but {dtype} was asked for")
-        value = int(value)
+        value = dt.wrap_int(int(value), dtype)  # out-of-range values wrap, as in C
     return Const(value, dtype)
 
 
@@ -325,10 +348,10 @@ def cast(dtype: Any, value: ExprLike) -> Expr:
         v = x.value
         if dtype.is_float:
             v = float(dtype.np.type(v)) if math.isfinite(float(v)) else float(v)
-        elif dtype.is_int and isinstance(v, float):
-            if not math.isfinite(v):
+        elif dtype.is_int:
+            if isinstance(v, float) and not math.isfinite(v):
                 raise TilecTypeError(f"cannot cast {v} to {dtype}")
-            v = int(v)
+            v = dt.wrap_int(int(v), dtype)  # floats truncate toward zero, then wrap as the GPU's conversion does
         return const(v, dtype)
     return Cast(x, dtype)
 

@@ -67,7 +67,7 @@ def expr_str(e: Any, names: Names | None = None, prec: int = 0) -> str:
     if isinstance(e, Const):
         return _const_str(e)
     if isinstance(e, Load):
-        return f"{names(e.buffer)}[{', '.join(expr_str(i, names) for i in e.indices)}]"
+        return element_str(e.buffer, e.indices, names)
     if isinstance(e, BinOp):
         if e.op in ("min", "max"):
             return f"T.{e.op}({expr_str(e.a, names)}, {expr_str(e.b, names)})"
@@ -87,6 +87,13 @@ def expr_str(e: Any, names: Names | None = None, prec: int = 0) -> str:
         parts = ", ".join(expr_str(x, names) for x in (e.cond, e.a, e.b))
         return f"T.if_then_else({parts})"
     raise TypeError(f"cannot print {type(e).__name__}")
+
+
+def element_str(buf: Buffer, indices: tuple, names: Names) -> str:
+    """``A[i, j]``; a 0-d buffer (``T.alloc_var``) by its name alone, as the kernel reads and assigns it."""
+    if not indices:
+        return names(buf)
+    return f"{names(buf)}[{', '.join(expr_str(i, names) for i in indices)}]"
 
 
 def _const_str(c: Const) -> str:
@@ -182,22 +189,28 @@ class _Printer:
         elif isinstance(s, For):
             args = [self.e(s.extent)] + [f"{k}={v!r}" for k, v in s.annotations]
             self.emit(d, f"for {self.names(s.var)} in {_LOOP_CTOR[s.kind]}({', '.join(args)}):")
-            self.stmt(s.body, d + 1)
+            self.body(s.body, d + 1)
         elif isinstance(s, Parallel):
             vs = ", ".join(self.names(v) for v in s.vars)
             self.emit(d, f"for {vs} in T.Parallel({', '.join(self.e(x) for x in s.extents)}):")
-            self.stmt(s.body, d + 1)
+            self.body(s.body, d + 1)
         elif isinstance(s, IfThenElse):
             self.emit(d, f"if {self.e(s.cond)}:")
-            self.stmt(s.then_body, d + 1)
+            self.body(s.then_body, d + 1)
             if s.else_body is not None:
                 self.emit(d, "else:")
-                self.stmt(s.else_body, d + 1)
+                self.body(s.else_body, d + 1)
         elif isinstance(s, Store):
-            target = f"{self.names(s.buffer)}[{', '.join(self.e(i) for i in s.indices)}]"
-            self.emit(d, f"{target} = {self.e(s.value)}")
+            self.emit(d, f"{element_str(s.buffer, s.indices, self.names)} = {self.e(s.value)}")
         else:
             self.emit(d, self.tile_op(s))
+
+    def body(self, s: Stmt, d: int) -> None:
+        """A block of statements; ``pass`` when it is empty."""
+        n = len(self.lines)
+        self.stmt(s, d)
+        if len(self.lines) == n:
+            self.emit(d, "pass")
 
     def launch(self, s: KernelLaunch, d: int) -> None:
         threads = s.threads[0] if len(s.threads) == 1 else list(s.threads)
@@ -215,7 +228,7 @@ class _Printer:
             self.emit(d + 1, f"T.annotate_layout({{{self.names(buf)}: {layout}}})")
         if s.swizzle is not None:
             self.emit(d + 1, f'T.use_swizzle({s.swizzle[0]}, order="{s.swizzle[1]}")')
-        self.stmt(s.body, d + 1)
+        self.body(s.body, d + 1)
 
     def tile_op(self, s: Stmt) -> str:  # noqa: C901
         if isinstance(s, Copy):
@@ -237,7 +250,7 @@ class _Printer:
         if isinstance(s, AtomicAdd):
             return f"T.atomic_add({self.r(s.dst)}, {self.r(s.src)})"
         if isinstance(s, AtomicRMW):
-            target = f"{self.names(s.buffer)}[{', '.join(self.e(i) for i in s.indices)}]"
+            target = element_str(s.buffer, s.indices, self.names)
             return f"T.atomic_{s.op}({target}, {self.e(s.value)})"
         if isinstance(s, Print):
             val = self.r(s.value) if isinstance(s.value, Region) else self.e(s.value)

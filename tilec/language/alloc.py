@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilec import dtypes as dt
+from tilec.errors import TilecSyntaxError, TilecTypeError
 from tilec.frontend.builder import current
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load, as_expr, cast
@@ -18,7 +19,7 @@ def _alloc(scope: str, shape: Any, dtype: Any, what: str) -> Buffer:
     shp = _shape(shape, what) if scope != "var" else ()
     for d in shp:
         if not isinstance(d, int):
-            raise TypeError(f"{what}: on-chip buffers need static sizes, got {d}")
+            raise TilecTypeError(f"{what}: on-chip buffers need static sizes, got {d}")
     buf = Buffer(b.take_name(scope), shp, dt.dtype(dtype), scope, loc=b.loc)
     k.allocs.append(buf)
     return buf
@@ -52,7 +53,7 @@ def empty(shape: Any, dtype: Any = "float32") -> Buffer:
     """In an eager kernel: a new output tensor, allocated at each call and returned by ``return``."""
     b = current("T.empty")
     if b.kernel is not None:
-        raise TypeError("T.empty must be called before `with T.Kernel(...)`, in the eager kernel's prologue")
+        raise TilecSyntaxError("T.empty must be called before `with T.Kernel(...)`, in the eager kernel's prologue")
     buf = Buffer(b.take_name("out"), _shape(shape, "T.empty"), dt.dtype(dtype), "global", loc=b.loc)
     b.empties.append(buf)
     return buf

@@ -9,6 +9,8 @@ from typing import Any
 from tilec.errors import TilecSyntaxError, TilecTypeError
 from tilec.ir.expr import Expr, as_expr, binop, ceildiv
 
+LOOP_CTORS = {"pipelined": "T.Pipelined", "parallel": "T.Parallel"}
+
 
 @dataclass(frozen=True)
 class LoopSpec:
@@ -20,8 +22,13 @@ class LoopSpec:
     steps: tuple[Any, ...]
     annotations: tuple[tuple[str, Any], ...] = ()
 
+    @property
+    def ctor(self) -> str:
+        """The primitive's name as the user wrote it (``T.Pipelined``, ``T.serial``, ...)."""
+        return LOOP_CTORS.get(self.kind, f"T.{self.kind}")
+
     def __iter__(self):
-        raise TilecSyntaxError(f"T.{self.kind} can only be iterated by a `for` statement in a kernel")
+        raise TilecSyntaxError(f"{self.ctor} can only be iterated by a `for` statement in a kernel")
 
 
 @dataclass(frozen=True)

@@ -5,23 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 from tilec.errors import TilecTypeError, TilecValueError
-from tilec.frontend.builder import current
+from tilec.frontend.builder import Builder, current
 from tilec.ir.affine import constant
 from tilec.ir.buffer import Buffer, Dim, Region, as_region
 from tilec.ir.expr import Expr, Load, as_expr, cast
-from tilec.ir.stmt import GEMM_POLICIES, AtomicAdd, AtomicRMW, Copy, CumSum, Fill, Gemm, Print, Reduce, Stmt
+from tilec.ir.stmt import GEMM_POLICIES, AtomicAdd, AtomicRMW, Copy, CumSum, Fill, Gemm, Print, Reduce
 from tilec.language.types import GemmWarpPolicy
 
 BufferLike = Any  # Buffer | Region | Load
 
 
-def _emit(what: str, stmt: Stmt) -> None:
+def _builder(what: str) -> Builder:
+    """The builder of the kernel being parsed, checked before the operands so that a call outside a kernel says so."""
     b = current(what)
     b.require_kernel(what)
     if b.parallel_depth:
         raise TilecTypeError(f"{what} cannot be used inside T.Parallel; tile ops run at block level, "
                              "use element assignments in a T.Parallel body instead")
-    b.emit(stmt)
+    return b
+
 
 
 def _dims_equal(a: Dim, b: Dim) -> bool:
@@ -37,7 +39,8 @@ def _dims_equal(a: Dim, b: Dim) -> bool:
 
 
 def _extents_str(ext: tuple[Dim, ...]) -> str:
-    return "(" + ", ".join(str(e) for e in ext) + ")"
+    inner = ", ".join(str(e) for e in ext)
+    return f"({inner},)" if len(ext) == 1 else f"({inner})"
 
 
 def _with_extents(ld: Load, like: Region) -> Region:
@@ -92,8 +95,9 @@ def copy(src: BufferLike, dst: BufferLike, coalesced_width: int | None = None, d
     other operand's). Global regions that overhang the tensor are clipped: reads outside are zero, writes
     outside are dropped.
     """
+    b = _builder("T.copy")
     s, d = _pair_regions("T.copy", src, dst)
-    _emit("T.copy", Copy(s, d, loc=current("T.copy").loc))
+    b.emit(Copy(s, d, loc=b.loc))
 
 
 def _policy(policy: Any) -> str:
@@ -110,7 +114,10 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
 
     A and B live in shared memory or fragments, C in a fragment. ``clear_accum=True`` overwrites C.
     """
+    bld = _builder("T.gemm")
     ra, rb, rc = (as_region(x, f"T.gemm operand {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
+    for r in (ra, rb, rc):
+        _check_static_bounds("T.gemm", r)
     ea, eb, ec = (r.squeezed_extents() for r in (ra, rb, rc))
     for name, e, r in (("A", ea, ra), ("B", eb, rb), ("C", ec, rc)):
         if len(e) != 2:
@@ -132,9 +139,8 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
     if ra.dtype is not rb.dtype:
         raise TilecTypeError(f"T.gemm: A and B must have one dtype, got {ra.dtype} ({ra.buffer.name}) and "
                              f"{rb.dtype} ({rb.buffer.name})")
-    stmt = Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), _policy(policy), bool(clear_accum), int(k_pack),
-                loc=current("T.gemm").loc)
-    _emit("T.gemm", stmt)
+    bld.emit(Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), _policy(policy), bool(clear_accum), int(k_pack),
+                  loc=bld.loc))
 
 
 def _dim(what: str, r: Region, dim: int) -> int:
@@ -147,7 +153,10 @@ def _dim(what: str, r: Region, dim: int) -> int:
 
 def reduce(red: str, src: BufferLike, dst: BufferLike, dim: int = -1, clear: bool = True) -> None:
     what = f"T.reduce_{red}"
+    b = _builder(what)
     rs, rd = as_region(src, what), as_region(dst, what)
+    for r in (rs, rd):
+        _check_static_bounds(what, r)
     d = _dim(what, rs, dim)
     want = rs.extents[:d] + rs.extents[d + 1 :]
     got = rd.extents
@@ -161,7 +170,7 @@ def reduce(red: str, src: BufferLike, dst: BufferLike, dim: int = -1, clear: boo
         if r.buffer.scope == "global":
             raise TilecTypeError(f"{what}: {r.buffer.name} is a global tensor; reductions work on shared memory "
                                  "and fragments")
-    _emit(what, Reduce(red, rs, rd, d, bool(clear), loc=current(what).loc))
+    b.emit(Reduce(red, rs, rd, d, bool(clear), loc=b.loc))
 
 
 def reduce_max(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
@@ -188,20 +197,23 @@ def reduce_absmax(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: boo
 
 def cumsum(src: BufferLike, dst: BufferLike | None = None, dim: int = 0, reverse: bool = False, **_: Any) -> None:
     """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (in place when ``dst`` is None)."""
-    rs = as_region(src, "T.cumsum")
-    rd = rs if dst is None else as_region(dst, "T.cumsum")
-    if dst is not None:
+    b = _builder("T.cumsum")
+    if dst is None:
+        rs = rd = as_region(src, "T.cumsum")
+        _check_static_bounds("T.cumsum", rs)
+    else:
         rs, rd = _pair_regions("T.cumsum", src, dst)
     d = _dim("T.cumsum", rs, dim)
-    _emit("T.cumsum", CumSum(rs, rd, d, bool(reverse), loc=current("T.cumsum").loc))
+    b.emit(CumSum(rs, rd, d, bool(reverse), loc=b.loc))
 
 
 def fill(buffer: BufferLike, value: Any, **_: Any) -> None:
     """Set every element of a buffer or region to ``value``."""
+    b = _builder("T.fill")
     r = as_region(buffer, "T.fill")
     _check_static_bounds("T.fill", r)
     v = cast(r.dtype, as_expr(value, r.dtype))
-    _emit("T.fill", Fill(r, v, loc=current("T.fill").loc))
+    b.emit(Fill(r, v, loc=b.loc))
 
 
 def clear(buffer: BufferLike, **_: Any) -> None:
@@ -215,13 +227,14 @@ def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, ret
     if return_prev:
         raise TilecTypeError("T.atomic_add: return_prev=True is not supported")
     b = current("T.atomic_add")
+    b.require_kernel("T.atomic_add")
     if isinstance(value, (Buffer, Region)) or (isinstance(value, Load) and not isinstance(dst, Load)):
+        b = _builder("T.atomic_add")  # the tile form is a tile op: block level only
         rd, rs = _pair_regions("T.atomic_add", dst, value)
-        _emit("T.atomic_add", AtomicAdd(rd, rs, loc=b.loc))
+        b.emit(AtomicAdd(rd, rs, loc=b.loc))
         return
     if not isinstance(dst, Load):
         raise TilecTypeError(f"T.atomic_add: dst must be an element `A[i, j]` or a tile, got {dst!r}")
-    b.require_kernel("T.atomic_add")
     v = cast(dst.dtype, as_expr(value, dst.dtype))
     b.emit(AtomicRMW("add", dst.buffer, dst.indices, v, loc=b.loc))
 

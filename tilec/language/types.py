@@ -8,7 +8,7 @@ from typing import Any
 
 from tilec import dtypes as dt
 from tilec.errors import TilecTypeError
-from tilec.ir.expr import Expr, Var
+from tilec.ir.expr import Expr, SizeVar
 
 
 @dataclass(frozen=True)
@@ -20,13 +20,18 @@ class TensorSpec:
     strides: tuple[int | Expr, ...] | None = None
 
 
-def _shape(shape: Any, what: str) -> tuple[int | Expr, ...]:
+def _shape(shape: Any, what: str, consts: bool = False) -> tuple[Any, ...]:
+    """Normalize a shape; with ``consts``, unbound :class:`ConstSymbol` entries stay (a ``T.Tensor`` annotation of an
+    eager kernel binds them from the argument's shape)."""
     if isinstance(shape, (int, Expr)):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)):
         raise TilecTypeError(f"{what}: shape must be a tuple or list of ints or T.dynamic symbols, got {shape!r}")
     out = []
     for d in shape:
+        if consts and isinstance(d, ConstSymbol) and d.value is None:
+            out.append(d)
+            continue
         if isinstance(d, bool) or not isinstance(d, (int, Expr)) and not hasattr(d, "__index__"):
             d = getattr(d, "value", d)  # a bound T.const symbol
         if hasattr(d, "__index__") and not isinstance(d, Expr):
@@ -50,7 +55,7 @@ class Tensor(metaclass=_TensorMeta):
     """``T.Tensor(shape, dtype)``: a global tensor parameter (contiguous, row-major)."""
 
     def __new__(cls, shape: Any, dtype: Any = "float32") -> TensorSpec:  # type: ignore[misc]
-        return TensorSpec(_shape(shape, "T.Tensor"), dt.dtype(dtype))
+        return TensorSpec(_shape(shape, "T.Tensor", consts=True), dt.dtype(dtype))
 
 
 Buffer = Tensor
@@ -74,9 +79,9 @@ class StridedTensor(metaclass=_StridedMeta):
         return TensorSpec(shp, dt.dtype(dtype), st)
 
 
-def dynamic(name: str, dtype: Any = "int32") -> Var:
+def dynamic(name: str, dtype: Any = "int32") -> SizeVar:
     """``T.dynamic("M")``: a symbolic size, bound from the arguments' shapes at every launch."""
-    return Var(name, dt.dtype(dtype))
+    return SizeVar(name, dt.dtype(dtype))
 
 
 symbolic = dynamic

@@ -1,17 +1,21 @@
 """The compilation pipeline: one flat, named list of stages, each a function of the compile state.
 
 ``default_pipeline(target)`` returns the list; :func:`run_pipeline` runs it, verifying the Tile IR after
-every stage and timing each; :func:`dump` shows the IR or the FTG after any stage.
+every stage and timing each (and writing it to ``$TILEC_DUMP_DIR`` when that is set); :func:`dump` shows the IR
+or the FTG after any stage.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from tilec.config import config
 from tilec.errors import TilecValueError
 from tilec.ir.kernel import PrimFunc
 from tilec.passes.verify import verify
@@ -66,15 +70,30 @@ def run_pipeline(func: PrimFunc, target: Target, stages: list[Stage] | None = No
     if until is not None and until not in [s.name for s in stages]:
         raise TilecValueError(f"unknown stage {until!r}; stages are: parse, {', '.join(s.name for s in stages)}")
     state = CompileState(func, target)
-    for st in stages:
+    dump_dir = config().dump_dir
+    if dump_dir is not None:
+        _dump_stage(dump_dir, 0, "parse", state)
+    for i, st in enumerate(stages, 1):
         t0 = time.perf_counter()
         new = st.run(state)
         if new.func is not state.func:
             verify(new.func, st.name)
         state = new.with_(timings=new.timings + ((st.name, time.perf_counter() - t0),))
+        if dump_dir is not None:
+            _dump_stage(dump_dir, i, st.name, state)
         if st.name == until:
             break
     return state
+
+
+def _dump_stage(directory: Path, index: int, stage: str, state: CompileState) -> None:
+    """``TILEC_DUMP_DIR``: the IR (the FTG for ``build_ftg``) after a stage, as ``<kernel>.<NN>.<stage>.txt``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shown = state.ftg if stage == "build_ftg" else state.artifacts.get(stage, state.func)
+    path = directory / f"{state.func.name}.{index:02d}.{stage}.txt"
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(str(shown) + "\n")
+    tmp.replace(path)  # atomic: concurrent processes never see a half-written dump
 
 
 def stage_names(target: Target) -> list[str]:

@@ -38,11 +38,21 @@ def storage_shape(buf: Buffer, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _logical_shape(buf: Buffer, info: ArrayInfo) -> tuple[int, ...]:
+    """The tensor's shape in elements of ``buf.dtype``. An int4 tensor comes packed two per int8 byte along its last
+    dimension: a static last size n takes (n + 1) // 2 bytes; a symbolic one is bound to twice the bytes."""
     if buf.dtype is dt.int4:
         if info.dtype is not dt.int8:
-            raise TilecTypeError(f"argument {buf.name!r}: an int4 tensor is passed packed in an int8 array, got "
-                                 f"dtype {info.dtype}")
-        return info.shape[:-1] + (info.shape[-1] * 2,) if info.shape else info.shape
+            raise TilecTypeError(f"argument {buf.name!r}: an int4 tensor is passed packed two per byte in an int8 "
+                                 f"array, got dtype {info.dtype}")
+        if not info.shape or len(info.shape) != buf.ndim:
+            return info.shape
+        want, got = buf.shape[-1], info.shape[-1]
+        if isinstance(want, int):
+            if (want + 1) // 2 != got:
+                raise TilecValueError(f"argument {buf.name!r}: the last dimension holds {want} int4 values, packed "
+                                      f"in {(want + 1) // 2} int8 bytes; got {got} bytes (array shape {info.shape})")
+            return info.shape[:-1] + (want,)
+        return info.shape[:-1] + (got * 2,)
     if info.dtype is not buf.dtype:
         raise TilecTypeError(f"argument {buf.name!r}: expected dtype {buf.dtype}, got {info.dtype}")
     return info.shape

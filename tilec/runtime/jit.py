@@ -15,7 +15,7 @@ import ast
 import functools
 from typing import Any
 
-from tilec.errors import TilecTypeError
+from tilec.errors import TilecTypeError, TilecValueError
 from tilec.ir.kernel import PrimFunc
 from tilec.runtime.arrays import array_info
 from tilec.target import Target, parse_target
@@ -152,6 +152,7 @@ class JITFunction:
         self.pass_configs = pass_configs
         self.eager = _is_eager(fn)
         self._kernels: dict[Any, JITKernel] = {}
+        self._dynamic: dict[Any, list[JITKernel]] = {}  # eager kernels with T.dynamic sizes, by their loose key
         functools.update_wrapper(self, fn)
 
     def get_kernel(self, *args: Any, **kwargs: Any) -> JITKernel:
@@ -169,24 +170,38 @@ class JITFunction:
         return kernel
 
     def _eager_kernel(self, args: tuple, kwargs: dict) -> tuple[JITKernel, list[Any]]:
+        """The kernel for these arguments: one already compiled for the same shapes, or one whose T.dynamic sizes
+        accept them (same non-tensor arguments, dtypes and ranks), or a new one."""
         import inspect
 
-        bound = inspect.signature(self.fn).bind(*args, **kwargs)
-        parts, tensors = [], []
+        try:
+            bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise TilecTypeError(f"kernel {self.fn.__name__!r}: {e}") from None
+        parts, loose, tensors = [], [], []
         for name, v in bound.arguments.items():
             info = array_info(v)
             if info is None:
-                parts.append((name, _freeze(v, f"argument {name!r}")))
+                part = (name, _freeze(v, f"argument {name!r}"))
+                parts.append(part)
+                loose.append(part)
             else:
-                parts.append((name, "tensor", info.shape, info.dtype.name, info.strides, info.device.split(":")[0]))
+                device = info.device.split(":")[0]
+                parts.append((name, "tensor", info.shape, info.dtype.name, info.strides, device))
+                loose.append((name, "tensor", len(info.shape), info.dtype.name, device))
                 tensors.append(v)
         key = tuple(parts)
         kernel = self._kernels.get(key)
         if kernel is None:
+            kernel = next((k for k in self._dynamic.get(tuple(loose), []) if _accepts(k, tensors)), None)
+        if kernel is None:
             from tilec.frontend.entry import parse_eager
 
             func, _, _ = parse_eager(self.fn, args, kwargs)
-            kernel = self._kernels[key] = JITKernel(func, self.target, None, self.pass_configs)
+            kernel = JITKernel(func, self.target, None, self.pass_configs)
+            if func.dyn_vars:
+                self._dynamic.setdefault(tuple(loose), []).append(kernel)
+        self._kernels[key] = kernel
         return kernel, tensors
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -194,6 +209,18 @@ class JITFunction:
             return self.get_kernel(*args, **kwargs)
         kernel, tensors = self._eager_kernel(args, kwargs)
         return kernel(*tensors)
+
+
+def _accepts(kernel: JITKernel, tensors: list[Any]) -> bool:
+    """Whether ``kernel``'s signature (its T.dynamic sizes free) takes these arrays."""
+    from tilec.runtime.args import bind
+
+    device = "cpu" if kernel.target.kind in ("cpu", "simt") else "cuda"
+    try:
+        bind(kernel.prim_func, tuple(tensors), device, lambda *_: None)
+    except (TilecTypeError, TilecValueError):
+        return False
+    return True
 
 
 def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = None,

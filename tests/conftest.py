@@ -1,0 +1,63 @@
+"""Shared helpers of the test suite: example loading, random inputs, poisoned outputs, tolerances."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+# relative tolerance of a result stored in each dtype (against a float64 reference)
+RTOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-12}
+
+
+def load_example(name: str):
+    """The module ``examples/<name>.py`` (examples are scripts, not a package)."""
+    key = f"tilec_example_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, EXAMPLES / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[key]
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """Fresh random inputs every run (the seed is printed on failure by pytest's fixture report)."""
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    print(f"rng seed {seed}")
+    return np.random.default_rng(seed)
+
+
+def randn(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    """Standard normal values rounded to ``dtype`` (never zeros)."""
+    from tilec.dtypes import dtype as tdtype
+
+    return rng.standard_normal(shape).astype(tdtype(dtype).np)
+
+
+def poisoned(shape, dtype) -> np.ndarray:
+    """An output buffer filled with NaN (or the type's minimum for ints) so unwritten elements show."""
+    from tilec.dtypes import dtype as tdtype
+
+    d = tdtype(dtype)
+    if d.is_float:
+        return np.full(shape, np.nan, dtype=d.np)
+    return np.full(shape, np.iinfo(d.np).min, dtype=d.np)
+
+
+def assert_close(got: np.ndarray, ref: np.ndarray, dtype: str, scale: float | None = None) -> None:
+    """``got`` (any dtype) equals the float64 ``ref`` within the tolerance of ``dtype``, relative to ``scale``
+    (default: the largest magnitude of ``ref``); NaN anywhere fails."""
+    g = np.asarray(got).astype(np.float64)
+    assert g.shape == ref.shape, (g.shape, ref.shape)
+    assert np.isfinite(g).all(), "result has NaN/inf (an element was not written?)"
+    s = float(np.abs(ref).max()) if scale is None else scale
+    err = float(np.abs(g - ref).max()) / max(s, 1e-30)
+    assert err <= RTOL[dtype], f"relative error {err:.3g} > {RTOL[dtype]} ({dtype})"

@@ -1,0 +1,502 @@
+"""Error tests: bad kernels and bad arguments give clear errors that name the user's line or the parameter."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tilec
+import tilec.language as T
+from tilec.errors import TilecBoundsError, TilecError, TilecSyntaxError, TilecTypeError, TilecValueError
+
+HERE = __file__
+_LINES = open(HERE).read().splitlines()
+
+
+def line_of(marker: str) -> int:
+    """The 1-based line of this file that carries the comment ``# <marker>``."""
+    hits = [i + 1 for i, text in enumerate(_LINES) if text.rstrip().endswith(f"# {marker}")]
+    assert len(hits) == 1, marker
+    return hits[0]
+
+
+def assert_points_at(err: TilecError, marker: str) -> None:
+    """The error's text names this file, the marked line and a column, and shows that line with a caret."""
+    line = line_of(marker)
+    text = str(err)
+    assert re.search(rf"{re.escape(HERE)}:{line}:\d+: ", text), text
+    src = _LINES[line - 1].strip()
+    assert src in text and "^" in text.splitlines()[-1], text
+
+
+# ------------------------------------------------------------------------------------- unsupported constructs
+
+
+def test_while_is_unsupported_and_the_error_shows_the_line():
+    with pytest.raises(TilecSyntaxError) as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                while bx < 4:  # while-line
+                    A[0] = 1.0
+
+    msg = str(ei.value)
+    assert "`while` statements are not supported in a kernel; supported: assignments, `for` over" in msg
+    assert_points_at(ei.value, "while-line")
+    assert ei.value.loc.line == line_of("while-line") and ei.value.loc.col == 16
+
+
+@pytest.mark.parametrize("keyword", ["try", "break", "continue", "def", "del"])
+def test_other_unsupported_statements(keyword):
+    def build():
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for k in T.serial(4):
+                    if keyword == "try":
+                        try:
+                            A[k] = 1.0
+                        finally:
+                            pass
+                    elif keyword == "break":
+                        break
+                    elif keyword == "continue":
+                        continue
+                    elif keyword == "def":
+
+                        def helper():
+                            return 1
+                    else:
+                        del k
+
+        return main
+
+    with pytest.raises(TilecSyntaxError, match=rf"`{keyword}` statements are not supported in a kernel"):
+        build()
+
+
+def test_return_inside_the_kernel():
+    with pytest.raises(TilecSyntaxError, match=r"`return` inside `with T.Kernel\(...\)` is not supported") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                A[0] = 1.0
+                return  # return-line
+
+    assert_points_at(ei.value, "return-line")
+
+
+def test_tile_ops_outside_a_kernel():
+    with pytest.raises(TilecSyntaxError, match=r"T.copy can only be used inside a kernel \(a function decorated"):
+        T.copy(np.zeros(4), np.zeros(4))
+    with pytest.raises(TilecSyntaxError, match="T.alloc_shared can only be used inside a kernel"):
+        T.alloc_shared((4,), "float16")
+    with pytest.raises(TilecSyntaxError) as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            T.fill(A, 0.0)  # fill-outside
+            with T.Kernel(1, threads=32) as bx:
+                A[0] = 1.0
+
+    assert "T.fill must be used inside `with T.Kernel(...)`" in str(ei.value)
+    assert_points_at(ei.value, "fill-outside")
+    with pytest.raises(TilecSyntaxError, match="T.Parallel can only be iterated by a `for` statement"):
+        iter(T.Parallel(4))
+
+
+def test_tile_op_inside_parallel_and_imperfect_parallel_nest():
+    with pytest.raises(TilecTypeError, match="T.fill cannot be used inside T.Parallel"):
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                s = T.alloc_shared((4,), "float32")
+                for _i in T.Parallel(4):
+                    T.fill(s, 0.0)
+
+    with pytest.raises(TilecSyntaxError, match="must be its whole body") as ei:
+
+        @T.prim_func
+        def main2(A: T.Tensor((4, 4), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(4):
+                    A[i, 0] = 1.0
+                    for j in T.Parallel(4):  # inner-parallel
+                        A[i, j] = 2.0
+
+    assert_points_at(ei.value, "inner-parallel")
+
+
+def test_python_names_do_not_carry_across_iterations():
+    with pytest.raises(TilecSyntaxError, match=r"'acc' is read in the body of the T.serial loop at line \d+ and then "
+                                               r"reassigned there.*T.alloc_var") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((16,), "float32"), B: T.Tensor((1,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                acc = 0.0
+                for k in T.serial(16):
+                    acc = acc + A[k]  # acc-line
+                B[0] = acc
+
+    assert_points_at(ei.value, "acc-line")
+    with pytest.raises(TilecSyntaxError, match=r"'acc' is read in the body of the T.Pipelined loop"):
+
+        @T.prim_func
+        def main2(A: T.Tensor((16,), "float32"), B: T.Tensor((1,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                acc = A[0]
+                for k in T.Pipelined(16):
+                    acc += A[k]
+                B[0] = acc
+
+
+def test_names_assigned_under_a_runtime_if_are_undefined_after_it():
+    with pytest.raises(TilecSyntaxError, match=r"'y' is assigned under the `if` at line \d+, whose condition is a "
+                                               r"kernel value") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for k in T.serial(16):
+                    if A[k] > 0:
+                        y = A[k]
+                    else:
+                        y = -A[k]
+                    A[k] = y  # y-line
+
+    assert_points_at(ei.value, "y-line")
+    with pytest.raises(TilecSyntaxError, match=r"'t' is assigned in the body of the T.Parallel loop at line \d+"):
+
+        @T.prim_func
+        def main2(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(16):
+                    t = A[i] * 2
+                A[0] = t
+
+    @T.prim_func
+    def fine(A: T.Tensor((16,), "float32")):  # the else branch sees the binding from before the if, not then's
+        with T.Kernel(1, threads=32) as bx:
+            x = A[1]
+            if bx > 0:
+                x = A[2]
+                A[3] = x
+            else:
+                A[4] = x
+
+    assert "A[3] = A[2]" in str(fine) and "A[4] = A[1]" in str(fine)
+
+
+def test_kernel_expression_errors_carry_the_location():
+    with pytest.raises(TilecTypeError, match=r"`/` on integers \(bx / 2\) is not defined") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(2, threads=32) as bx:
+                A[0] = bx / 2  # div-line
+
+    assert_points_at(ei.value, "div-line")
+    with pytest.raises(TilecSyntaxError, match="name 'undefined_thing' is not defined"):
+
+        @T.prim_func
+        def main2(A: T.Tensor((4,), "float32")):
+            with T.Kernel(2, threads=32) as bx:
+                A[0] = undefined_thing  # noqa: F821
+
+    def pick(x):  # a Python helper that branches on its argument in Python
+        return 1.0 if x > 0 else 2.0
+
+    with pytest.raises(TilecTypeError, match=r"a kernel value \(bx > 0\) has no Python truth value at compile time"):
+
+        @T.prim_func
+        def main3(A: T.Tensor((4,), "float32")):
+            with T.Kernel(2, threads=32) as bx:
+                A[0] = pick(bx)
+
+
+# ------------------------------------------------------------------------------------- shapes of tile ops
+
+
+def test_copy_gemm_reduce_shape_mismatches():
+    with pytest.raises(TilecValueError, match=r"T.copy: operand shapes differ: s has extents \(16, 16\), "
+                                              r"A\[:8, :16\] has \(8, 16\)") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                s = T.alloc_shared((16, 16), "float16")
+                T.copy(s, A[0:8, 0:16])  # copy-mismatch
+
+    assert_points_at(ei.value, "copy-mismatch")
+    with pytest.raises(TilecValueError, match=r"T.gemm: reduction sizes differ: A \(a, transpose_A=False\) has "
+                                              r"K=32, B \(b, transpose_B=False\) has K=16"):
+
+        @T.prim_func
+        def main2(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                a = T.alloc_shared((16, 32), "float16")
+                b = T.alloc_shared((16, 16), "float16")
+                c = T.alloc_fragment((16, 16), "float32")
+                T.gemm(a, b, c)
+
+    with pytest.raises(TilecValueError, match=r"T.gemm: C \(c\) is \(16, 8\) but A @ B is \(16, 16\)"):
+
+        @T.prim_func
+        def main3(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                a = T.alloc_shared((16, 16), "float16")
+                c = T.alloc_fragment((16, 8), "float32")
+                T.gemm(a, a, c)
+
+    with pytest.raises(TilecTypeError, match=r"T.gemm: operand A \(A\) is a global tensor"):
+
+        @T.prim_func
+        def main4(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                c = T.alloc_fragment((16, 16), "float32")
+                T.gemm(A, A, c)
+
+    with pytest.raises(TilecValueError, match=r"T.reduce_sum: dst r has shape \(8,\), expected \(16,\) \(src x of "
+                                              r"shape \(16, 32\) reduced over dim 1\)"):
+
+        @T.prim_func
+        def main5(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                x = T.alloc_fragment((16, 32), "float32")
+                r = T.alloc_fragment((8,), "float32")
+                T.reduce_sum(x, r, dim=1)
+
+    with pytest.raises(TilecValueError, match=r"T.reduce_max: dim must be an int in \[-2, 2\)"):
+
+        @T.prim_func
+        def main6(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                x = T.alloc_fragment((16, 32), "float32")
+                r = T.alloc_fragment((16,), "float32")
+                T.reduce_max(x, r, dim=2)
+
+
+def test_out_of_bounds_regions_at_parse_time():
+    with pytest.raises(TilecValueError, match=r"T.copy: region s_1\[:128, :16\] has extent 128 in dimension 0 but "
+                                              r"'s_1' has size 64 there|extent 128") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((256, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                s = T.alloc_shared((64, 16), "float16")
+                T.copy(A[0:128, :], s[0:128, :])  # too-large
+
+    assert_points_at(ei.value, "too-large")
+    with pytest.raises(TilecValueError, match=r"starts at -1 in dimension 0, outside 'A' \(size 256\)"):
+
+        @T.prim_func
+        def main2(A: T.Tensor((256, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                s = T.alloc_shared((64, 16), "float16")
+                T.copy(A[-1, 0], s)
+
+    with pytest.raises(TilecValueError, match=r"ends at 80 in dimension 0, past the end of fragment buffer 'f'"):
+
+        @T.prim_func
+        def main3(A: T.Tensor((256, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                f = T.alloc_fragment((64, 16), "float32")
+                T.fill(f[16:80, :], 0.0)
+
+    with pytest.raises(TilecValueError, match=r"T.reduce_sum: region x\[32:64, :16\] ends at 64 in dimension 0"):
+
+        @T.prim_func
+        def main4(A: T.Tensor((256, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                x = T.alloc_fragment((48, 16), "float32")
+                r = T.alloc_fragment((32,), "float32")
+                T.reduce_sum(x[32:64, :], r, dim=1)
+
+
+def test_bad_primitive_arguments():
+    with pytest.raises(TilecTypeError, match="T.Kernel: at most 1024 threads per block, got 2048"):
+        T.Kernel(4, threads=2048)
+    with pytest.raises(TilecTypeError, match="T.Pipelined: num_stages must be an int >= 0"):
+        T.Pipelined(4, num_stages=-1)
+    with pytest.raises(TilecTypeError, match="step must be a non-zero Python int"):
+        T.serial(0, 4, 0)
+    with pytest.raises(TilecTypeError, match="policy must be a T.GemmWarpPolicy"):
+
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                a = T.alloc_shared((16, 16), "float16")
+                c = T.alloc_fragment((16, 16), "float32")
+                T.gemm(a, a, c, policy="Diagonal")
+
+    with pytest.raises(TilecTypeError, match=r"parameter 'A': annotate it with T.Tensor\(shape, dtype\)"):
+
+        @T.prim_func
+        def main2(A: list):
+            with T.Kernel(1, threads=32) as bx:
+                pass
+
+    @T.prim_func
+    def main3(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    with pytest.raises(TilecValueError, match="unknown target 'tpu'; expected 'auto', 'cpu'"):
+        tilec.compile(main3, target="tpu")
+    with pytest.raises(TilecValueError, match="unknown cuda architecture 'sm_70'"):
+        tilec.compile(main3, target="cuda:sm_70")
+    with pytest.raises(TilecTypeError, match=r"out_idx: 5 is not a parameter index of 'main3' \(1 parameters\)"):
+        tilec.compile(main3, target="cpu", out_idx=[5])
+
+
+# ------------------------------------------------------------------------------------------------ at launch
+
+
+@tilec.jit(out_idx=[-1], target="cpu")
+def _scaled_copy(M, N, dtype="float16"):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), alpha: T.float32, n: T.int32, B: T.Tensor((M, N), dtype)):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(M, N):
+                B[i, j] = A[i, j] * T.cast(alpha, dtype) + T.cast(n, dtype)
+
+    return main
+
+
+@pytest.mark.parametrize(
+    "arg, exc, message",
+    [
+        (np.zeros((8, 16), np.float32), TypeError, "argument 'A': expected dtype float16, got float32"),
+        (np.zeros((8, 15), np.float16), ValueError, "argument 'A': dimension 1 must be 16, got 15"),
+        (np.zeros((8, 16, 1), np.float16), ValueError,
+         r"argument 'A': expected 2 dimension\(s\) of shape \(8, 16\), got an array of shape \(8, 16, 1\)"),
+        (np.zeros((8, 32), np.float16)[:, ::2], ValueError,
+         r"argument 'A': expected a contiguous row-major array, got strides \(32, 2\) for shape \(8, 16\)"),
+        (np.zeros((16, 8), np.float16).T, ValueError,
+         r"argument 'A': expected a contiguous row-major array, got strides \(1, 8\)"),
+        ([[0.0] * 16] * 8, TypeError, r"argument 'A': expected an array \(numpy, torch or cupy\), got list"),
+        (np.zeros((8, 16), np.complex64), TypeError, "unsupported dtype"),
+    ],
+)
+def test_launch_rejects_bad_arrays(arg, exc, message):
+    kernel = _scaled_copy(8, 16)
+    with pytest.raises(exc, match=message) as ei:
+        kernel(arg, 1.0, 2)
+    assert isinstance(ei.value, TilecError)
+
+
+def test_launch_rejects_bad_scalars_and_arity():
+    kernel = _scaled_copy(8, 16)
+    a = np.ones((8, 16), np.float16)
+    with pytest.raises(TilecTypeError, match=r"kernel 'main' takes 3 argument\(s\) \(A, alpha, n\), got 2"):
+        kernel(a, 1.0)
+    with pytest.raises(TilecTypeError, match="argument 'n': expected a Python int32 scalar, got float 2.5"):
+        kernel(a, 1.0, 2.5)
+    with pytest.raises(TilecTypeError, match="argument 'alpha': expected a Python float32 scalar, got str 'x'"):
+        kernel(a, "x", 2)
+    with pytest.raises(TilecTypeError, match="argument 'n': expected a Python int32 scalar, got ndarray"):
+        kernel(a, 1.0, np.array([2]))
+    out = kernel(a, np.float32(0.5), np.int64(3))  # numpy scalars are fine
+    assert (out == 3.5).all()
+
+
+def test_launch_symbolic_sizes_must_agree():
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, 4), "float32"), B: T.Tensor((M, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(M, 4):
+                B[i, j] = A[i, j]
+
+    kernel = tilec.compile(main, target="cpu")
+    with pytest.raises(TilecValueError, match=r"argument 'B': dimension 0 is 5, but M = 3 from an earlier argument"):
+        kernel(np.zeros((3, 4), np.float32), np.zeros((5, 4), np.float32))
+
+
+def test_eager_argument_errors():
+    @tilec.jit(target="cpu")
+    def f(A, scale: float = 1.0):
+        M = T.const("M")
+        A: T.Tensor[[M], T.float16]
+        B = T.empty((M,), "float16")
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(M):
+                B[i] = A[i] * scale
+        return B
+
+    with pytest.raises(TilecTypeError, match="argument 'A': annotated dtype float16, got an array of dtype float32"):
+        f(np.zeros(4, np.float32))
+    with pytest.raises(TilecValueError, match=r"argument 'A': annotated with 1 dimension\(s\), got an array of shape"):
+        f(np.zeros((2, 2), np.float16))
+    with pytest.raises(TilecTypeError, match="kernel 'f': too many positional arguments"):
+        f(np.zeros(4, np.float16), 1.0, 2.0)
+
+
+# ------------------------------------------------------------------------------------------- at run time
+
+
+def test_block_level_out_of_bounds_access_raises_at_run_time():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            A[bx * 10 + 8] = 1.0  # oob-store
+
+    kernel = tilec.compile(main, target="cpu")
+    with pytest.raises(TilecBoundsError) as ei:
+        kernel(np.zeros(16, np.float32))
+    assert "write of A[18] outside its shape (16,) (block (1))" in str(ei.value)
+    assert_points_at(ei.value, "oob-store")
+
+    @T.prim_func
+    def read(A: T.Tensor((16,), "float32"), B: T.Tensor((2,), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            B[bx] = A[bx * 16]  # oob-load
+
+    with pytest.raises(TilecBoundsError, match=r"read of A\[16\] outside its shape \(16,\) \(block \(1\)\)") as ei:
+        tilec.compile(read, target="cpu")(np.zeros(16, np.float32), np.zeros(2, np.float32))
+    assert_points_at(ei.value, "oob-load")
+
+
+def test_shared_out_of_bounds_inside_parallel_raises():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            s = T.alloc_shared((64,), "float32")
+            T.copy(A, s)
+            for i in T.Parallel(64):
+                A[i] = s[i + 1]  # oob-shared
+
+    with pytest.raises(TilecBoundsError, match=r"read of s\[64\] outside its shape \(64,\)") as ei:
+        tilec.compile(main, target="cpu")(np.zeros(64, np.float32))
+    assert_points_at(ei.value, "oob-shared")
+
+
+def test_race_in_parallel_raises():
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            r = T.alloc_fragment((4,), "float32")
+            for i, j in T.Parallel(4, 8):
+                r[i] = A[i, j]  # race-line
+            T.copy(r, B)
+
+    with pytest.raises(TilecBoundsError, match="T.Parallel writes elements of r from several iterations") as ei:
+        tilec.compile(main, target="cpu")(np.ones((4, 8), np.float32), np.zeros(4, np.float32))
+    assert_points_at(ei.value, "race-line")
+
+
+def test_dump_of_an_unknown_stage():
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    with pytest.raises(TilecValueError, match="unknown stage 'lower'; stages are: parse, verify, build_ftg"):
+        tilec.dump(main, after="lower")

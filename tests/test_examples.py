@@ -1,0 +1,42 @@
+"""Every example script runs as a user would run it, and prints its error line."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import EXAMPLES, ROOT
+
+SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
+ERROR_LINE = re.compile(r"^\w[\w ]* .* on cpu: (relative|max abs) error (\d\.\d+e[-+]\d+)$", re.M)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, TILEC_TARGET="cpu")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])  # this checkout's tilec
+    return env
+
+
+def test_there_are_examples():
+    assert {"01_gemm.py", "02_softmax.py", "03_flash_attention.py"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_example_runs(script):
+    res = subprocess.run([sys.executable, str(EXAMPLES / script)], capture_output=True, text=True, env=_env(),
+                         timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    m = ERROR_LINE.search(res.stdout)
+    assert m, res.stdout
+    assert float(m.group(2)) < 1e-2
+    assert "FTG main:" in res.stdout
+
+
+def test_flash_attention_example_causal_argument():
+    args = [sys.executable, str(EXAMPLES / "03_flash_attention.py"), "1", "1", "70", "32", "causal"]
+    res = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "flash attention b=1 h=1 n=70 d=32 causal=True on cpu: max abs error" in res.stdout

@@ -1,0 +1,658 @@
+"""Frontend tests: every primitive of ``tilec.language`` parsed to Tile IR, compared with the expected IR text."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import tilec
+import tilec.language as T
+from tilec.ir.kernel import PrimFunc
+from tilec.passes.verify import verify
+
+SCALE = 0.125  # a module global read by kernels
+_SHAPES = [(16, 32)]
+
+
+def assert_ir(func: PrimFunc, expected: str) -> None:
+    assert isinstance(func, PrimFunc)
+    text = str(func)
+    want = textwrap.dedent(expected).lstrip("\n")
+    assert text == want, f"IR differs; got:\n{text}"
+    verify(func)
+
+
+# ---------------------------------------------------------------------------------------------- kernel, allocs
+
+
+def test_kernel_grid_threads_and_block_names():
+    @T.prim_func
+    def main(A: T.Tensor((8, 8, 8), "float32")):
+        with T.Kernel(2, 3, 4, threads=[32, 4]) as (bx, by, bz):
+            A[bz, by, bx] = 1.0
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((8, 8, 8), "float32")):
+            with T.Kernel(2, 3, 4, threads=[32, 4]) as (bx, by, bz):
+                A[bz, by, bx] = 1.0
+    """)
+
+    @T.prim_func
+    def one(A: T.Tensor((8,), "float32")):
+        with T.Kernel(T.ceildiv(8, 4), threads=64) as b:
+            A[b] = 2.0
+
+    assert_ir(one, """
+        @T.prim_func
+        def one(A: T.Tensor((8,), "float32")):
+            with T.Kernel(2, threads=64) as b:
+                A[b] = 2.0
+    """)
+
+
+def test_allocations_and_alloc_var():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float16"), n: T.int32):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_shared((64,), "float16")
+            f = T.alloc_fragment((64,), "float32")
+            loc = T.alloc_local((4,), "int32")
+            x = T.alloc_var("int32")
+            y = T.alloc_var("float32", init=0.5)
+            x = n * 2
+            x += 1
+            loc[0] = x
+            y = y * 2
+            A[x] = y
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float16"), n: T.int32):
+            with T.Kernel(1, threads=128) as bx:
+                s = T.alloc_shared((64,), "float16")
+                f = T.alloc_fragment((64,), "float32")
+                loc = T.alloc_local((4,), "int32")
+                x = T.alloc_var("int32")
+                y = T.alloc_var("float32")
+                y = 0.5
+                x = n * 2
+                x = x + 1
+                loc[0] = x
+                y = y * 2.0
+                A[x] = T.cast(y, "float16")
+    """)
+
+
+# ------------------------------------------------------------------------------------------------------ copy
+
+
+def test_copy_forms_and_scopes():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((2, 4, 128, 64), "float16"),
+             C: T.Tensor((128, 64), "float32")):
+        with T.Kernel(2, 4, threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            A_f = T.alloc_fragment((64, 32), "float32")
+            T.copy(A[bx * 64, 0], A_s)  # start-index form: extents from the other operand
+            T.copy(A[bx * 64 : (bx + 1) * 64, 32:64], A_s)  # slice form
+            T.copy(B[by // 2, by, bx * 64 : bx * 64 + 64, 0:32], A_s)  # leading unit dimensions
+            T.copy(A_s, A_f)  # shared -> fragment, with a cast
+            T.copy(A_f, C[bx * 64, 32])  # fragment -> global
+            T.copy(A_s[0:16, :], A_f[16:32, :])  # sub-regions of on-chip buffers
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(
+            A: T.Tensor((128, 64), "float16"),
+            B: T.Tensor((2, 4, 128, 64), "float16"),
+            C: T.Tensor((128, 64), "float32"),
+        ):
+            with T.Kernel(2, 4, threads=128) as (bx, by):
+                A_s = T.alloc_shared((64, 32), "float16")
+                A_f = T.alloc_fragment((64, 32), "float32")
+                T.copy(A[bx * 64:bx * 64 + 64, :32], A_s)
+                T.copy(A[bx * 64:bx * 64 + 64, 32:64], A_s)
+                T.copy(B[by // 2, by, bx * 64:bx * 64 + 64, :32], A_s)
+                T.copy(A_s, A_f)
+                T.copy(A_f, C[bx * 64:bx * 64 + 64, 32:64])
+                T.copy(A_s[:16, :32], A_f[16:32, :32])
+    """)
+
+
+# ------------------------------------------------------------------------------------------------------ gemm
+
+
+def test_gemm_flags_and_policies():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((64, 32), "float16")
+            at = T.alloc_shared((32, 64), "float16")
+            b = T.alloc_shared((32, 16), "float16")
+            bt = T.alloc_shared((16, 32), "float16")
+            c = T.alloc_fragment((64, 16), "float32")
+            T.gemm(a, b, c)
+            T.gemm(at, b, c, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+            T.gemm(a, bt, c, transpose_B=True, policy=T.GemmWarpPolicy.FullCol, clear_accum=True)
+            T.gemm(at, bt, c, True, True, T.GemmWarpPolicy.Square, k_pack=2)
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float16")):
+            with T.Kernel(1, threads=128) as bx:
+                a = T.alloc_shared((64, 32), "float16")
+                at = T.alloc_shared((32, 64), "float16")
+                b = T.alloc_shared((32, 16), "float16")
+                bt = T.alloc_shared((16, 32), "float16")
+                c = T.alloc_fragment((64, 16), "float32")
+                T.gemm(a, b, c)
+                T.gemm(at, b, c, transpose_A=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(a, bt, c, transpose_B=True, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)
+                T.gemm(at, bt, c, transpose_A=True, transpose_B=True, k_pack=2)
+    """)
+    g = main.launch.body.stmts[1]
+    assert g.mnk == (64, 16, 32) and g.transpose_A and not g.transpose_B
+
+
+# -------------------------------------------------------------------------------- reductions, cumsum, fill
+
+
+def test_reductions_cumsum_fill_clear():
+    @T.prim_func
+    def main(A: T.Tensor((16, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((16, 32), "float32")
+            r = T.alloc_fragment((16,), "float32")
+            c = T.alloc_fragment((32,), "float32")
+            T.reduce_max(x, r, dim=1)
+            T.reduce_min(x, r, dim=-1, clear=False)
+            T.reduce_sum(x, c, dim=0)
+            T.reduce_abssum(x, r, 1, False)
+            T.reduce_absmax(x, c, dim=0, clear=True)
+            T.cumsum(x, dim=1)  # in place
+            T.cumsum(x, A[0:16, :], dim=0, reverse=True)
+            T.fill(x, -T.infinity("float32"))
+            T.fill(r[0:8], 3)
+            T.clear(c)
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((16, 32), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                x = T.alloc_fragment((16, 32), "float32")
+                r = T.alloc_fragment((16,), "float32")
+                c = T.alloc_fragment((32,), "float32")
+                T.reduce_max(x, r, dim=1, clear=True)
+                T.reduce_min(x, r, dim=1, clear=False)
+                T.reduce_sum(x, c, dim=0, clear=True)
+                T.reduce_abssum(x, r, dim=1, clear=False)
+                T.reduce_absmax(x, c, dim=0, clear=True)
+                T.cumsum(x, x, dim=1, reverse=False)
+                T.cumsum(x, A, dim=0, reverse=True)
+                T.fill(x, -T.infinity("float32"))
+                T.fill(r[:8], 3.0)
+                T.fill(c, 0.0)
+    """)
+
+
+# ----------------------------------------------------------------------------------------------------- loops
+
+
+def test_parallel_multi_dim_and_perfect_nesting():
+    @T.prim_func
+    def main(A: T.Tensor((4, 8, 16), "float32"), B: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i, j, k in T.Parallel(4, 8, 16):
+                A[i, j, k] = 0.0
+            for i in T.Parallel(4):
+                for j in T.Parallel(8):
+                    for k in T.Parallel(16):
+                        A[i, j, k] = A[i, j, k] + 1.0
+            for i, j in T.Parallel(4, 8):
+                for k in T.serial(16):  # a per-element loop inside the parallel one
+                    B[i, j] = B[i, j] + A[i, j, k]
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((4, 8, 16), "float32"), B: T.Tensor((4, 8), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                for i, j, k in T.Parallel(4, 8, 16):
+                    A[i, j, k] = 0.0
+                for i_1, j_1, k_1 in T.Parallel(4, 8, 16):
+                    A[i_1, j_1, k_1] = A[i_1, j_1, k_1] + 1.0
+                for i_2, j_2 in T.Parallel(4, 8):
+                    for k_2 in T.serial(16):
+                        B[i_2, j_2] = B[i_2, j_2] + A[i_2, j_2, k_2]
+    """)
+
+
+def test_sequential_loops_and_annotations():
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for k in T.Pipelined(8, num_stages=3, order=[0, 1], stage=[0, 1]):
+                A[k] = 1.0
+            for k in T.Pipelined(2, 10):
+                A[k] = 2.0
+            for k in T.serial(4, 20, 4):
+                A[k] = 3.0
+            for k in T.serial(10, 0, -3):
+                A[k] = 4.0
+            for k in T.unroll(4):
+                A[k] = 5.0
+            for k in T.unroll(8, unroll_factor=2):
+                A[k] = 5.5
+            for k in T.vectorized(4):
+                A[k] = 6.0
+            for i, j in T.grid(2, 3):
+                A[i * 3 + j] = 7.0
+            for k in range(3):
+                A[k] = 8.0
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                for k in T.Pipelined(8, num_stages=3, order=(0, 1), stage=(0, 1)):
+                    A[k] = 1.0
+                for k_1 in T.Pipelined(8, num_stages=0):
+                    A[2 + k_1] = 2.0
+                for k_2 in T.serial(4):
+                    A[4 + k_2 * 4] = 3.0
+                for k_3 in T.serial(4):
+                    A[10 + k_3 * -3] = 4.0
+                for k_4 in T.unroll(4):
+                    A[k_4] = 5.0
+                for k_5 in T.unroll(8, unroll_factor=2):
+                    A[k_5] = 5.5
+                for k_6 in T.vectorized(4):
+                    A[k_6] = 6.0
+                for i in T.serial(2):
+                    for j in T.serial(3):
+                        A[i * 3 + j] = 7.0
+                for k_7 in T.serial(3):
+                    A[k_7] = 8.0
+    """)
+
+
+def test_symbolic_loop_bounds():
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, 64), threads=64) as bx:
+            for k in T.serial(bx * 64, T.min(N, bx * 64 + 64)):
+                A[k] = 1.0
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32")):
+            # N = T.dynamic("N")
+            with T.Kernel((N + 63) // 64, threads=64) as bx:
+                for k in T.serial(T.min(N, bx * 64 + 64) - bx * 64):
+                    A[bx * 64 + k] = 1.0
+    """)
+
+
+# ------------------------------------------------------------------------------------------------ scalar math
+
+
+def test_scalar_math_and_selects():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(16):
+                A[i] = T.exp(A[i]) + T.exp2(A[i]) - T.log(A[i]) * T.log2(A[i])
+                A[i] = T.sqrt(A[i]) + T.rsqrt(A[i]) + T.abs(A[i]) + T.tanh(A[i])
+                A[i] = T.max(A[i], T.min(A[i], 1.0)) + T.if_then_else(i < 8, A[i], -T.infinity("float32"))
+                B[i] = T.exp(B[i]) * 2
+                A[i] = T.if_then_else(i % 2 == 0, T.cast(B[i], "float32"), SCALE) + T.ceildiv(i, 4)
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float16")):
+            with T.Kernel(1, threads=128) as bx:
+                for i in T.Parallel(16):
+                    A[i] = T.exp(A[i]) + T.exp2(A[i]) - T.log(A[i]) * T.log2(A[i])
+                    A[i] = T.sqrt(A[i]) + T.rsqrt(A[i]) + T.abs(A[i]) + T.tanh(A[i])
+                    A[i] = T.max(A[i], T.min(A[i], 1.0)) + T.if_then_else(i < 8, A[i], -T.infinity("float32"))
+                    B[i] = T.exp(B[i]) * 2.0
+                    A[i] = T.if_then_else(i % 2 == 0, T.cast(B[i], "float32"), 0.125) + T.cast((i + 3) // 4, "float32")
+    """)
+    assert T.min(3, 5) == 3 and T.max(3, 5) == 5 and T.ceildiv(10, 3) == 4  # Python values stay Python
+
+
+def test_runtime_if_and_python_condition_folding():
+    def build(flag: bool, mode: str):
+        @T.prim_func
+        def main(A: T.Tensor((16,), "float32")):
+            with T.Kernel(2, threads=128) as bx:
+                if flag:
+                    A[bx] = 1.0
+                else:
+                    A[bx] = 2.0
+                if mode == "x" and bx > 0:
+                    A[0] = 3.0
+                if bx == 0:
+                    A[1] = 4.0
+                elif bx == 1:
+                    A[2] = 5.0
+                else:
+                    pass
+
+        return main
+
+    assert_ir(build(True, "x"), """
+        @T.prim_func
+        def main(A: T.Tensor((16,), "float32")):
+            with T.Kernel(2, threads=128) as bx:
+                A[bx] = 1.0
+                if bx > 0:
+                    A[0] = 3.0
+                if bx == 0:
+                    A[1] = 4.0
+                else:
+                    if bx == 1:
+                        A[2] = 5.0
+    """)
+    text = str(build(False, "y"))
+    assert "A[bx] = 2.0" in text and "A[0] = 3.0" not in text and "1.0" not in text
+
+
+# ---------------------------------------------------------------------------------------------------- atomics
+
+
+def test_atomic_add_element_and_tile_forms():
+    @T.prim_func
+    def main(A: T.Tensor((4, 16), "float32"), S: T.Tensor((4,), "float32")):
+        with T.Kernel(3, threads=128) as bx:
+            f = T.alloc_fragment((4, 16), "float32")
+            T.fill(f, 1.0)
+            T.atomic_add(A[0, 0], f)  # tile, start-index form
+            T.atomic_add(A, f)  # tile, whole buffer
+            T.atomic_add(S[bx % 4], 2.0)  # one element at block level
+            for i, j in T.Parallel(4, 16):
+                T.atomic_add(S[i], f[i, j])  # one element per iteration
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((4, 16), "float32"), S: T.Tensor((4,), "float32")):
+            with T.Kernel(3, threads=128) as bx:
+                f = T.alloc_fragment((4, 16), "float32")
+                T.fill(f, 1.0)
+                T.atomic_add(A, f)
+                T.atomic_add(A, f)
+                T.atomic_add(S[bx % 4], 2.0)
+                for i, j in T.Parallel(4, 16):
+                    T.atomic_add(S[i], f[i, j])
+    """)
+
+
+# -------------------------------------------------------------------------------------- kernel annotations
+
+
+class _Swz:
+    """A stand-in layout object: annotate_layout takes any object for now (layout inference is elsewhere)."""
+
+    def __str__(self) -> str:
+        return "Swizzled128B"
+
+
+def test_use_swizzle_annotate_layout_print():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "float16")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            s = T.alloc_shared((16, 64), "float16")
+            f = T.alloc_fragment((16, 64), "float32")
+            T.annotate_layout({s: _Swz(), f: lambda buf: f"rows_of_{buf.name}"})
+            T.use_swizzle(8, order="column")
+            T.copy(A[by * 16, 0], s)
+            T.print(s, msg="tile")
+            T.print(bx + by)
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((64, 64), "float16")):
+            with T.Kernel(4, 4, threads=128) as (bx, by):
+                s = T.alloc_shared((16, 64), "float16")
+                f = T.alloc_fragment((16, 64), "float32")
+                T.annotate_layout({s: Swizzled128B})
+                T.annotate_layout({f: rows_of_f})
+                T.use_swizzle(8, order="column")
+                T.copy(A[by * 16:by * 16 + 16, :64], s)
+                T.print(s, msg='tile')
+                T.print(bx + by, msg='')
+    """)
+
+
+def test_dynamic_shapes():
+    M = T.dynamic("M")
+    K = T.symbolic("K")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, 32), threads=128) as bx:
+            a = T.alloc_fragment((32, 64), "float16")
+            T.copy(A[bx * 32, 0], a)
+            for i in T.Parallel(32):
+                B[bx * 32 + i] = T.cast(a[i, 0], "float32") + T.cast(K, "float32")
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((M,), "float32")):
+            # M = T.dynamic("M")
+            # K = T.dynamic("K")
+            with T.Kernel((M + 31) // 32, threads=128) as bx:
+                a = T.alloc_fragment((32, 64), "float16")
+                T.copy(A[bx * 32:bx * 32 + 32, :64], a)
+                for i in T.Parallel(32):
+                    B[bx * 32 + i] = T.cast(a[i, 0], "float32") + T.cast(K, "float32")
+    """)
+    assert [v.name for v in main.dyn_vars] == ["M", "K"]
+
+
+# ------------------------------------------------------------------------- macros, closures, Python unrolling
+
+
+@T.macro
+def _scale_rows(buf, factor):
+    for i, j in T.Parallel(4, 8):
+        buf[i, j] = buf[i, j] * factor
+
+
+@T.macro
+def _twice(x):
+    return x * 2
+
+
+def test_macro_closures_globals_and_list_unrolling():
+    offsets = [0, 2]  # a closure variable of the factory
+    block = 4
+
+    @T.prim_func
+    def main(A: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            f = T.alloc_fragment((4, 8), "float32")
+            for off in offsets:
+                T.copy(A[off, 0], f)
+                _scale_rows(f, SCALE)
+                T.copy(f, A[off + block, 0])
+            for d in [(0, 1), (1, 0)]:
+                A[d[0], d[1]] = _twice(f[d[0], d[1]])
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((8, 8), "float32")):
+            with T.Kernel(1, threads=128) as bx:
+                f = T.alloc_fragment((4, 8), "float32")
+                T.copy(A[:4, :8], f)
+                for i, j in T.Parallel(4, 8):
+                    f[i, j] = f[i, j] * 0.125
+                T.copy(f, A[4:8, :8])
+                T.copy(A[2:6, :8], f)
+                for i_1, j_1 in T.Parallel(4, 8):
+                    f[i_1, j_1] = f[i_1, j_1] * 0.125
+                T.copy(f, A[6:10, :8])
+                A[0, 1] = f[0, 1] * 2.0
+                A[1, 0] = f[1, 0] * 2.0
+    """)
+
+
+def test_factory_names_in_annotations_and_python_helpers():
+    def factory(M, dtype):
+        shape = (M, 2 * M)
+
+        def half(n):  # a plain Python function runs at compile time
+            return n // 2
+
+        @T.prim_func
+        def main(A: T.Tensor(shape, dtype)):
+            with T.Kernel(half(M), threads=32) as bx:
+                A[bx, 0] = T.cast(bx, dtype)
+
+        return main
+
+    assert_ir(factory(8, "int8"), """
+        @T.prim_func
+        def main(A: T.Tensor((8, 16), "int8")):
+            with T.Kernel(4, threads=32) as bx:
+                A[bx, 0] = T.cast(bx, "int8")
+    """)
+
+
+def test_kernel_local_python_names_and_assert():
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            base = bx * 8  # a kernel expression, inlined where used
+            n = len(_SHAPES)  # Python builtins run at compile time
+            assert n == 1, "one shape"
+            for i in T.Parallel(8):
+                t = A[base + i] * 2  # per-iteration temporaries
+                A[base + i] = t + n
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(A: T.Tensor((16,), "float32")):
+            with T.Kernel(2, threads=128) as bx:
+                for i in T.Parallel(8):
+                    A[bx * 8 + i] = A[bx * 8 + i] * 2.0 + 1.0
+    """)
+
+
+# ----------------------------------------------------------------------------------------------------- dtypes
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "int8", "int32", "uint8", "float8_e4m3",
+                                   "float8_e5m2"])
+def test_dtypes_storage_and_casts(dtype):
+    @T.prim_func
+    def main(A: T.Tensor((32,), dtype), B: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            s = T.alloc_shared((32,), dtype)
+            T.copy(A, s)
+            for i in T.Parallel(32):
+                B[i] = T.cast(s[i], "float32")
+                s[i] = T.cast(B[i], dtype)
+
+    to_f32, back = ("s[i]", "B[i]") if dtype == "float32" else ('T.cast(s[i], "float32")', f'T.cast(B[i], "{dtype}")')
+    assert_ir(main, f"""
+        @T.prim_func
+        def main(A: T.Tensor((32,), "{dtype}"), B: T.Tensor((32,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                s = T.alloc_shared((32,), "{dtype}")
+                T.copy(A, s)
+                for i in T.Parallel(32):
+                    B[i] = {to_f32}
+                    s[i] = {back}
+    """)  # a cast to the type a value already has is no cast
+
+
+def test_dtype_spellings():
+    @T.prim_func
+    def main(A: T.Tensor((4,), T.float16), B: T.Tensor((4,), "half"), C: T.Tensor((4,), np.float32),
+             D: T.Tensor((4,), T.int4), E: T.Tensor((4,), T.float8_e4m3fn), F: T.Tensor((4,), T.bool)):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = B[0]
+
+    head = str(main).splitlines()[2:8]
+    assert head == ['    A: T.Tensor((4,), "float16"),', '    B: T.Tensor((4,), "float16"),',
+                    '    C: T.Tensor((4,), "float32"),', '    D: T.Tensor((4,), "int4"),',
+                    '    E: T.Tensor((4,), "float8_e4m3"),', '    F: T.Tensor((4,), "bool"),']
+
+
+# ------------------------------------------------------------------------------------------------- eager form
+
+
+@tilec.jit(target="cpu")
+def _eager_add(A, B, block_M: int = 16, dtype="float32"):
+    M, N = T.const("M N")
+    A: T.Tensor[[M, N], dtype]
+    B: T.Tensor[[M, N], dtype]
+    C = T.empty((M, N), dtype)
+    with T.Kernel(T.ceildiv(M, block_M), threads=128) as bx:
+        for i, j in T.Parallel(block_M, N):
+            C[bx * block_M + i, j] = A[bx * block_M + i, j] + B[bx * block_M + i, j] * 2
+    return C
+
+
+def test_eager_form_parses_per_shape(rng):
+    a = rng.standard_normal((20, 8)).astype(np.float32)
+    b = rng.standard_normal((20, 8)).astype(np.float32)
+    c = _eager_add(a, b)
+    np.testing.assert_allclose(c, a.astype(np.float64) + 2 * b.astype(np.float64), rtol=1e-6)
+    assert_ir(_eager_add.get_kernel(a, b).prim_func, """
+        @T.prim_func
+        def _eager_add(
+            A: T.Tensor((20, 8), "float32"),
+            B: T.Tensor((20, 8), "float32"),
+            C: T.Tensor((20, 8), "float32"),  # output
+        ):
+            with T.Kernel(2, threads=128) as bx:
+                for i, j in T.Parallel(16, 8):
+                    C[bx * 16 + i, j] = A[bx * 16 + i, j] + B[bx * 16 + i, j] * 2.0
+    """)
+    c2 = _eager_add(a[:5], b[:5], block_M=4)
+    np.testing.assert_allclose(c2, a[:5] + 2 * b[:5], rtol=1e-6)
+    assert "T.Kernel(2, threads=128)" in str(_eager_add.get_kernel(a[:5], b[:5], block_M=4).prim_func)
+
+
+@tilec.jit(target="cpu")
+def _eager_rowsum(X, block: int = 8):
+    M = T.dynamic("M")
+    N = T.const("N")
+    X: T.Tensor[[M, N], T.float16]
+    Y = T.empty((M,), "float32")
+    with T.Kernel(T.ceildiv(M, block), threads=64) as bx:
+        x = T.alloc_fragment((block, N), "float32")
+        s = T.alloc_fragment((block,), "float32")
+        T.copy(X[bx * block, 0], x)
+        T.reduce_sum(x, s, dim=1)
+        T.copy(s, Y[bx * block])
+    return Y
+
+
+def test_eager_form_with_dynamic_dims(rng):
+    for m in (13, 40):
+        x = rng.standard_normal((m, 24)).astype(np.float16)
+        y = _eager_rowsum(x)
+        np.testing.assert_allclose(y, x.astype(np.float64).sum(axis=1), rtol=1e-4, atol=1e-4)
+    kernels = {id(k) for k in _eager_rowsum._kernels.values()}
+    assert len(kernels) == 1  # one compilation serves every M
+    assert_ir(_eager_rowsum.get_kernel(x).prim_func, """
+        @T.prim_func
+        def _eager_rowsum(
+            X: T.Tensor((M, 24), "float16"),
+            Y: T.Tensor((M,), "float32"),  # output
+        ):
+            # M = T.dynamic("M")
+            with T.Kernel((M + 7) // 8, threads=64) as bx:
+                x = T.alloc_fragment((8, 24), "float32")
+                s = T.alloc_fragment((8,), "float32")
+                T.copy(X[bx * 8:bx * 8 + 8, :24], x)
+                T.reduce_sum(x, s, dim=1, clear=True)
+                T.copy(s, Y[bx * 8:bx * 8 + 8])
+    """)

@@ -1,0 +1,250 @@
+"""The FTG: nodes and dependency edges of the GEMM and flash-attention examples, derived by hand from the kernel
+text and the rules in ``tilec/ftg/build.py``; and the dumps (text, dot, JSON, SVG) and ``tilec.dump``."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import EXAMPLES, load_example
+
+import tilec
+import tilec.language as T
+
+
+def edges(ftg) -> set[tuple]:
+    return {(u, v, d.kind, d.buffer.name, d.carried_by) for u, v, d in ftg.edges()}
+
+
+def example_line(name: str, text: str) -> int:
+    lines = (EXAMPLES / f"{name}.py").read_text().splitlines()
+    hits = [i + 1 for i, t in enumerate(lines) if t.strip().startswith(text)]
+    assert len(hits) == 1, text
+    return hits[0]
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    return load_example("01_gemm").matmul(128, 128, 64, block_M=64, block_N=64)
+
+
+# --------------------------------------------------------------------------------------------------- GEMM
+
+
+def test_gemm_nodes(gemm):
+    ftg = gemm.ftg
+    assert ftg.nodes == ["n0", "n1", "n2", "n3", "n4"]
+    assert [ftg.node(n)["kind"] for n in ftg.nodes] == ["fill", "copy", "copy", "gemm", "copy"]
+    assert ftg.ops("copy") == ["n1", "n2", "n4"]
+    assert [ftg.node(n)["line"] for n in ftg.nodes] == [
+        example_line("01_gemm", s) for s in ("T.clear(C_f)", "T.copy(A[", "T.copy(B[", "T.gemm(", "T.copy(C_f")
+    ]
+    assert [str(lp) for lp in ftg.node("n2")["loops"]] == ["k: pipelined(2, num_stages=3)"]
+    assert ftg.node("n0")["loops"] == () and ftg.node("n4")["loops"] == ()
+    assert ftg.node("n3")["label"] == "A_s, B_s -> C_f  (64x64x32)"
+
+
+def test_gemm_edges(gemm):
+    # n0 fill C_f | loop k: n1 copy A->A_s, n2 copy B->B_s, n3 gemm (reads A_s, B_s, C_f; writes C_f) | n4 copy C_f->C
+    assert edges(gemm.ftg) == {
+        ("n0", "n3", "RAW", "C_f", None),  # the gemm accumulates onto the cleared fragment
+        ("n0", "n4", "RAW", "C_f", None),  # the loop may run zero times: the copy may read the fill's zeros
+        ("n1", "n3", "RAW", "A_s", None),
+        ("n2", "n3", "RAW", "B_s", None),
+        ("n3", "n4", "RAW", "C_f", None),
+        ("n3", "n1", "WAR", "A_s", "k"),  # the next iteration's copy overwrites what this gemm read
+        ("n3", "n2", "WAR", "B_s", "k"),
+        ("n3", "n3", "RAW", "C_f", "k"),  # the accumulator
+    }
+    assert gemm.ftg.deps("n0", "n3")[0].kind == "RAW" and gemm.ftg.deps("n4", "n0") == []
+
+
+def test_gemm_text_dump(gemm):
+    text = str(gemm.ftg)
+    lines = text.splitlines()
+    assert lines[0] == "FTG main: 5 tile ops (1 fill, 3 copy, 1 gemm), 8 dependencies"
+    assert lines[1].split() == ["n0", "fill", "C_f", "<-", "0.0", "line", str(example_line("01_gemm", "T.clear"))]
+    assert "in k: pipelined(2, num_stages=3)" in lines[2]
+    deps = lines[lines.index("dependencies:") + 1 : lines.index("buffers:")]
+    assert deps == [
+        "  n0 -> n3  RAW C_f", "  n0 -> n4  RAW C_f", "  n1 -> n3  RAW A_s", "  n2 -> n3  RAW B_s",
+        "  n3 -> n4  RAW C_f", "  n3 -> n1  WAR A_s (carried by k)", "  n3 -> n2  WAR B_s (carried by k)",
+        "  n3 -> n3  RAW C_f (carried by k)",
+    ]  # fmt: skip
+    bufs = [ln.split() for ln in lines[lines.index("buffers:") + 1 :]]
+    assert bufs[3] == ["A_s", "shared", "float16", "(64,", "32)"] and bufs[5][:2] == ["C_f", "fragment"]
+    assert repr(gemm.ftg) == "<FTG main: 5 tile ops (1 fill, 3 copy, 1 gemm), 8 dependencies>"
+
+
+def test_gemm_dot_json_svg(gemm, monkeypatch):
+    dot = gemm.ftg.to_dot()
+    assert dot.startswith('digraph "main" {\n') and dot.endswith("\n}")
+    assert dot.count("{") == dot.count("}")
+    for n in gemm.ftg.nodes:
+        assert f"  {n} [label=" in dot
+    assert 'subgraph cluster_0 { label="k: pipelined(2, num_stages=3)";' in dot
+    assert 'n3 -> n1 [label="WAR A_s (carried by k)", style=dashed' in dot
+    assert 'n0 -> n3 [label="RAW C_f", style=solid' in dot
+    assert len(re.findall(r"^  n\d+ -> n\d+ \[", dot, re.M)) == gemm.ftg.graph.number_of_edges() == 8
+
+    data = json.loads(gemm.ftg.to_json())
+    assert data["name"] == "main"
+    assert [n["id"] for n in data["nodes"]] == gemm.ftg.nodes
+    assert data["nodes"][3]["reads"] == ["A_s", "B_s", "C_f"] and data["nodes"][3]["writes"] == ["C_f"]
+    got = {(e["src"], e["dst"], d["kind"], d["buffer"], d["carried_by"]) for e in data["edges"] for d in e["deps"]}
+    assert got == edges(gemm.ftg)
+    assert {b["name"]: b["scope"] for b in data["buffers"]}["A_s"] == "shared"
+
+    monkeypatch.setattr("tilec.ftg.graph.shutil.which", lambda name: None)
+    assert gemm.ftg._repr_svg_() is None and gemm.ftg.to_svg() is None
+
+
+# ---------------------------------------------------------------------------------------------- flash attention
+
+# n0 copy Q->Q_s, n1 fill O_f, n2 fill l, n3 fill m | loop k: n4 copy K->K_s, n5 parallel S = mask (writes all of S,
+# reads nothing), n6 gemm Q_s K_s^T -> S (accumulates), n7 copy m->m_prev, n8 reduce_max S -> m (clear=False),
+# n9 parallel rescale = f(m_prev, m), n10 parallel S = f(S, m) (rewrites all of S), n11 reduce_sum S -> l_tile,
+# n12 parallel l = l*rescale + l_tile, n13 copy S->P, n14 parallel O_f *= rescale (rewrites all of O_f),
+# n15 copy V->V_s, n16 gemm P V_s -> O_f | n17 parallel O_f /= l (rewrites all of O_f), n18 copy O_f->O.
+FLASH_EDGES = {
+    ("n0", "n6", "RAW", "Q_s", None),
+    ("n1", "n14", "RAW", "O_f", None),
+    ("n1", "n17", "RAW", "O_f", None),  # the loop may run zero times; n14 in the loop does not kill for n17
+    ("n2", "n12", "RAW", "l", None),
+    ("n2", "n17", "RAW", "l", None),
+    ("n3", "n7", "RAW", "m", None),
+    ("n3", "n8", "RAW", "m", None),
+    ("n3", "n9", "RAW", "m", None),
+    ("n3", "n10", "RAW", "m", None),  # n8 between writes m only partially (clear=False), so no kill
+    ("n4", "n6", "RAW", "K_s", None),
+    ("n5", "n6", "RAW", "S", None),
+    ("n5", "n8", "RAW", "S", None),
+    ("n5", "n10", "RAW", "S", None),  # n5 -> n11, n13 are killed by n10's full rewrite of S
+    ("n6", "n8", "RAW", "S", None),
+    ("n6", "n10", "RAW", "S", None),
+    ("n7", "n8", "WAR", "m", None),
+    ("n7", "n9", "RAW", "m_prev", None),
+    ("n8", "n9", "RAW", "m", None),
+    ("n8", "n10", "RAW", "m", None),
+    ("n8", "n10", "WAR", "S", None),
+    ("n9", "n12", "RAW", "rescale", None),
+    ("n9", "n14", "RAW", "rescale", None),
+    ("n10", "n11", "RAW", "S", None),
+    ("n10", "n13", "RAW", "S", None),
+    ("n11", "n12", "RAW", "l_tile", None),
+    ("n12", "n17", "RAW", "l", None),
+    ("n13", "n16", "RAW", "P", None),
+    ("n14", "n16", "RAW", "O_f", None),
+    ("n14", "n17", "RAW", "O_f", None),  # n16 between accumulates (partial write)
+    ("n15", "n16", "RAW", "V_s", None),
+    ("n16", "n17", "RAW", "O_f", None),
+    ("n17", "n18", "RAW", "O_f", None),  # n1, n14, n16 -> n18 are killed by n17's full rewrite
+    # carried by k: from an iteration to the next, v at or before u in the body
+    ("n6", "n4", "WAR", "K_s", "k"),
+    ("n8", "n7", "RAW", "m", "k"),
+    ("n8", "n8", "RAW", "m", "k"),
+    ("n9", "n7", "WAR", "m_prev", "k"),
+    ("n9", "n8", "WAR", "m", "k"),
+    ("n10", "n5", "WAR", "S", "k"),  # reads of S before n10 are covered by n10 -> n5 through n10's rewrite
+    ("n10", "n8", "WAR", "m", "k"),
+    ("n11", "n5", "WAR", "S", "k"),
+    ("n12", "n9", "WAR", "rescale", "k"),
+    ("n12", "n11", "WAR", "l_tile", "k"),
+    ("n12", "n12", "RAW", "l", "k"),
+    ("n13", "n5", "WAR", "S", "k"),
+    ("n14", "n9", "WAR", "rescale", "k"),
+    ("n14", "n14", "RAW", "O_f", "k"),
+    ("n16", "n13", "WAR", "P", "k"),
+    ("n16", "n14", "RAW", "O_f", "k"),
+    ("n16", "n15", "WAR", "V_s", "k"),
+}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_ftg(causal):
+    kernel = load_example("03_flash_attention").flash_attention(1, 2, 100, 64, causal)
+    ftg = kernel.ftg
+    kinds = [ftg.node(n)["kind"] for n in ftg.nodes]
+    assert kinds == ["copy", "fill", "fill", "fill", "copy", "parallel", "gemm", "copy", "reduce", "parallel",
+                     "parallel", "reduce", "parallel", "copy", "parallel", "copy", "gemm", "parallel", "copy"]
+    in_loop = [bool(ftg.node(n)["loops"]) for n in ftg.nodes]
+    assert in_loop == [False] * 4 + [True] * 13 + [False] * 2
+    assert edges(ftg) == FLASH_EDGES
+    assert ftg.summary() == "FTG main: 19 tile ops (6 copy, 3 fill, 6 parallel, 2 gemm, 2 reduce), 49 dependencies"
+    assert ftg.node("n6")["label"].endswith("(64x64x64 B^T)")
+    assert ftg.node("n8")["label"] == "max(S, dim=1) -> m"
+
+
+# --------------------------------------------------------------------------------------- kill rules in detail
+
+
+def test_conditional_overwrite_does_not_kill_and_element_stores_are_nodes():
+    @T.prim_func
+    def main(Y: T.Tensor((8,), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            x = T.alloc_fragment((8,), "float32")
+            y = T.alloc_fragment((8,), "float32")
+            c = T.alloc_var("int32")
+            T.fill(x, 0.0)
+            for _k in T.serial(4):
+                if bx > 0:
+                    T.fill(x, 1.0)
+                T.copy(x, y)
+            c = 3
+            T.copy(y, Y)
+            Y[c] = 2.0
+
+    ftg = tilec.compile(main, target="cpu").ftg
+    assert [ftg.node(n)["kind"] for n in ftg.nodes] == ["fill", "fill", "copy", "store", "copy", "store"]
+    assert ftg.node("n3")["label"] == "c = 3"
+    assert edges(ftg) == {
+        ("n0", "n1", "WAW", "x", None),
+        ("n0", "n2", "RAW", "x", None),  # n1 writes x only when bx > 0: no kill
+        ("n1", "n2", "RAW", "x", None),
+        ("n2", "n1", "WAR", "x", "_k"),
+        ("n2", "n4", "RAW", "y", None),
+        ("n3", "n5", "RAW", "c", None),
+        ("n4", "n5", "WAW", "Y", None),
+    }
+
+
+def test_full_overwrite_earlier_in_the_loop_kills_for_later_nodes():
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            x = T.alloc_fragment((8,), "float32")
+            T.fill(x, 0.0)  # n0
+            for _k in T.serial(3):
+                for i in T.Parallel(8):  # n1: rewrites all of x, reading it
+                    x[i] = x[i] * 2.0
+                T.copy(x, A)  # n2 reads n1's values, never n0's
+
+    assert edges(tilec.compile(main, target="cpu").ftg) == {
+        ("n0", "n1", "RAW", "x", None),
+        ("n1", "n2", "RAW", "x", None),
+        ("n1", "n1", "RAW", "x", "_k"),
+        ("n2", "n1", "WAR", "x", "_k"),
+    }  # and no n0 -> n2
+
+
+# ------------------------------------------------------------------------------------------------- tilec.dump
+
+
+def test_dump_after_each_stage(gemm, tmp_path, monkeypatch):
+    from tilec.passes.pipeline import stage_names
+
+    assert stage_names(gemm.target) == ["parse", "verify", "build_ftg"]
+    assert tilec.dump(gemm) == tilec.dump(gemm, after="parse") == str(gemm.prim_func)
+    assert tilec.dump(gemm, after="verify") == str(gemm.prim_func)
+    assert tilec.dump(gemm, after="build_ftg") == str(gemm.ftg)
+    assert tilec.dump(gemm.prim_func, after="build_ftg").startswith("FTG main: 5 tile ops")
+    assert gemm.get_kernel_source() == str(gemm.prim_func)  # the cpu target runs the Tile IR itself
+    report = gemm.report()
+    assert report.splitlines()[0] == "kernel main for target cpu" and "stage build_ftg:" in report
+
+    monkeypatch.setenv("TILEC_DUMP_DIR", str(tmp_path))
+    tilec.dump(gemm, after="build_ftg")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["main.00.parse.txt", "main.01.verify.txt",
+                                                          "main.02.build_ftg.txt"]
+    assert (tmp_path / "main.02.build_ftg.txt").read_text() == str(gemm.ftg) + "\n"

@@ -1,0 +1,398 @@
+"""Numerics of the CPU tile interpreter (target="cpu") against float64 numpy references on fresh random inputs."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from conftest import assert_close, load_example, poisoned, randn
+
+import tilec
+import tilec.language as T
+from tilec.backends.cpu import pack_int4, unpack_int4
+
+
+def compile_cpu(func, out_idx=None):
+    return tilec.compile(func, target="cpu", out_idx=out_idx)
+
+
+# ------------------------------------------------------------------------------------------------------ GEMM
+
+
+def gemm_kernel(M, N, K, bm, bn, bk, dtype, out_dtype, accum="float32", trans_a=False, trans_b=False):
+    a_shape = (K, M) if trans_a else (M, K)
+    b_shape = (N, K) if trans_b else (K, N)
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bk, bm) if trans_a else (bm, bk), dtype)
+            B_s = T.alloc_shared((bn, bk) if trans_b else (bk, bn), dtype)
+            C_f = T.alloc_fragment((bm, bn), accum)
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                if trans_a:
+                    T.copy(A[k * bk, by * bm], A_s)
+                else:
+                    T.copy(A[by * bm, k * bk], A_s)
+                if trans_b:
+                    T.copy(B[bx * bn, k * bk], B_s)
+                else:
+                    T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_A=trans_a, transpose_B=trans_b)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    return main
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN"])
+@pytest.mark.parametrize("mnk", [(128, 64, 64), (100, 130, 70)], ids=["aligned", "ragged"])
+def test_gemm(rng, dtype, layout, mnk):
+    M, N, K = mnk
+    ta, tb = layout[0] == "T", layout[1] == "T"
+    kernel = compile_cpu(gemm_kernel(M, N, K, 64, 64, 32, dtype, dtype, trans_a=ta, trans_b=tb))
+    a = randn(rng, (K, M) if ta else (M, K), dtype)
+    b = randn(rng, (N, K) if tb else (K, N), dtype)
+    c = poisoned((M, N), dtype)
+    kernel(a, b, c)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = (a64.T if ta else a64) @ (b64.T if tb else b64)
+    assert_close(c, ref, dtype)
+
+
+def test_gemm_example_ragged_with_output_allocation(rng):
+    kernel = load_example("01_gemm").matmul(100, 130, 70, block_M=64, block_N=64)
+    a, b = randn(rng, (100, 70), "float16"), randn(rng, (70, 130), "float16")
+    c = kernel(a, b)
+    assert c.dtype == np.float16 and c.shape == (100, 130)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
+def test_gemm_int8_accumulates_in_int32(rng):
+    M, N, K = 70, 40, 96
+    kernel = compile_cpu(gemm_kernel(M, N, K, 32, 32, 32, "int8", "int32", accum="int32"))
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    c = poisoned((M, N), "int32")
+    kernel(a, b, c)
+    ref = a.astype(np.int64) @ b.astype(np.int64)
+    assert np.abs(ref).max() > 2**15  # the sums exceed what a 16-bit accumulator holds
+    np.testing.assert_array_equal(c, ref)
+
+
+def test_gemm_clear_accum_and_fp32_output_of_fp16(rng):
+    @T.prim_func
+    def main(A: T.Tensor((32, 32), "float16"), B: T.Tensor((32, 32), "float16"), C: T.Tensor((32, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_shared((32, 32), "float16")
+            b = T.alloc_shared((32, 32), "float16")
+            c = T.alloc_fragment((32, 32), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.fill(c, 100.0)
+            T.gemm(a, b, c, clear_accum=True)  # overwrites the 100s
+            T.gemm(a, b, c, transpose_A=True, transpose_B=True)  # accumulates A^T B^T
+            T.copy(c, C)
+
+    a, b = randn(rng, (32, 32), "float16"), randn(rng, (32, 32), "float16")
+    c = poisoned((32, 32), "float32")
+    compile_cpu(main)(a, b, c)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert_close(c, a64 @ b64 + a64.T @ b64.T, "float32")
+
+
+# --------------------------------------------------------------------------------------------------- softmax
+
+
+@pytest.mark.parametrize("shape", [(37, 300), (16, 256)])
+def test_softmax_example(rng, shape):
+    kernel = load_example("02_softmax").softmax(*shape)
+    x = (randn(rng, shape, "float32") * 3).astype(np.float16)
+    y = kernel(x)
+    xd = x.astype(np.float64)
+    ref = np.exp(xd - xd.max(axis=1, keepdims=True))
+    ref /= ref.sum(axis=1, keepdims=True)
+    assert_close(y, ref, "float16")
+    np.testing.assert_allclose(y.astype(np.float64).sum(axis=1), 1.0, atol=3e-2)
+
+
+# ------------------------------------------------------------------------------------------------ reductions
+
+_NP_REDUCE = {
+    "max": lambda x, d: x.max(axis=d), "min": lambda x, d: x.min(axis=d), "sum": lambda x, d: x.sum(axis=d),
+    "abssum": lambda x, d: np.abs(x).sum(axis=d), "absmax": lambda x, d: np.abs(x).max(axis=d),
+}  # fmt: skip
+_COMBINE = {"max": np.maximum, "min": np.minimum, "sum": np.add, "abssum": np.add, "absmax": np.maximum}
+
+
+def reduce_kernel(kind, M, N, dim, clear, dtype):
+    op = getattr(T, f"reduce_{kind}")
+    R = N if dim == 0 else M
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Init: T.Tensor((R,), "float32"), Out: T.Tensor((R,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            r = T.alloc_fragment((R,), "float32")
+            T.copy(X, x)
+            T.copy(Init, r)
+            op(x, r, dim=dim, clear=clear)
+            T.copy(r, Out)
+
+    return main
+
+
+@pytest.mark.parametrize("kind", ["max", "min", "sum", "abssum", "absmax"])
+@pytest.mark.parametrize("clear", [True, False])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_reductions(rng, kind, clear, dim):
+    M, N = 24, 40
+    x = randn(rng, (M, N), "float16")
+    init = randn(rng, (N if dim == 0 else M,), "float32") * 3  # wide enough that some entries win with clear=False
+    out = poisoned(init.shape, "float32")
+    compile_cpu(reduce_kernel(kind, M, N, dim, clear, "float16"))(x, init, out)
+    ref = _NP_REDUCE[kind](x.astype(np.float64), dim)
+    if not clear:
+        ref = _COMBINE[kind](init.astype(np.float64), ref)
+    scale = float(np.abs(x.astype(np.float64)).sum(axis=dim).max())  # sums cancel: compare against the terms' size
+    assert_close(out, ref, "float32", scale=scale)
+
+
+def test_reduce_into_a_sub_region_of_a_3d_tile(rng):
+    @T.prim_func
+    def main(X: T.Tensor((2, 8, 16), "float32"), Out: T.Tensor((2, 8), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            x = T.alloc_fragment((2, 8, 16), "float32")
+            r = T.alloc_fragment((2, 8), "float32")
+            T.copy(X, x)
+            T.reduce_sum(x, r, dim=2)
+            T.copy(r, Out)
+
+    x = randn(rng, (2, 8, 16), "float32")
+    out = poisoned((2, 8), "float32")
+    compile_cpu(main)(x, out)
+    assert_close(out, x.astype(np.float64).sum(axis=2), "float32", scale=float(np.abs(x).sum(axis=2).max()))
+
+
+# ---------------------------------------------------------------------------------------------------- cumsum
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_cumsum_ragged(rng, reverse, dim, in_place):
+    M, N, bm, bn = 20, 50, 16, 64  # M, N not multiples of the tile; each block scans its own tile
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            x = T.alloc_fragment((bm, bn), "float32")
+            y = T.alloc_fragment((bm, bn), "float32")
+            T.copy(X[bx * bm, 0], x)
+            if in_place:
+                T.cumsum(x, dim=dim, reverse=reverse)
+                T.copy(x, Y[bx * bm, 0])
+            else:
+                T.cumsum(x, y, dim=dim, reverse=reverse)
+                T.copy(y, Y[bx * bm, 0])
+
+    x = randn(rng, (M, N), "float32")
+    y = poisoned((M, N), "float32")
+    compile_cpu(main)(x, y)
+    ref = np.zeros((M, N))
+    for b in range(0, M, bm):
+        tile = np.zeros((bm, bn))
+        rows = x[b : b + bm].astype(np.float64)
+        tile[: rows.shape[0], :N] = rows  # reads outside the tensor are zeros
+        t = np.flip(np.cumsum(np.flip(tile, dim), dim), dim) if reverse else np.cumsum(tile, dim)
+        ref[b : b + bm] = t[: rows.shape[0], :N]
+    assert_close(y, ref, "float32", scale=float(np.abs(x).sum()))
+
+
+# ---------------------------------------------------------------------------------------------- fill, clear
+
+
+def test_fill_clear_regions(rng):
+    @T.prim_func
+    def main(Y: T.Tensor((8, 16), "float16"), v: T.float32):
+        with T.Kernel(1, threads=32) as bx:
+            f = T.alloc_fragment((8, 16), "float16")
+            T.fill(f, v)
+            T.clear(f[2:4, :])
+            T.fill(f[5, 3:7], -1.5)
+            T.copy(f, Y)
+
+    v = float(rng.standard_normal())
+    y = poisoned((8, 16), "float16")
+    compile_cpu(main)(y, v)
+    ref = np.full((8, 16), np.float16(v), dtype=np.float64)
+    ref[2:4] = 0
+    ref[5, 3:7] = -1.5
+    np.testing.assert_array_equal(y.astype(np.float64), ref)
+
+
+# -------------------------------------------------------------------------------------------------- atomics
+
+
+def test_atomic_add_tile_and_element_forms_from_many_blocks(rng):
+    nb, M, N = 5, 8, 16
+
+    @T.prim_func
+    def main(X: T.Tensor((nb, M, N), "float32"), Acc: T.Tensor((M, N), "float32"), Rows: T.Tensor((M,), "float32"),
+             Count: T.Tensor((1,), "int32")):
+        with T.Kernel(nb, threads=128) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            T.copy(X[bx, 0, 0], x)
+            T.atomic_add(Acc, x)  # tile form
+            for i, j in T.Parallel(M, N):
+                T.atomic_add(Rows[i], x[i, j])  # element form: many iterations add into one element
+            T.atomic_add(Count[0], 1)  # element form at block level
+
+    x = randn(rng, (nb, M, N), "float32")
+    acc0, rows0 = randn(rng, (M, N), "float32"), randn(rng, (M,), "float32")
+    acc, rows, count = acc0.copy(), rows0.copy(), np.array([7], np.int32)
+    compile_cpu(main)(x, acc, rows, count)
+    x64 = x.astype(np.float64)
+    assert_close(acc, acc0 + x64.sum(axis=0), "float32", scale=float(np.abs(x64).sum(axis=0).max()))
+    assert_close(rows, rows0 + x64.sum(axis=(0, 2)), "float32", scale=float(np.abs(x64).sum(axis=(0, 2)).max()))
+    assert count[0] == 7 + nb
+
+
+# ------------------------------------------------------------------------------------------------ elementwise
+
+
+def test_parallel_elementwise_ragged_edges_are_predicated(rng):
+    N, blk = 100, 32
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, blk), threads=32) as bx:
+            for i in T.Parallel(blk):
+                C[bx * blk + i] = A[bx * blk + i] * 2.0 + B[bx * blk + i + 3]  # B reads past N are 0
+
+    a, b = randn(rng, (N,), "float32"), randn(rng, (N,), "float32")
+    c = poisoned((N,), "float32")
+    compile_cpu(main)(a, b, c)
+    b_shift = np.concatenate([b[3:], np.zeros(3)]).astype(np.float64)
+    assert_close(c, a.astype(np.float64) * 2 + b_shift, "float32")
+
+
+def test_parallel_with_conditions_selects_and_math(rng):
+    @T.prim_func
+    def main(A: T.Tensor((16, 24), "float16"), B: T.Tensor((16, 24), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_shared((16, 24), "float16")
+            T.copy(A, s)
+            for i, j in T.Parallel(16, 24):
+                if (i + j) % 3 == 0:
+                    B[i, j] = T.exp2(T.cast(s[i, j], "float32")) - T.sqrt(T.abs(T.cast(s[i, j], "float32")))
+                else:
+                    B[i, j] = T.if_then_else(j < 12, T.tanh(T.cast(s[i, j], "float32")), T.max(s[i, j], 0.0))
+
+    a = randn(rng, (16, 24), "float16")
+    b = poisoned((16, 24), "float32")
+    compile_cpu(main)(a, b)
+    x = a.astype(np.float64)
+    i, j = np.meshgrid(np.arange(16), np.arange(24), indexing="ij")
+    ref = np.where((i + j) % 3 == 0, np.exp2(x) - np.sqrt(np.abs(x)), np.where(j < 12, np.tanh(x), np.maximum(x, 0)))
+    # T.max(s, 0.0) is computed in float16: round the reference the same way where it applies
+    ref = np.where(((i + j) % 3 != 0) & (j >= 12), np.maximum(x, 0).astype(np.float16), ref)
+    assert_close(b, ref, "float32", scale=1.0)
+
+
+def test_serial_loop_with_alloc_var_accumulator(rng):
+    @T.prim_func
+    def main(A: T.Tensor((4, 10), "float32"), S: T.Tensor((4,), "float32")):
+        with T.Kernel(4, threads=32) as bx:
+            acc = T.alloc_var("float32", init=0.0)
+            for k in T.serial(10):
+                acc += A[bx, k]
+            S[bx] = acc
+
+    a = randn(rng, (4, 10), "float32")
+    s = poisoned((4,), "float32")
+    compile_cpu(main)(a, s)
+    assert_close(s, a.astype(np.float64).sum(axis=1), "float32", scale=float(np.abs(a).sum(axis=1).max()))
+
+
+# ---------------------------------------------------------------------------------------------- flash attention
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention(rng, causal):
+    fa = load_example("03_flash_attention")
+    b, h, n, d = 1, 2, 100, 32  # seq_len 100 is not a multiple of the 64-row tile
+    kernel = fa.flash_attention(b, h, n, d, causal)
+    q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
+    o = kernel(q, k, v)
+    assert_close(o, fa.reference(q, k, v, causal), "float16", scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+# ------------------------------------------------------------------------------------------------ fp8, int4
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
+def test_fp8_round_trip(rng, dtype):
+    @T.prim_func
+    def main(A: T.Tensor((16, 32), dtype), B: T.Tensor((16, 32), dtype), C: T.Tensor((16, 32), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            f = T.alloc_fragment((16, 32), "float32")
+            T.copy(A, f)  # fp8 -> fp32
+            T.copy(f, C)
+            for i, j in T.Parallel(16, 32):
+                f[i, j] = f[i, j] * 0.75
+            T.copy(f, B)  # fp32 -> fp8, rounding
+
+    npd = T.dtype.np.fget(getattr(T, dtype))
+    a = (rng.standard_normal((16, 32)) * 4).astype(npd)
+    b = np.zeros((16, 32), npd)
+    c = poisoned((16, 32), "float32")
+    compile_cpu(main)(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.float32))
+    want = (a.astype(np.float32) * np.float32(0.75)).astype(npd)
+    np.testing.assert_array_equal(b.astype(np.float32), want.astype(np.float32))
+    assert npd == np.dtype(ml_dtypes.float8_e4m3fn if dtype == "float8_e4m3" else ml_dtypes.float8_e5m2)
+
+
+@pytest.mark.parametrize("n", [32, 7])
+def test_int4_packed_round_trip(rng, n):
+    @T.prim_func
+    def main(A: T.Tensor((4, n), "int4"), B: T.Tensor((4, n), "int4"), C: T.Tensor((4, n), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            f = T.alloc_fragment((4, n), "int32")
+            T.copy(A, f)
+            T.copy(f, C)
+            for i, j in T.Parallel(4, n):
+                f[i, j] = f[i, j] + 3  # may leave [-8, 7]: the int4 store wraps
+            T.copy(f, B)
+
+    vals = rng.integers(-8, 8, (4, n)).astype(np.int8)
+    a = np.zeros((4, (n + 1) // 2), np.int8)
+    pack_int4(vals, a)
+    np.testing.assert_array_equal(unpack_int4(a, n), vals)
+    b = np.zeros_like(a)
+    c = poisoned((4, n), "int32")
+    compile_cpu(main)(a, b, c)
+    np.testing.assert_array_equal(c, vals)
+    want = ((vals.astype(np.int16) + 3 + 8) % 16 - 8).astype(np.int8)
+    np.testing.assert_array_equal(unpack_int4(b, n), want)
+
+
+# --------------------------------------------------------------------------------------------------- torch
+
+
+def test_torch_cpu_tensors(rng):
+    torch = pytest.importorskip("torch")
+    kernel = load_example("01_gemm").matmul(64, 48, 32, block_M=32, block_N=32)
+    a = torch.from_numpy(randn(rng, (64, 32), "float16"))
+    b = torch.from_numpy(randn(rng, (32, 48), "float16"))
+    c = kernel(a, b)
+    assert isinstance(c, torch.Tensor) and c.dtype == torch.float16
+    assert_close(c.numpy(), a.double().numpy() @ b.double().numpy(), "float16")
+    bf = compile_cpu(gemm_kernel(32, 32, 32, 32, 32, 32, "bfloat16", "bfloat16"))
+    x = torch.randn(32, 32, dtype=torch.bfloat16)
+    y = torch.randn(32, 32, dtype=torch.bfloat16)
+    out = torch.full((32, 32), float("nan"), dtype=torch.bfloat16)
+    bf(x, y, out)
+    assert_close(out.float().numpy(), x.double().numpy() @ y.double().numpy(), "bfloat16")

@@ -1,0 +1,327 @@
+"""Expressions of a kernel body: the part of the parser that evaluates Python expressions (pipeline stage 1).
+
+Values over Python objects (block sizes, dtypes, flags) are computed at compile time; values over kernel objects
+(block and loop indices, buffer elements, ``T.alloc_var`` scalars) build IR expressions. Calls of ``T.*``
+primitives run and emit into the current :class:`~tilec.frontend.builder.Builder`; ``@T.macro`` functions are
+parsed inline by a nested parser.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+from collections import ChainMap
+from typing import Any
+
+from tilec.errors import SourceLoc, TilecError, TilecSyntaxError, TilecTypeError
+from tilec.frontend.builder import Builder
+from tilec.frontend.scopes import ScopeTracker, Undefined
+from tilec.frontend.source import FunctionSource
+from tilec.ir.buffer import Buffer, index_buffer
+from tilec.ir.expr import Expr, Load, as_expr, binop, call, cast, select, unop
+from tilec.language.loops import serial
+from tilec.language.types import ConstSymbol
+
+_BINOPS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
+}  # fmt: skip
+_PY_BINOPS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow,
+    ast.MatMult: operator.matmul,
+}  # fmt: skip
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_PY_CMPOPS = {
+    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Eq: operator.eq,
+    ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+}  # fmt: skip
+
+
+def attach_loc(e: TilecError, loc: SourceLoc) -> TilecError:
+    """Give an error raised without a location the location of the kernel code that caused it."""
+    if e.loc is None:
+        e.loc = loc
+        e.args = (e._format(),)
+    return e
+
+
+class Macro:
+    """``@T.macro``: a helper whose body is parsed inline where it is called from a kernel."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", "macro")
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from tilec.frontend.builder import active
+
+        parser = _ACTIVE[-1] if _ACTIVE else None
+        if active() is None or parser is None:
+            raise TilecSyntaxError(f"macro {self.__name__!r} can only be called inside a kernel")
+        return parser.inline(self, args, kwargs)
+
+
+_ACTIVE: list[Any] = []  # the parsers of the bodies being parsed, innermost last
+
+
+class ExprParser(ScopeTracker):
+    """Evaluates the expressions of one function body; :class:`~tilec.frontend.parser.Parser` adds statements."""
+
+    src: FunctionSource
+    env: ChainMap
+    b: Builder
+    local: dict[str, Any]
+    unbound_consts_ok: bool = False  # set while the annotation of an eager kernel's tensor is evaluated
+
+    def inline(self, macro: Macro, args: tuple | list, kwargs: dict) -> Any:
+        raise NotImplementedError  # statements: see Parser.inline
+
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        if name in self.local:
+            v = self.local[name]
+            if isinstance(v, Undefined):
+                raise v.error()
+            self.note_read(name)
+        elif name in self.env:
+            v = self.env[name]
+        else:
+            raise TilecSyntaxError(f"name {name!r} is not defined", self.src.loc(node))
+        if isinstance(v, ConstSymbol):
+            if v.value is None and self.unbound_consts_ok:
+                return v  # inside the annotation that binds it (eager kernels)
+            if v.value is None:
+                raise TilecSyntaxError(f"{v.name!r} (T.const) is used before a tensor annotation binds it")
+            return v.value
+        return v
+
+    def rvalue(self, v: Any) -> Any:
+        """A value as an operand: ``T.alloc_var`` buffers read as their element."""
+        if isinstance(v, Buffer) and v.scope == "var":
+            return Load(v, ())
+        return v
+
+    def expr(self, node: ast.expr) -> Any:
+        handler = getattr(self, f"expr_{type(node).__name__}", None)
+        if handler is None:
+            return self.python_eval(node)
+        return handler(node)
+
+    def expr_Constant(self, node: ast.Constant) -> Any:
+        return node.value
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.expr(node.value)
+        try:
+            return getattr(base, node.attr)
+        except AttributeError:
+            raise TilecTypeError(f"{type(base).__name__} {ast.unparse(node.value)!r} has no attribute "
+                                 f"{node.attr!r}") from None
+
+    def subscript_key(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Slice):
+            parts = [None if p is None else self.rvalue(self.expr(p)) for p in (node.lower, node.upper, node.step)]
+            return slice(*parts)
+        if isinstance(node, ast.Tuple):
+            return tuple(self.subscript_key(e) for e in node.elts)
+        return self.rvalue(self.expr(node))
+
+    def expr_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.expr(node.value)
+        key = self.subscript_key(node.slice)
+        if isinstance(base, Buffer):
+            if base.scope == "var" and key in (0, ()):
+                return Load(base, ())
+            return index_buffer(base, key)
+        if isinstance(base, Expr):
+            raise TilecTypeError(f"`{ast.unparse(node.value)}` is a scalar kernel value and cannot be indexed")
+        try:
+            return base[key]
+        except Exception as e:
+            raise TilecTypeError(f"`{ast.unparse(node)}`: {type(e).__name__}: {e}") from None
+
+    def binary(self, op: type, a: Any, b: Any) -> Any:
+        a, b = self.rvalue(a), self.rvalue(b)
+        if not isinstance(a, Expr) and not isinstance(b, Expr):
+            try:
+                return _PY_BINOPS[op](a, b)
+            except Exception as e:
+                raise TilecTypeError(f"{type(e).__name__}: {e}") from None
+        if op is ast.Pow:
+            return self.power(a, b)
+        if op not in _BINOPS:
+            raise TilecSyntaxError(f"operator {op.__name__} is not supported on kernel values")
+        return binop(_BINOPS[op], a, b)
+
+    def power(self, a: Any, b: Any) -> Expr:
+        if isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 4:
+            out = a
+            for _ in range(b - 1):
+                out = binop("*", out, a)
+            return out
+        x = as_expr(a)
+        if not x.dtype.is_float and not (isinstance(b, Expr) and b.dtype.is_float):
+            x = cast("float32", x)
+        return call("pow", x, b)
+
+    def expr_BinOp(self, node: ast.BinOp) -> Any:
+        return self.binary(type(node.op), self.expr(node.left), self.expr(node.right))
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        v = self.rvalue(self.expr(node.operand))
+        op = type(node.op)
+        if not isinstance(v, Expr):
+            return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+                    ast.Invert: operator.invert}[op](v)
+        return {ast.USub: lambda: unop("-", v), ast.UAdd: lambda: v, ast.Not: lambda: unop("not", v),
+                ast.Invert: lambda: unop("~", v)}[op]()
+
+    def expr_BoolOp(self, node: ast.BoolOp) -> Any:
+        is_and = isinstance(node.op, ast.And)
+        result: Any = None
+        for i, sub in enumerate(node.values):
+            v = self.rvalue(self.expr(sub))
+            if i == 0:
+                result = v
+            elif isinstance(result, Expr) or isinstance(v, Expr):
+                result = binop("and" if is_and else "or", _as_bool(result), _as_bool(v))
+            else:
+                result = v
+            if not isinstance(result, Expr) and (not result if is_and else result):
+                return result  # Python short-circuit
+        return result
+
+    def expr_Compare(self, node: ast.Compare) -> Any:
+        left = self.rvalue(self.expr(node.left))
+        result: Any = True
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.rvalue(self.expr(right_node))
+            if isinstance(left, Expr) or isinstance(right, Expr):
+                if type(op) not in _CMPOPS:
+                    raise TilecSyntaxError(f"`{ast.unparse(node)}`: `is`/`in` do not apply to kernel values")
+                part: Any = binop(_CMPOPS[type(op)], left, right)
+            else:
+                part = _PY_CMPOPS[type(op)](left, right)
+            result = part if result is True else (binop("and", result, part) if isinstance(result, Expr) or
+                                                  isinstance(part, Expr) else (result and part))
+            if result is False:
+                return False
+            left = right
+        return result
+
+    def expr_IfExp(self, node: ast.IfExp) -> Any:
+        cond = self.rvalue(self.expr(node.test))
+        if not isinstance(cond, Expr):
+            return self.expr(node.body if cond else node.orelse)
+        return select(cond, self.rvalue(self.expr(node.body)), self.rvalue(self.expr(node.orelse)))
+
+    def expr_Tuple(self, node: ast.Tuple) -> tuple:
+        return tuple(self.elements(node.elts))
+
+    def expr_List(self, node: ast.List) -> list:
+        return self.elements(node.elts)
+
+    def elements(self, elts: list[ast.expr]) -> list:
+        out: list = []
+        for e in elts:
+            if isinstance(e, ast.Starred):
+                out.extend(self.expr(e.value))
+            else:
+                out.append(self.expr(e))
+        return out
+
+    def expr_Dict(self, node: ast.Dict) -> dict:
+        out: dict = {}
+        for k, v in zip(node.keys, node.values):
+            if k is None:
+                out.update(self.expr(v))
+            else:
+                out[self.expr(k)] = self.expr(v)
+        return out
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        fn = self.expr(node.func)
+        args = self.elements(node.args)
+        kwargs: dict[str, Any] = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                kwargs.update(self.expr(kw.value))
+            else:
+                kwargs[kw.arg] = self.expr(kw.value)
+        loc = self.src.loc(node)
+        saved = self.b.loc
+        self.b.loc = loc
+        try:
+            return self.call(fn, args, kwargs)
+        except TilecError as e:
+            raise attach_loc(e, loc) from None
+        finally:
+            self.b.loc = saved
+
+    def call(self, fn: Any, args: list, kwargs: dict) -> Any:
+        if fn in _BUILTIN_OVERRIDES and any(isinstance(self.rvalue(a), Expr) for a in args):
+            return _BUILTIN_OVERRIDES[fn]([self.rvalue(a) for a in args])
+        if fn is builtins.range:
+            return range(*args) if all(isinstance(a, int) for a in args) else serial(*args)
+        if isinstance(fn, Macro):
+            return self.inline(fn, args, kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except TilecError:
+            raise
+        except Exception as e:
+            name = getattr(fn, "__qualname__", repr(fn))
+            raise TilecTypeError(f"calling {name}: {type(e).__name__}: {e}") from e
+
+    def python_eval(self, node: ast.expr) -> Any:
+        """Comprehensions, lambdas, f-strings: evaluated as plain Python over the current names."""
+        if isinstance(node, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Starred)):
+            raise TilecSyntaxError(f"`{ast.unparse(node)}` is not supported in a kernel")
+        code = compile(ast.Expression(_relocated(node)), self.src.file, "eval")
+        scope = dict(self.env)
+        scope.update(self.local)
+        try:
+            return eval(code, scope)  # noqa: S307 - the user's own kernel source
+        except TilecError:
+            raise
+        except Exception as e:
+            raise TilecTypeError(f"`{ast.unparse(node)}`: {type(e).__name__}: {e}") from e
+
+
+def _relocated(node: ast.expr) -> ast.expr:
+    return ast.fix_missing_locations(node)
+
+
+def _as_bool(v: Any) -> Any:
+    if isinstance(v, Expr):
+        return v if v.dtype.is_bool else binop("!=", v, 0)
+    return bool(v)
+
+
+def _minmax(op: str):
+    def fn(args: list) -> Any:
+        if len(args) == 1:
+            args = list(args[0])
+        out = args[0]
+        for a in args[1:]:
+            out = binop(op, out, a)
+        return out
+
+    return fn
+
+
+_BUILTIN_OVERRIDES = {
+    builtins.min: _minmax("min"),
+    builtins.max: _minmax("max"),
+    builtins.abs: lambda args: call("abs", args[0]),
+    builtins.float: lambda args: cast("float32", args[0]),
+    builtins.int: lambda args: cast("int32", args[0]),
+    builtins.bool: lambda args: _as_bool(args[0]),
+}
