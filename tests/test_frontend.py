@@ -656,3 +656,33 @@ def test_eager_form_with_dynamic_dims(rng):
                 T.reduce_sum(x, s, dim=1, clear=True)
                 T.copy(s, Y[bx * 8:bx * 8 + 8])
     """)
+
+
+@tilec.jit(target="cpu")
+def _eager_scale_by_rows(X):
+    M = T.dynamic("M")
+    X: T.Tensor[[M, 4], T.float32]
+    rows = X.shape[0]  # a Python-level read of a dynamic size: the IR changes with M (here it does not)
+    Y = T.empty((M, 4), "float32")
+    with T.Kernel(T.ceildiv(M, 8), threads=32) as bx:
+        for i, j in T.Parallel(8, 4):
+            Y[bx * 8 + i, j] = X[bx * 8 + i, j] * 2.0
+    return Y
+
+
+@tilec.jit(target="cpu")
+def _eager_bakes_rows(X):
+    X: T.Tensor[[T.dynamic("M"), 4], T.float32]
+    Y = T.empty((X.shape[0], 4), "float32")
+    with T.Kernel(1, threads=32) as bx:
+        for i, j in T.Parallel(X.shape[0], 4):
+            Y[i, j] = X[i, j] + 1.0
+    return Y
+
+
+def test_eager_reuse_only_when_the_program_is_the_same(rng):
+    for m in (8, 16):
+        x = rng.standard_normal((m, 4)).astype(np.float32)
+        np.testing.assert_allclose(_eager_scale_by_rows(x), 2 * x)
+        np.testing.assert_allclose(_eager_bakes_rows(x), x + 1)
+    assert len({id(k) for k in _eager_scale_by_rows._kernels.values()}) == 1

@@ -193,14 +193,18 @@ class JITFunction:
         key = tuple(parts)
         kernel = self._kernels.get(key)
         if kernel is None:
-            kernel = next((k for k in self._dynamic.get(tuple(loose), []) if _accepts(k, tensors)), None)
-        if kernel is None:
             from tilec.frontend.entry import parse_eager
 
             func, _, _ = parse_eager(self.fn, args, kwargs)
-            kernel = JITKernel(func, self.target, None, self.pass_configs)
-            if func.dyn_vars:
-                self._dynamic.setdefault(tuple(loose), []).append(kernel)
+            # A kernel compiled for other sizes is reused when its T.dynamic sizes accept these arrays and the
+            # kernel parsed for them is the same program (a size read into Python would make them differ).
+            text = str(func)
+            kernel = next((k for k in self._dynamic.get(tuple(loose), [])
+                           if str(k.prim_func) == text and _accepts(k, tensors)), None)
+            if kernel is None:
+                kernel = JITKernel(func, self.target, None, self.pass_configs)
+                if func.dyn_vars:
+                    self._dynamic.setdefault(tuple(loose), []).append(kernel)
         self._kernels[key] = kernel
         return kernel, tensors
 
