@@ -14,5 +14,9 @@ def executable_for(state: Any) -> Any:
         from tilec.backends.cpu import CpuExecutable
 
         return CpuExecutable(state.func)
+    if kind == "simt":
+        from tilec.backends.simt import SimtExecutable
+
+        return SimtExecutable(state.artifacts["thread_ir"], state.func)
     raise TilecRuntimeError(f"target {state.target} cannot run kernels in this version of tilec; the CPU tile "
                             "interpreter (target='cpu') can")

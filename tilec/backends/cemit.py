@@ -15,8 +15,26 @@ from tilec.dtypes import DType
 from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Select, UnOp, Var
 from tilec.ir.printer import Names
 from tilec.lower.tir import (
-    AtomicAddOp, Comment, CpAsync, CpAsyncCommit, CpAsyncWait, Decl, If, LdMatrix, Loop, Mem, MemRef, Mma, PrintOp,
-    Seq, Sync, TCall, ThreadKernel, TStmt, Write,
+    AtomicAddOp,
+    Comment,
+    CpAsync,
+    CpAsyncCommit,
+    CpAsyncWait,
+    Decl,
+    Group,
+    If,
+    LdMatrix,
+    Loop,
+    Mem,
+    MemRef,
+    Mma,
+    PrintOp,
+    Seq,
+    Sync,
+    TCall,
+    ThreadKernel,
+    TStmt,
+    Write,
 )  # fmt: skip
 
 
@@ -84,6 +102,11 @@ class _CNames(Names):
         return self._by_id[key]
 
 
+def kernel_name(k: ThreadKernel) -> str:
+    """The kernel's symbol in the emitted source (a suffix keeps it clear of ``main`` and C keywords)."""
+    return f"{_ident(k.name)}_kernel"
+
+
 class CEmitter:
     """Prints one :class:`ThreadKernel` with a :class:`CTable`."""
 
@@ -111,7 +134,7 @@ class CEmitter:
                 params.append(f"{self.ctype(p.dtype)} {self.names(p)}")
         params += [f"int {self.names(v)}" for v in k.dyn_vars]
         out = [self.t.header, ""]
-        out.append(f'extern "C" {self.t.kernel_prefix} __launch_bounds__({k.threads}) void {_ident(k.name)}('
+        out.append(f'extern "C" {self.t.kernel_prefix} __launch_bounds__({k.threads}) void {kernel_name(k)}('
                    + ", ".join(params) + ") {")
         if k.smem_bytes:
             out.append("  extern __shared__ __align__(1024) unsigned char smem[];")
@@ -139,6 +162,9 @@ class CEmitter:
                 self.stmt(c, d)
         elif isinstance(s, Comment):
             self.emit(d, f"// {s.text}")
+        elif isinstance(s, Group):
+            self.emit(d, f"// {s.label}")
+            self.stmt(s.body, d)
         elif isinstance(s, Decl):
             self.emit(d, f"const {self.ctype(s.var.dtype)} {self.names(s.var)} = {self.e(s.value)};")
         elif isinstance(s, Loop):
@@ -169,6 +195,9 @@ class CEmitter:
             return
         nbytes = s.lanes * s.mem.dtype.bits // 8
         vt = self.t.vector_types[nbytes]
+        if isinstance(s.value, Const):  # a vector of zeros
+            self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = {vt}{{}};")
+            return
         assert isinstance(s.value, MemRef) and s.value.lanes == s.lanes
         src = s.value
         self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = "

@@ -28,6 +28,7 @@ from tilec.lower.tir import (
     CpAsyncCommit,
     CpAsyncWait,
     Decl,
+    Group,
     If,
     LdMatrix,
     Loop,
@@ -319,6 +320,11 @@ def _seq(it: ThreadInterpreter, s: Seq, env: dict, mask: np.ndarray) -> None:
         it.exec(c, env, mask)
 
 
+@stmt_rule(Group)
+def _group(it: ThreadInterpreter, s: Group, env: dict, mask: np.ndarray) -> None:
+    it.exec(s.body, env, mask)
+
+
 @stmt_rule(Comment)
 def _comment(it: ThreadInterpreter, s: Comment, env: dict, mask: np.ndarray) -> None:
     pass
@@ -393,9 +399,10 @@ def _print(it: ThreadInterpreter, s: PrintOp, env: dict, mask: np.ndarray) -> No
 def _mma(it: ThreadInterpreter, s: Mma, env: dict, mask: np.ndarray) -> None:
     warps = _full_warps(it, mask, "mma.sync")
     a_lane, a_reg, b_lane, b_reg, c_lane, c_reg = _MMA
-    ra = it.regs[s.a][:, s.a_off : s.a_off + 8].astype(np.float32).reshape(-1, 32, 8)
-    rb = it.regs[s.b][:, s.b_off : s.b_off + 4].astype(np.float32).reshape(-1, 32, 4)
-    rc = it.regs[s.c][:, s.c_off : s.c_off + 4].astype(np.float32).reshape(-1, 32, 4)
+    ao, bo, co = (_uniform(it, x, env, mask, "mma.sync") for x in (s.a_off, s.b_off, s.c_off))
+    ra = it.regs[s.a][:, ao : ao + 8].astype(np.float32).reshape(-1, 32, 8)
+    rb = it.regs[s.b][:, bo : bo + 4].astype(np.float32).reshape(-1, 32, 4)
+    rc = it.regs[s.c][:, co : co + 4].astype(np.float32).reshape(-1, 32, 4)
     A = ra[:, a_lane, a_reg]
     B = rb[:, b_lane, b_reg]
     C = rc[:, c_lane, c_reg] + A @ B
@@ -403,7 +410,7 @@ def _mma(it: ThreadInterpreter, s: Mma, env: dict, mask: np.ndarray) -> None:
     out[:, c_lane, c_reg] = C
     flat = out.reshape(-1, 4)
     sel = np.repeat(warps, 32)
-    it.regs[s.c][sel, s.c_off : s.c_off + 4] = typed(flat[sel], s.c.dtype)
+    it.regs[s.c][sel, co : co + 4] = typed(flat[sel], s.c.dtype)
 
 
 @stmt_rule(LdMatrix)
@@ -430,7 +437,16 @@ def _ldmatrix(it: ThreadInterpreter, s: LdMatrix, env: dict, mask: np.ndarray) -
         else:
             out[:, :, 2 * m], out[:, :, 2 * m + 1] = mats[:, m, r, c], mats[:, m, r, c + 1]
     tid = (sel_w[:, None] * 32 + lane[None, :]).reshape(-1)
-    it.regs[s.dst][tid, s.dst_off : s.dst_off + 2 * s.num] = typed(out.reshape(-1, 2 * s.num), s.dst.dtype)
+    do = _uniform(it, s.dst_off, env, mask, "ldmatrix")
+    it.regs[s.dst][tid, do : do + 2 * s.num] = typed(out.reshape(-1, 2 * s.num), s.dst.dtype)
+
+
+def _uniform(it: ThreadInterpreter, e: Any, env: dict, mask: np.ndarray, what: str) -> int:
+    """A register offset, which must be the same on every thread."""
+    v = np.asarray(it.eval(e, env, mask))
+    if v.ndim and not np.all(v[mask] == v[mask][0]):
+        it.fail(f"{what}: register offset differs between threads")
+    return int(v if v.ndim == 0 else v[mask][0])
 
 
 def _full_warps(it: ThreadInterpreter, mask: np.ndarray, what: str) -> np.ndarray:

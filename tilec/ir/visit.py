@@ -16,7 +16,23 @@ from tilec.ir.expr import Expr, Load, Var
 from tilec.ir.stmt import AtomicRMW, Stmt, Store
 
 Node = Any
-_NODE_TYPES = (Expr, Stmt, Region, Buffer)
+_NODE_TYPES: tuple[type, ...] = (Expr, Stmt, Region, Buffer)
+
+
+_LEAVES: tuple[type, ...] = ()  # node types whose fields are not traversed (thread IR mems)
+
+
+def register_leaf_type(cls: type) -> None:
+    global _NODE_TYPES, _LEAVES
+    _NODE_TYPES = _NODE_TYPES + (cls,)
+    _LEAVES = _LEAVES + (cls,)
+
+
+def register_node_type(cls: type) -> None:
+    """Make the generic traversal descend into another IR's nodes (the thread IR registers its statements)."""
+    global _NODE_TYPES
+    if cls not in _NODE_TYPES:
+        _NODE_TYPES = _NODE_TYPES + (cls,)
 
 
 @functools.cache
@@ -28,7 +44,7 @@ def _fields(cls: type) -> tuple[str, ...]:
 
 def children(node: Node) -> Iterator[Node]:
     """The direct child nodes of ``node`` (exprs, stmts, regions, buffers), in field order."""
-    if isinstance(node, Buffer):
+    if isinstance(node, (Buffer, *_LEAVES)):
         return
     for name in _fields(type(node)):
         yield from _nodes_in(getattr(node, name))
@@ -57,7 +73,7 @@ def walk(node: Node) -> Iterator[Node]:
 
 def rebuild(node: Node, f: Callable[[Node], Node]) -> Node:
     """``node`` with ``f`` applied to each direct child; ``node`` itself when no child changed."""
-    if isinstance(node, Buffer):
+    if isinstance(node, (Buffer, *_LEAVES)):
         return node
     changes = {}
     for name in _fields(type(node)):

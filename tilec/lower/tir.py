@@ -115,6 +115,14 @@ class Write(TStmt):
 
 
 @dataclass(frozen=True, eq=False)
+class Group(TStmt):
+    """The code of one tile op (``label`` names it and its line); barriers are placed between groups."""
+
+    body: TStmt
+    label: str
+
+
+@dataclass(frozen=True, eq=False)
 class Sync(TStmt):
     """A barrier of all threads of the block (``__syncthreads``)."""
 
@@ -149,11 +157,11 @@ class Mma(TStmt):
     """
 
     a: Mem
-    a_off: int
+    a_off: Expr
     b: Mem
-    b_off: int
+    b_off: Expr
     c: Mem
-    c_off: int
+    c_off: Expr
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,7 +172,7 @@ class LdMatrix(TStmt):
     num: int
     trans: bool
     dst: Mem
-    dst_off: int
+    dst_off: Expr
     src: Mem
     src_off: Expr
 
@@ -243,3 +251,13 @@ def ref(mem: Mem, offset: Any, lanes: int = 1) -> MemRef:
     from tilec.ir.expr import as_expr
 
     return MemRef(mem, as_expr(offset), lanes)
+
+
+def _register() -> None:
+    from tilec.ir.visit import register_leaf_type, register_node_type
+
+    register_node_type(TStmt)
+    register_leaf_type(Mem)
+
+
+_register()

@@ -55,11 +55,49 @@ def _build_ftg(state: CompileState) -> CompileState:
     return state.with_(ftg=build_ftg(state.func))
 
 
+def _layouts(state: CompileState) -> CompileState:
+    from tilec.passes.layout_inference import infer_layouts
+
+    plan = infer_layouts(state.func, state.ftg, state.target)
+    state.ftg.layouts = dict(plan.fragments) | dict(plan.shared)
+    notes = tuple(f"T.gemm at line {g.loc.line if g.loc else 0}: {p.instr} {p.why}" for g, p in plan.gemms.items())
+    return state.with_(artifacts={**state.artifacts, "layout_inference": plan}, report=state.report + notes)
+
+
+def _lower(state: CompileState) -> CompileState:
+    from tilec.passes.lower import lower_kernel
+
+    kernel = lower_kernel(state.func, state.artifacts["layout_inference"], state.target)
+    return state.with_(artifacts={**state.artifacts, "lower": kernel}, report=state.report + kernel.notes)
+
+
+def _barriers(state: CompileState) -> CompileState:
+    from tilec.passes.barriers import place_barriers
+
+    kernel = place_barriers(state.artifacts["lower"])
+    return state.with_(artifacts={**state.artifacts, "barriers": kernel, "thread_ir": kernel})
+
+
+def _emit(state: CompileState) -> CompileState:
+    from tilec.backends.emit import emit_source
+
+    src = emit_source(state.artifacts["thread_ir"], state.target)
+    return state.with_(artifacts={**state.artifacts, "emit": src, "source": src})
+
+
 def default_pipeline(target: Target) -> list[Stage]:
     """The stages for ``target``, in order. The frontend's ``parse`` comes before them."""
-    return [
+    stages = [
         Stage("verify", _verify, "check the Tile IR's invariants"),
         Stage("build_ftg", _build_ftg, "the fused tile dataflow graph"),
+    ]
+    if target.kind == "cpu":
+        return stages
+    return stages + [
+        Stage("layout_inference", _layouts, "fragment, shared-memory and loop layouts"),
+        Stage("lower", _lower, "tile ops to the thread IR"),
+        Stage("barriers", _barriers, "__syncthreads where shared memory needs them"),
+        Stage("emit", _emit, "CUDA / HIP source"),
     ]
 
 

@@ -1,0 +1,37 @@
+"""The ``simt:<arch>`` backend: runs the lowered thread IR in the thread interpreter on the CPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tilec.interp.thread import ThreadInterpreter
+from tilec.ir.buffer import Buffer
+from tilec.lower.tir import Mem, ThreadKernel
+from tilec.runtime.args import Bound
+from tilec.runtime.arrays import to_numpy
+
+
+def _flat(arr: np.ndarray) -> np.ndarray:
+    """A flat view of an array's memory from its first element (strided arrays included)."""
+    if arr.flags.c_contiguous:
+        return arr.reshape(-1)
+    span = 1 + sum((n - 1) * s for n, s in zip(arr.shape, arr.strides)) // arr.itemsize
+    return np.lib.stride_tricks.as_strided(arr, shape=(span,), strides=(arr.itemsize,))
+
+
+class SimtExecutable:
+    def __init__(self, kernel: ThreadKernel, func: Any) -> None:
+        self.kernel = kernel
+        self.func = func
+
+    def __call__(self, bound: Bound) -> None:
+        mems: dict[Mem, np.ndarray] = {}
+        scalars: dict[Any, Any] = dict(bound.sizes)
+        for p, m, v in zip(self.func.params, self.kernel.params, bound.values):
+            if isinstance(p, Buffer):
+                mems[m] = _flat(to_numpy(v))
+            else:
+                scalars[p] = v
+        ThreadInterpreter(self.kernel).run(mems, scalars)

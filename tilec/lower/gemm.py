@@ -1,0 +1,167 @@
+"""Lowering of ``T.gemm``.
+
+``mma``: each warp of the ``warp_m x warp_n`` grid computes its ``tile_m x tile_n`` part of C with
+``mma.sync.m16n8k16``; per k-step of 16, operands come from shared memory through ``ldmatrix`` (``.trans``
+where the tile is stored the other way round) or straight from a register fragment. ``simt``: every thread
+accumulates its elements of C with scalar multiply-adds (the fallback for other dtypes, reported).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilec.errors import TilecError
+from tilec.ir.buffer import Region
+from tilec.ir.expr import Expr, Load, Var, binop, cast, const
+from tilec.ir.stmt import For, Gemm, Parallel, SeqStmt, Store
+from tilec.lower.context import Lowerer, lower_rule
+from tilec.lower.parallel import lower_parallel
+from tilec.lower.tir import LdMatrix, Loop, Mem, Mma, TStmt, Write, seq
+
+
+@lower_rule(Gemm)
+def lower_gemm(lw: Lowerer, g: Gemm) -> TStmt:
+    plan = lw.plan.gemms[g]
+    if plan.instr == "mma":
+        return _mma(lw, g, plan.warp_m, plan.warp_n)
+    lw.notes.append(f"T.gemm at line {g.loc.line if g.loc else 0}: scalar FMA path {plan.why}")
+    return _simt(lw, g)
+
+
+class _Warp:
+    def __init__(self, lw: Lowerer, warp_n: int) -> None:
+        tx = lw.tx
+        self.lane = binop("%", tx, 32)
+        warp = binop("//", tx, 32)
+        self.wm = binop("//", warp, warp_n)
+        self.wn = binop("%", warp, warp_n)
+
+
+def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
+    m, n, k = (int(x) for x in g.mnk)
+    tm, tn = m // warp_m, n // warp_n
+    am, an, ks = tm // 16, tn // 8, k // 16
+    w = _Warp(lw, warp_n)
+    c = lw.mem_of(g.C.buffer)
+    parts: list[TStmt] = []
+    if g.clear_accum:
+        parts += [Write(c, const(i), const(0.0)) for i in range(c.size)]  # type: ignore[arg-type]
+    kk = Var(lw.fresh("kk"))
+    lw.ranges[kk] = (0, ks - 1)
+    step: list[TStmt] = []
+    a_regs, a_base = _operand_a(lw, g, w, am, kk, k, step)
+    b_regs, b_base = _operand_b(lw, g, w, an, kk, tn, step)
+    for mi in range(am):
+        for ni in range(an):
+            a_off = binop("+", a_base, mi * ((k // 16) * 8 if g.A.buffer.scope == "fragment" else 8))
+            b_off = binop("+", b_base, ni * 4)
+            step.append(Mma(a_regs, a_off, b_regs, b_off, c, const((mi * an + ni) * 4)))
+    body = seq(step)
+    parts.append(Loop(kk, const(ks), body, unroll=True) if ks > 1 else _at(body, kk))
+    return seq(parts)
+
+
+def _at(stmt: TStmt, v: Var) -> TStmt:
+    from tilec.ir.visit import substitute
+
+    return substitute(stmt, {v: const(0)})
+
+
+def _operand_a(lw: Lowerer, g: Gemm, w: _Warp, am: int, kk: Var, k: int, out: list[TStmt]) -> tuple[Mem, Expr]:
+    """Registers holding A's atoms for this k-step (loading them from shared memory into ``out``)."""
+    if g.A.buffer.scope == "fragment":
+        return lw.mem_of(g.A.buffer), binop("*", kk, 8)
+    regs = lw.scratch_reg("a_frag", g.A.dtype, am * 8)
+    lane, tm = w.lane, am * 16
+    for mi in range(am):
+        m0 = binop("+", binop("*", w.wm, tm), mi * 16)
+        if not g.transpose_A:  # A stored M x K: matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15), a0..a7 order
+            row = binop("+", m0, binop("+", binop("%", lane, 8), binop("*", binop("%", binop("//", lane, 8), 2), 8)))
+            col = binop("+", binop("*", kk, 16), binop("*", binop("//", lane, 16), 8))
+            _ldmatrix(lw, g.A, [row, col], 4, False, regs, mi * 8, out)
+        else:  # A stored K x M: .trans
+            krow = binop("+", binop("*", kk, 16), binop("+", binop("%", lane, 8), binop("*", binop("//", lane, 16), 8)))
+            mcol = binop("+", m0, binop("*", binop("%", binop("//", lane, 8), 2), 8))
+            _ldmatrix(lw, g.A, [krow, mcol], 4, True, regs, mi * 8, out)
+    return regs, const(0)
+
+
+def _operand_b(lw: Lowerer, g: Gemm, w: _Warp, an: int, kk: Var, tn: int, out: list[TStmt]) -> tuple[Mem, Expr]:
+    if g.B.buffer.scope == "fragment":
+        return lw.mem_of(g.B.buffer), binop("*", kk, an * 4)
+    regs = lw.scratch_reg("b_frag", g.B.dtype, an * 4)
+    lane = w.lane
+    for ni in range(0, an, 2):
+        num = 4 if ni + 1 < an else 2
+        n0 = binop("+", binop("*", w.wn, tn), ni * 8)
+        if not g.transpose_B:  # B stored K x N: .trans; matrices (k 0-7, k 8-15) per n-atom
+            krow = binop("+", binop("*", kk, 16), binop("+", binop("%", lane, 8),
+                                                         binop("*", binop("%", binop("//", lane, 8), 2), 8)))
+            ncol = binop("+", n0, binop("*", binop("//", lane, 16), 8))
+            _ldmatrix(lw, g.B, [krow, ncol], num, True, regs, ni * 4, out)
+        else:  # B stored N x K (e.g. K^T in attention)
+            nrow = binop("+", n0, binop("+", binop("%", lane, 8), binop("*", binop("//", lane, 16), 8)))
+            kcol = binop("+", binop("*", kk, 16), binop("*", binop("%", binop("//", lane, 8), 2), 8))
+            _ldmatrix(lw, g.B, [nrow, kcol], num, False, regs, ni * 4, out)
+    return regs, const(0)
+
+
+def _ldmatrix(lw: Lowerer, r: Region, local: list[Expr], num: int, trans: bool, regs: Mem, off: int,
+              out: list[TStmt]) -> None:
+    """``ldmatrix`` of the rows at ``local`` (tile coordinates of the region) into ``regs[off:]``."""
+    buf = r.buffer
+    if r.dtype.bits != 16 or not _rows_contiguous(lw, r):
+        raise TilecError(f"T.gemm operand {buf.name!r}: its shared layout does not keep 8-element rows contiguous, "
+                         "which ldmatrix needs", lw.loc)
+    idx, k = [], 0
+    for s, e in zip(r.starts, r.extents):
+        if isinstance(e, int) and e == 1:
+            idx.append(s)
+        else:
+            idx.append(binop("+", s, local[k]))
+            k += 1
+    out.append(LdMatrix(num, trans, regs, const(off), lw.mem_of(buf), lw.shared_offset(buf, idx)))
+
+
+def _rows_contiguous(lw: Lowerer, r: Region) -> bool:
+    table = lw.shared_layout(r.buffer).eval_table()
+    rows = table.reshape(-1, table.shape[-1] if table.ndim > 1 else table.shape[0])
+    if rows.shape[-1] % 8:
+        return False
+    b = rows.reshape(rows.shape[0], -1, 8)
+    return bool(np.all(b[:, :, 1:] - b[:, :, :-1] == 1) and np.all(b[:, :, 0] % 8 == 0))
+
+
+def _simt(lw: Lowerer, g: Gemm) -> TStmt:
+    """C[i, j] += sum_k A[i, k] * B[k, j] by the threads holding C[i, j], accumulating in C's dtype."""
+    if g.A.buffer.scope == "fragment" or g.B.buffer.scope == "fragment":
+        raise TilecError("T.gemm with a register (fragment) operand needs tensor cores (fp16/bf16 operands, a float32 "
+                         "accumulator and tile sizes in multiples of 16x8x16); copy the operand to shared memory",
+                         g.loc)
+    m, n, k = (int(x) for x in g.mnk)
+    i, j, kv = Var("i"), Var("j"), Var(lw.fresh("k"))
+    acc = g.C.dtype
+    a_idx = _index(g.A, [kv, i] if g.transpose_A else [i, kv])
+    b_idx = _index(g.B, [j, kv] if g.transpose_B else [kv, j])
+    c_idx = _index(g.C, [i, j])
+    prod = binop("*", cast(acc, Load(g.A.buffer, tuple(a_idx))), cast(acc, Load(g.B.buffer, tuple(b_idx))))
+    update = Store(g.C.buffer, tuple(c_idx), binop("+", Load(g.C.buffer, tuple(c_idx)), prod))
+    body: list = [For(kv, const(k), "serial", update)]
+    if g.clear_accum:
+        body.insert(0, Store(g.C.buffer, tuple(c_idx), cast(acc, 0)))
+    p = Parallel((i, j), (m, n), SeqStmt(tuple(body)), loc=g.loc)
+    if not g.C.is_full():
+        raise TilecError("T.gemm: C must be a whole fragment", g.loc)
+    return lower_parallel(lw, p, lw.fragment(g.C.buffer))
+
+
+def _index(r: Region, local: list[Expr]) -> list[Expr]:
+    out, k = [], 0
+    for s, e in zip(r.starts, r.extents):
+        if isinstance(e, int) and e == 1:
+            out.append(s)
+        else:
+            out.append(binop("+", s, local[k]))
+            k += 1
+    return out
+

@@ -1,0 +1,109 @@
+"""Layout constructors used by layout inference: defaults for free fragments and loops, projections of a
+fragment onto some of its dimensions (reductions, row vectors), and the shared-memory layouts of GEMM operands."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from tilec.dtypes import DType
+from tilec.errors import TilecValueError
+from tilec.layout import Fragment, Layout, row_major, swizzle
+
+
+@functools.lru_cache(maxsize=1024)
+def default_fragment(shape: tuple[int, ...], threads: int, vec: int = 1) -> Fragment:
+    """Spread a tile over ``threads``: runs of ``vec`` consecutive elements (row-major) per thread, thread
+    ``t`` taking runs ``t, t + threads, ...``; replicated when the tile has fewer elements than threads."""
+    n = math.prod(shape)
+    while vec > 1 and (shape[-1] % vec or n % (threads * vec)):
+        vec //= 2
+    if n % (threads * vec) == 0:
+        per = n // (threads * vec)
+
+        def thread(*idx):  # noqa: ANN002
+            flat = _flat(idx, shape)
+            return (flat // vec) % threads
+
+        def local(*idx):  # noqa: ANN002
+            flat = _flat(idx, shape)
+            return (flat // (vec * threads)) * vec + flat % vec
+
+        return Fragment(shape, thread, local, num_threads=threads, num_locals=per * vec)
+    if threads % n == 0:  # fewer elements than threads: each element on threads // n threads
+        r = threads // n
+        if r == 1:
+            return Fragment(shape, lambda *a: _flat(a, shape), lambda *a: 0, num_threads=threads, num_locals=1)
+        return Fragment(shape, lambda *a: _flat(a[:-1], shape) + n * a[-1], lambda *a: 0, replicate=r,
+                        num_threads=threads, num_locals=1)
+    if n <= 4096:  # every thread holds the whole (small) tile
+        return Fragment(shape, lambda *a: a[-1], lambda *a: _flat(a[:-1], shape), replicate=threads,
+                        num_threads=threads, num_locals=n)
+    raise TilecValueError(f"a tile of shape {shape} ({n} elements) cannot be spread evenly over {threads} threads; "
+                          f"use sizes whose product is a multiple of {threads}")
+
+
+def _flat(idx: tuple, shape: tuple[int, ...]):  # noqa: ANN202
+    flat = 0
+    for i, n in zip(idx, shape):
+        flat = flat * n + i
+    return flat
+
+
+def project(frag: Fragment, dims: tuple[int, ...]) -> Fragment:
+    """The fragment of a tile indexed by dimensions ``dims`` of ``frag``'s tile, held by the threads that hold
+    the corresponding elements of ``frag`` (a row vector of a 2-D tile: the threads of each row).
+
+    Every thread keeps its elements in increasing row-major order. When threads would hold different
+    numbers of elements, the result is replicated over all threads instead.
+    """
+    threads, _ = frag.eval_tables()  # shape + (rep,)
+    shape = tuple(frag.shape[d] for d in dims)
+    T = frag.num_threads
+    moved = np.moveaxis(threads, list(dims), list(range(len(dims))))
+    holders = moved.reshape(math.prod(shape), -1)  # per projected element: all threads holding a source
+    sets = [np.unique(h) for h in holders]
+    counts = {len(s) for s in sets}
+    per_thread: dict[int, list[int]] = {t: [] for t in range(T)}
+    for e, s in enumerate(sets):
+        for t in s:
+            per_thread[int(t)].append(e)
+    sizes = {len(v) for v in per_thread.values()}
+    if len(counts) != 1 or len(sizes) != 1:
+        return default_fragment(shape, T) if math.prod(shape) < T else _replicated_all(shape, T)
+    rep = counts.pop()
+    t_tab = np.zeros((math.prod(shape), rep), np.int64)
+    l_tab = np.zeros((math.prod(shape), rep), np.int64)
+    for e, s in enumerate(sets):
+        for r, t in enumerate(s):
+            t_tab[e, r] = t
+            l_tab[e, r] = per_thread[int(t)].index(e)
+    return Fragment.from_tables(t_tab.reshape(shape + (rep,)), l_tab.reshape(shape + (rep,)), num_threads=T,
+                                num_locals=sizes.pop())
+
+
+def _replicated_all(shape: tuple[int, ...], threads: int) -> Fragment:
+    return Fragment(shape, lambda *a: a[-1], lambda *a: _flat(a[:-1], shape), replicate=threads,
+                    num_threads=threads, num_locals=math.prod(shape))
+
+
+def operand_layout(shape: tuple[int, ...], dtype: DType) -> Layout:
+    """The shared-memory layout of a tensor-core operand tile: the widest XOR swizzle its rows allow (so that
+    ``ldmatrix`` rows hit distinct banks), else row-major."""
+    if len(shape) != 2:
+        return row_major(*shape)
+    row_bytes = shape[1] * dtype.bits // 8
+    for sw in (128, 64, 32):
+        if row_bytes % sw == 0 and shape[0] % 8 == 0:
+            return swizzle(shape, dtype.bits, sw)
+    return row_major(*shape)
+
+
+def vector_width(dtype: DType, inner: int) -> int:
+    """Elements per 16-byte access, reduced until it divides the innermost extent."""
+    v = max(1, 128 // dtype.bits)
+    while v > 1 and inner % v:
+        v //= 2
+    return v

@@ -1,0 +1,323 @@
+"""Lowering of the data-movement tile ops: copy, fill, tile atomic add, cumsum, print.
+
+An op touching a fragment becomes a parallel loop over the fragment, along its layout (regions of part of a
+fragment are guarded). Other ops move memory in chunks of up to 16 bytes, chunk ``c`` on thread
+``c % threads``, with global regions clipped to the tensor (reads outside are zero, writes dropped).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tilec import dtypes as dt
+from tilec.errors import TilecError
+from tilec.ir.buffer import Buffer, Region
+from tilec.ir.expr import Expr, Load, Var, as_expr, binop, cast, const, select
+from tilec.ir.stmt import AtomicAdd, AtomicRMW, Copy, CumSum, Fill, Parallel, Print, Store
+from tilec.lower.context import Lowerer, lower_rule
+from tilec.lower.layouts import vector_width
+from tilec.lower.parallel import lower_parallel
+from tilec.lower.symbolic import to_ir
+from tilec.lower.tir import If, Loop, MemRef, PrintOp, Sync, TStmt, Write, seq
+
+
+def _frag_loop(lw: Lowerer, frag_region: Region, body_of: Any, loc: Any) -> TStmt:
+    """A parallel loop over the whole fragment of ``frag_region``; ``body_of(vars, inside)`` builds the body,
+    ``inside`` the condition that the element lies in the region (None for a whole fragment)."""
+    buf = frag_region.buffer
+    vs = tuple(Var(f"i{d}") for d in range(buf.ndim))
+    inside: Expr | None = None
+    if not frag_region.is_full():
+        for v, s, e in zip(vs, frag_region.starts, frag_region.extents):
+            inside = _and(inside, binop("and", binop(">=", v, s), binop("<", v, binop("+", s, e))))
+    body = body_of(vs, inside)
+    p = Parallel(vs, tuple(int(d) for d in buf.shape), body, loc=loc)
+    return lower_parallel(lw, p, lw.fragment(buf))
+
+
+def _and(a: Expr | None, b: Expr) -> Expr:
+    return b if a is None else binop("and", a, b)
+
+
+def _map_index(frm: Region, to: Region, vs: tuple[Var, ...]) -> list[Expr]:
+    """Indices into ``to`` for the element at ``vs`` of ``frm``'s buffer (the regions' non-unit dims pair up)."""
+    rel = [binop("-", v, s) for v, s, e in zip(vs, frm.starts, frm.extents) if not (isinstance(e, int) and e == 1)]
+    out, k = [], 0
+    for s, e in zip(to.starts, to.extents):
+        if isinstance(e, int) and e == 1:
+            out.append(s)
+        else:
+            out.append(binop("+", s, rel[k]))
+            k += 1
+    return out
+
+
+def _guard(inside: Expr | None, s: Any) -> Any:
+    from tilec.ir.stmt import IfThenElse
+
+    return s if inside is None else IfThenElse(inside, s)
+
+
+@lower_rule(Copy)
+def lower_copy(lw: Lowerer, c: Copy) -> TStmt:
+    s, d = c.src, c.dst
+    if s.buffer.scope == d.buffer.scope == "fragment" and s.is_full() and d.is_full():
+        fs, fd = lw.fragment(s.buffer), lw.fragment(d.buffer)
+        if not (fs is fd or fs.equals(fd)):
+            from tilec.lower.convert import convert
+
+            line = c.loc.line if c.loc else 0
+            return convert(lw, lw.mem_of(s.buffer), fs, lw.mem_of(d.buffer), fd, d.dtype, f"T.copy at line {line}")
+    if d.buffer.scope == "fragment" or s.buffer.scope == "fragment":
+        side, other = (d, s) if d.buffer.scope == "fragment" else (s, d)
+
+        def body(vs: tuple[Var, ...], inside: Expr | None) -> Any:
+            here = list(vs)
+            there = _map_index(side, other, vs)
+            src_idx, dst_idx = (there, here) if side is d else (here, there)
+            return _guard(inside, Store(d.buffer, tuple(dst_idx), cast(d.dtype, Load(s.buffer, tuple(src_idx)))))
+
+        return _frag_loop(lw, side, body, c.loc)
+    return _chunked(lw, d, lambda idx: _copy_value(lw, s, d, idx), s)
+
+
+def _copy_value(lw: Lowerer, s: Region, d: Region, didx: list[Expr]) -> tuple[list[Expr], Buffer]:
+    """(source indices, source buffer) of the destination element ``didx``."""
+    vs = [binop("-", i, st) for i, st in zip(didx, d.starts)]
+    rel = [v for v, e in zip(vs, d.extents) if not (isinstance(e, int) and e == 1)]
+    sidx, k = [], 0
+    for st, e in zip(s.starts, s.extents):
+        if isinstance(e, int) and e == 1:
+            sidx.append(st)
+        else:
+            sidx.append(binop("+", st, rel[k]))
+            k += 1
+    return sidx, s.buffer
+
+
+def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr | None = None) -> TStmt:
+    """Write region ``d`` chunk by chunk: from ``s`` (a copy, possibly vectorized) or with ``fill``."""
+    ext = [int(e) if isinstance(e, int) else None for e in d.extents]
+    if any(e is None for e in ext):
+        raise TilecError(f"region {d} needs static extents on the GPU targets", lw.loc)
+    n = math.prod(ext)
+    v = _vector(lw, d, s, ext) if s is not None else 1
+    chunks = n // v
+    T = lw.T
+    q = Var(lw.fresh("q"))
+    c = binop("+", binop("*", q, T), lw.tx)
+    flat = binop("*", c, v) if v > 1 else c
+    didx, rem = [], flat
+    for dim, e in enumerate(ext):
+        stride = math.prod(ext[dim + 1 :])
+        coord = binop("//", rem, stride)
+        didx.append(binop("+", d.starts[dim], binop("%", coord, e) if dim else coord))
+    lw.ranges[q] = (0, -(-chunks // T) - 1)
+    lw.ranges[lw.tx] = (0, T - 1)
+    dmem = lw.mem_of(d.buffer)
+    dpred = lw.in_bounds(d.buffer, didx) if d.buffer.scope == "global" else None
+    doff = _offset(lw, d.buffer, didx)
+    if s is None:
+        stmt: TStmt = Write(dmem, doff, cast(d.dtype, fill))
+    else:
+        sidx, sbuf = src_of(didx)
+        smem = lw.mem_of(sbuf)
+        spred = lw.in_bounds(sbuf, sidx) if sbuf.scope == "global" else None
+        soff = _offset(lw, sbuf, sidx)
+        if v > 1:
+            value: Expr = MemRef(smem, select(spred, soff, 0) if spred is not None else soff, v)
+            stmt = Write(dmem, doff, value, lanes=v)
+            if spred is not None:
+                stmt = If(spred, stmt, Write(dmem, doff, cast(d.dtype, 0), lanes=v))
+        else:
+            ref = MemRef(smem, select(spred, soff, 0) if spred is not None else soff)
+            val = cast(d.dtype, ref if spred is None else select(spred, ref, cast(sbuf.dtype, 0)))
+            stmt = Write(dmem, doff, val)
+    if dpred is not None:
+        stmt = If(dpred, stmt)
+    if chunks % T:
+        stmt = If(binop("<", c, chunks), stmt)
+    trips = -(-chunks // T)
+    return Loop(q, const(trips), stmt, unroll=trips <= 16) if trips > 1 else _subst_q(stmt, q)
+
+
+def _subst_q(stmt: TStmt, q: Var) -> TStmt:
+    from tilec.ir.visit import substitute
+
+    return substitute(stmt, {q: const(0)})
+
+
+def _offset(lw: Lowerer, buf: Buffer, idx: list[Expr]) -> Expr:
+    if buf.scope == "global":
+        return lw.global_offset(buf, idx)
+    if buf.scope == "shared":
+        return lw.shared_offset(buf, idx)
+    return lw.private_offset(buf, idx)
+
+
+def _vector(lw: Lowerer, d: Region, s: Region, ext: list[int]) -> int:
+    """The widest chunk (elements) both sides can move as one 16/8/4-byte access."""
+    if s.dtype is not d.dtype or d.dtype.bits < 8 or d.buffer.scope in ("local", "var") or \
+            s.buffer.scope in ("local", "var"):
+        return 1
+    v = vector_width(d.dtype, ext[-1])
+    while v > 1 and not (_contiguous(lw, d, v) and _contiguous(lw, s, v)):
+        v //= 2
+    return v
+
+
+def _contiguous(lw: Lowerer, r: Region, v: int) -> bool:
+    """Chunks of ``v`` elements along the region's last dimension are contiguous and ``v``-aligned in memory."""
+    buf = r.buffer
+    last_start = as_expr(r.starts[-1])
+    from tilec.ir.affine import linear
+
+    form = linear(last_start)
+    if form is None or any(k is not None and c % v for k, c in form.items()) or form.get(None, 0) % v:
+        return False
+    if buf.scope == "global":
+        if buf.strides is not None and not (buf.strides[-1] == 1 and all(isinstance(x, int) and x % v == 0
+                                                                           for x in buf.strides[:-1])):
+            return False
+        inner = buf.shape[-1]
+        return isinstance(inner, int) and inner % v == 0 and all(isinstance(x, int) for x in buf.shape[1:])
+    table = lw.shared_layout(buf).eval_table().reshape(tuple(int(x) for x in buf.shape))
+    rows = table.reshape(-1, table.shape[-1])
+    if rows.shape[1] % v:
+        return False
+    blocks = rows.reshape(rows.shape[0], -1, v)
+    return bool(np.all(blocks[:, :, 1:] - blocks[:, :, :-1] == 1) and np.all(blocks[:, :, 0] % v == 0))
+
+
+@lower_rule(Fill)
+def lower_fill(lw: Lowerer, f: Fill) -> TStmt:
+    r = f.dst
+    if r.buffer.scope == "fragment":
+        return _frag_loop(lw, r, lambda vs, inside: _guard(inside, Store(r.buffer, vs, f.value)), f.loc)
+    if r.buffer.scope in ("local", "var"):
+        n = max(1, math.prod(int(d) for d in r.buffer.shape))
+        mem = lw.mem_of(r.buffer)
+        return seq([Write(mem, const(i), f.value) for i in range(n)])
+    return _chunked(lw, r, None, None, fill=f.value)
+
+
+@lower_rule(AtomicAdd)
+def lower_atomic_add(lw: Lowerer, a: AtomicAdd) -> TStmt:
+    s, d = a.src, a.dst
+    if s.buffer.scope == "fragment":
+        def body(vs: tuple[Var, ...], inside: Expr | None) -> Any:
+            didx = _map_index(s, d, vs)
+            return _guard(inside, AtomicRMW("add", d.buffer, tuple(didx), cast(d.dtype, Load(s.buffer, vs))))
+
+        return _frag_loop(lw, s, body, a.loc)
+    vs = tuple(Var(f"i{k}") for k in range(len(s.squeezed_extents())))
+    ext = tuple(int(e) for e in s.squeezed_extents())
+    src_idx = _expand(s, vs)
+    dst_idx = _expand(d, vs)
+    body = AtomicRMW("add", d.buffer, tuple(dst_idx), cast(d.dtype, Load(s.buffer, tuple(src_idx))))
+    from tilec.lower.layouts import default_fragment
+
+    p = Parallel(vs, ext, body, loc=a.loc)
+    return lower_parallel(lw, p, default_fragment(ext, lw.T))
+
+
+def _expand(r: Region, vs: tuple[Var, ...]) -> list[Expr]:
+    out, k = [], 0
+    for s, e in zip(r.starts, r.extents):
+        if isinstance(e, int) and e == 1:
+            out.append(s)
+        else:
+            out.append(binop("+", s, vs[k]))
+            k += 1
+    return out
+
+
+@lower_rule(CumSum)
+def lower_cumsum(lw: Lowerer, c: CumSum) -> TStmt:
+    """Each thread scans whole lines along ``dim``; fragments go through a shared scratch buffer."""
+    s, d = c.src, c.dst
+    shape = [int(e) for e in s.extents]
+    parts: list[TStmt] = []
+    src_buf, dst_buf = s, d
+    if s.buffer.scope == "fragment" or d.buffer.scope == "fragment":
+        scratch = Buffer(lw.fresh("scan"), tuple(shape), dt.float32, "shared")
+        whole = scratch.full_region()
+        parts += [lower_copy(lw, Copy(s, whole, loc=c.loc)), Sync()]
+        src_buf = dst_buf = whole
+    parts.append(_scan(lw, src_buf, dst_buf, c.dim, c.reverse, shape))
+    if d.buffer.scope == "fragment":
+        parts += [Sync(), lower_copy(lw, Copy(src_buf, d, loc=c.loc))]
+    return seq(parts)
+
+
+def _scan(lw: Lowerer, s: Region, d: Region, dim: int, reverse: bool, shape: list[int]) -> TStmt:
+    n = shape[dim]
+    lines = math.prod(shape) // n
+    T = lw.T
+    q, k = Var(lw.fresh("q")), Var(lw.fresh("k"))
+    line = binop("+", binop("*", q, T), lw.tx)
+    other = [x for i, x in enumerate(shape) if i != dim]
+    coords, rem = [], line
+    for i, e in enumerate(other):
+        stride = math.prod(other[i + 1 :])
+        coords.append(binop("%", binop("//", rem, stride), e) if i else binop("//", rem, stride))
+    pos = binop("-", n - 1, k) if reverse else k
+    rel = coords[:dim] + [pos] + coords[dim:]
+    sidx = [binop("+", st, r) for st, r in zip(s.starts, rel)]
+    didx = [binop("+", st, r) for st, r in zip(d.starts, rel)]
+    acc = lw.scratch_reg("acc", dt.float32, 1)
+    val = cast(dt.float32, MemRef(lw.mem_of(s.buffer), _offset(lw, s.buffer, sidx)))
+    step = seq([Write(acc, const(0), binop("+", MemRef(acc, const(0)), val)),
+                Write(lw.mem_of(d.buffer), _offset(lw, d.buffer, didx), cast(d.dtype, MemRef(acc, const(0))))])
+    body: TStmt = seq([Write(acc, const(0), const(0.0)), Loop(k, const(n), step)])
+    if lines % T:
+        body = If(binop("<", line, lines), body)
+    trips = -(-lines // T)
+    return Loop(q, const(trips), body) if trips > 1 else _subst_q(body, q)
+
+
+@lower_rule(Print)
+def lower_print(lw: Lowerer, p: Print) -> TStmt:
+    msg = p.msg + " " if p.msg else ""
+    if not isinstance(p.value, Region):
+        v = p.value
+        if any(isinstance(n, Load) for n in _walk(v)):
+            v = _block_expr(lw, v)
+        return If(binop("==", lw.tx, 0), PrintOp(f"{msg}%{'g' if v.dtype.is_float else 'lld'}", (v,)))
+    r = p.value
+    fmt = f"{msg}{r.buffer.name}[" + ", ".join(["%lld"] * r.buffer.ndim) + "] = %g"
+    if r.buffer.scope == "fragment":
+        frag = lw.fragment(r.buffer)
+        inv = frag.inverse()
+        out = []
+        for l in range(frag.num_locals):
+            env = {inv.symbols[0]: lw.tx, inv.symbols[1]: const(l)}
+            exprs = [to_ir(e, env) for e in inv.exprs]
+            stmt: TStmt = PrintOp(fmt, tuple(exprs[: r.buffer.ndim]) + (MemRef(lw.mem_of(r.buffer), const(l)),))
+            if frag.replicate > 1:
+                stmt = If(binop("==", exprs[-1], 0), stmt)
+            out.append(stmt)
+        return seq(out)
+    ext = [int(e) for e in r.extents]
+    vs = [Var(lw.fresh("p")) for _ in ext]
+    idx = [binop("+", s, v) for s, v in zip(r.starts, vs)]
+    value = cast(dt.float32, MemRef(lw.mem_of(r.buffer), _offset(lw, r.buffer, idx)))
+    body: TStmt = PrintOp(fmt, tuple(idx) + (value,))
+    for v, e in reversed(list(zip(vs, ext))):
+        body = Loop(v, const(e), body)
+    return If(binop("==", lw.tx, 0), body)
+
+
+def _walk(e: Any) -> Any:
+    from tilec.ir.visit import walk
+
+    return walk(e)
+
+
+def _block_expr(lw: Lowerer, e: Expr) -> Expr:
+    from tilec.passes.lower import block_expr
+
+    return block_expr(lw, e)

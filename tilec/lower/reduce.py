@@ -1,0 +1,242 @@
+"""Lowering of ``T.reduce_*``.
+
+From a fragment: each thread folds the elements it holds into its part of the result (straight-line code,
+registers known at compile time), then the threads holding one result element combine their partials with
+XOR shuffles over the lane bits that tell them apart, and, when they sit in several warps, through a
+shared scratch buffer. From shared memory: the threads holding each result element loop over the reduced
+dimension. Which threads and registers take part is worked out by enumerating the layouts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tilec import dtypes as dt
+from tilec.errors import TilecError
+from tilec.ir.expr import Expr, Var, binop, call, cast, const
+from tilec.ir.stmt import Reduce
+from tilec.layout import Fragment
+from tilec.lower.context import Lowerer, lower_rule
+from tilec.lower.symbolic import to_ir
+from tilec.lower.tir import If, Loop, MemRef, Sync, TCall, TStmt, Write, seq
+
+_COMBINE = {"sum": "+", "abssum": "+", "max": "max", "absmax": "max", "min": "min"}
+
+
+def _init(red: str, d: dt.DType) -> Expr:
+    if red in ("sum", "abssum", "absmax"):
+        return const(0, d)
+    if d.is_float:
+        return const(-math.inf if red == "max" else math.inf, d)
+    info = np.iinfo(d.np)
+    return const(int(info.min if red == "max" else info.max), d)
+
+
+def _fold(red: str, acc: Expr, x: Expr) -> Expr:
+    if red in ("abssum", "absmax"):
+        x = call("abs", x)
+    return binop(_COMBINE[red], acc, x)
+
+
+def _holders(D: Fragment) -> np.ndarray:
+    threads, _ = D.eval_tables()
+    return threads.reshape(-1, threads.shape[-1])
+
+
+def _xor_masks(D: Fragment) -> list[int]:
+    """The thread-id bits (as masks) that tell apart the holders of each result element."""
+    hold = _holders(D)
+    diff = np.bitwise_or.reduce(hold ^ hold[:, :1], axis=1)
+    bits = int(np.bitwise_or.reduce(diff)) if diff.size else 0
+    masks = [1 << b for b in range(bits.bit_length()) if bits >> b & 1]
+    want = len(masks)
+    for h in hold:
+        if len(set(h.tolist())) != (1 << want) or set((h ^ h[0]).tolist()) != _span(masks):
+            raise TilecError("the result of this reduction is held by threads that no XOR pattern connects; "
+                             "reduce through a shared buffer instead")
+    return masks
+
+
+def _span(masks: list[int]) -> set[int]:
+    out = {0}
+    for m in masks:
+        out |= {x ^ m for x in out}
+    return out
+
+
+@lower_rule(Reduce)
+def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
+    if r.src.buffer.scope != "fragment":
+        return _from_memory(lw, r)
+    if not r.src.is_full():
+        raise TilecError("reductions of part of a fragment are not supported; reduce the whole fragment", r.loc)
+    from tilec.lower.layouts import project
+
+    F = lw.fragment(r.src.buffer)
+    natural = project(F, tuple(i for i in range(F.ndim) if i != r.dim))
+    D = lw.fragment(r.dst.buffer) if r.dst.buffer.scope == "fragment" else natural
+    if not (D is natural or D.equals(natural)):
+        return _converted(lw, r, natural, D)
+    groups = _groups(lw, F, D, r.dim)
+    work = dt.float32 if r.dst.dtype.is_float else r.dst.dtype
+    acc = lw.scratch_reg("red", work, D.num_locals)
+    src = lw.mem_of(r.src.buffer)
+    out: list[TStmt] = []
+    for dl, members in enumerate(groups):
+        e: Expr = _init(r.red, work)
+        for sl in members:
+            e = _fold(r.red, e, cast(work, MemRef(src, const(sl))))
+        out.append(Write(acc, const(dl), e))
+    masks = _xor_masks(D)
+    for m in (m for m in masks if m < 32):
+        for dl in range(D.num_locals):
+            mine = MemRef(acc, const(dl))
+            out.append(Write(acc, const(dl), binop(_COMBINE[r.red], mine, TCall("shfl_xor", (mine, const(m)), work))))
+    warp_bits = [m for m in masks if m >= 32]
+    if warp_bits:
+        out.append(_across_warps(lw, D, acc, warp_bits, [m for m in masks if m < 32], r.red, work))
+    out.append(_store(lw, r, D, acc))
+    return seq(out)
+
+
+def _converted(lw: Lowerer, r: Reduce, natural: Fragment, D: Fragment) -> TStmt:
+    """Reduce into a scratch fragment of the natural layout, then convert it to the destination's layout."""
+    import dataclasses
+
+    from tilec.ir.buffer import Buffer
+    from tilec.lower.convert import convert
+
+    tmp = Buffer(lw.fresh(r.dst.buffer.name), tuple(r.dst.buffer.shape), r.dst.dtype, "fragment")
+    lw.plan.fragments[tmp] = natural
+    inner = lower_reduce(lw, dataclasses.replace(r, dst=tmp.full_region(), clear=True))
+    tmp_dst = lw.scratch_reg("red_out", r.dst.dtype, D.num_locals)
+    line = r.loc.line if r.loc else 0
+    parts = [inner, convert(lw, lw.mem_of(tmp), natural, tmp_dst, D, r.dst.dtype, f"T.reduce_{r.red} at line {line}")]
+    dmem = lw.mem_of(r.dst.buffer)
+    for dl in range(D.num_locals):
+        v: Expr = MemRef(tmp_dst, const(dl))
+        if not r.clear:
+            v = binop(_COMBINE[r.red], MemRef(dmem, const(dl)), v)
+        parts.append(Write(dmem, const(dl), v))
+    return seq(parts)
+
+
+def _groups(lw: Lowerer, F: Fragment, D: Fragment, dim: int) -> list[list[int]]:
+    """For each result register of a thread: the source registers folded into it (the same for all threads)."""
+    inv = F.inverse().eval_table().astype(np.int64)  # (T, L, nd [+rep])
+    T, L = inv.shape[0], inv.shape[1]
+    keep = [d for d in range(F.ndim) if d != dim]
+    dthreads, dlocals = D.eval_tables()
+    elems = tuple(inv[:, :, d] for d in keep)
+    holders = dthreads[elems]  # (T, L, R)
+    match = holders == np.arange(T)[:, None, None]
+    if not match.any(axis=-1).all():
+        raise TilecError("the reduction's result layout does not hold each row on the threads that hold the row's "
+                         "elements", lw.loc)
+    dl = dlocals[elems][np.arange(T)[:, None], np.arange(L)[None, :], match.argmax(axis=-1)]
+    if not (dl == dl[0:1]).all():
+        raise TilecError("the reduction's result registers differ between threads", lw.loc)
+    groups: list[list[int]] = [[] for _ in range(D.num_locals)]
+    for sl, d in enumerate(dl[0]):
+        groups[int(d)].append(sl)
+    return groups
+
+
+def _across_warps(lw: Lowerer, D: Fragment, acc: Any, warp_bits: list[int], lane_bits: list[int], red: str,
+                  work: dt.DType) -> TStmt:
+    """Combine the per-warp partials of each element through shared memory (one slot per warp)."""
+    K = 1 << len(warp_bits)
+    n = math.prod(D.shape)
+    scratch = lw.scratch_shared("red_x", work, n * K)
+    inv = D.inverse()
+    tx = lw.tx
+    kidx: Expr = const(0)
+    for j, m in enumerate(warp_bits):
+        kidx = binop("+", kidx, binop("*", binop("&", binop(">>", tx, m.bit_length() - 1), 1), 1 << j))
+    lane_mask = sum(lane_bits)
+    writer = binop("==", binop("&", tx, lane_mask), 0) if lane_mask else None
+    writes, reads = [], []
+    for dl in range(D.num_locals):
+        env = {inv.symbols[0]: tx, inv.symbols[1]: const(dl)}
+        coords = [to_ir(e, env) for e in inv.exprs[: D.ndim]]
+        flat: Expr = const(0)
+        for c, size in zip(coords, D.shape):
+            flat = binop("+", binop("*", flat, size), c)
+        base = binop("*", flat, K)
+        w: TStmt = Write(scratch, binop("+", base, kidx), MemRef(acc, const(dl)))
+        writes.append(w if writer is None else If(writer, w))
+        e: Expr = MemRef(scratch, base)
+        for k in range(1, K):
+            e = binop(_COMBINE[red], e, MemRef(scratch, binop("+", base, k)))
+        reads.append(Write(acc, const(dl), e))
+    return seq(writes + [Sync()] + reads + [Sync()])
+
+
+def _store(lw: Lowerer, r: Reduce, D: Fragment, acc: Any) -> TStmt:
+    dmem = lw.mem_of(r.dst.buffer)
+    if r.dst.buffer.scope == "fragment":
+        out = []
+        for dl in range(D.num_locals):
+            v: Expr = MemRef(acc, const(dl))
+            if not r.clear:
+                v = binop(_COMBINE[r.red], cast(acc.dtype, MemRef(dmem, const(dl))), v)
+            out.append(Write(dmem, const(dl), cast(r.dst.dtype, v)))
+        return seq(out)
+    inv = D.inverse()
+    out = []
+    for dl in range(D.num_locals):
+        env = {inv.symbols[0]: lw.tx, inv.symbols[1]: const(dl)}
+        exprs = [to_ir(e, env) for e in inv.exprs]
+        idx = _place(r.dst, exprs[: D.ndim])
+        off = lw.shared_offset(r.dst.buffer, idx) if r.dst.buffer.scope == "shared" else \
+            lw.global_offset(r.dst.buffer, idx)
+        v = MemRef(acc, const(dl))
+        if not r.clear:
+            v = binop(_COMBINE[r.red], cast(acc.dtype, MemRef(dmem, off)), v)
+        w: TStmt = Write(dmem, off, cast(r.dst.dtype, v))
+        if D.replicate > 1:
+            w = If(binop("==", exprs[-1], 0), w)
+        out.append(w)
+    return seq(out)
+
+
+def _place(region: Any, coords: list[Expr]) -> list[Expr]:
+    out, k = [], 0
+    for s, e in zip(region.starts, region.extents):
+        if isinstance(e, int) and e == 1 and region.ndim > len(coords):
+            out.append(s)
+        else:
+            out.append(binop("+", s, coords[k]))
+            k += 1
+    return out
+
+
+def _from_memory(lw: Lowerer, r: Reduce) -> TStmt:
+    """Source in shared memory: each result element is computed by the threads holding it."""
+    from tilec.lower.layouts import default_fragment
+
+    s = r.src
+    ext = [int(e) for e in s.extents]
+    n = ext[r.dim]
+    out_shape = tuple(e for i, e in enumerate(ext) if i != r.dim)
+    D = lw.fragment(r.dst.buffer) if r.dst.buffer.scope == "fragment" else default_fragment(out_shape, lw.T)
+    work = dt.float32 if r.dst.dtype.is_float else r.dst.dtype
+    acc = lw.scratch_reg("red", work, D.num_locals)
+    inv = D.inverse()
+    smem = lw.mem_of(s.buffer)
+    out: list[TStmt] = []
+    for dl in range(D.num_locals):
+        env = {inv.symbols[0]: lw.tx, inv.symbols[1]: const(dl)}
+        coords = [to_ir(e, env) for e in inv.exprs[: len(out_shape)]]
+        k = Var(lw.fresh("k"))
+        full = coords[: r.dim] + [k] + coords[r.dim :]
+        idx = [binop("+", st, c) for st, c in zip(s.starts, full)]
+        val = cast(work, MemRef(smem, lw.shared_offset(s.buffer, idx)))
+        mine = MemRef(acc, const(dl))
+        out += [Write(acc, const(dl), _init(r.red, work)),
+                Loop(k, const(n), Write(acc, const(dl), _fold(r.red, mine, val)))]
+    out.append(_store(lw, r, D, acc))
+    return seq(out)

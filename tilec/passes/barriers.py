@@ -1,0 +1,136 @@
+"""Place barriers (after stage 7): a ``__syncthreads`` before each tile op's code that reads memory another
+op wrote, or writes memory another op read or wrote, since the last barrier. Pre: a thread IR whose tile ops
+are :class:`~tilec.lower.tir.Group` nodes, each free of races by itself. Post: the same with :class:`Sync`
+nodes inserted; none is missing and, along every path, none is redundant: a barrier is placed only where
+some access since the previous one needs it. Loops are analysed to a fixpoint, so a dependency from one
+iteration to the next (a copy overwriting what last iteration's gemm read) gets its barrier too.
+
+Shared and global mems are tracked; registers are private and need none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilec.ir.visit import walk
+from tilec.lower.tir import (
+    AtomicAddOp,
+    CpAsync,
+    Group,
+    If,
+    LdMatrix,
+    Loop,
+    MemRef,
+    Seq,
+    Sync,
+    ThreadKernel,
+    TStmt,
+    Write,
+    seq,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _State:
+    written: frozenset[int] = frozenset()
+    read: frozenset[int] = frozenset()
+
+    def __or__(self, o: _State) -> _State:
+        return _State(self.written | o.written, self.read | o.read)
+
+
+def _accesses(s: TStmt) -> tuple[set[int], set[int], bool]:
+    """(mems read, mems written, whether the code contains a barrier), for shared and global mems."""
+    reads: set[int] = set()
+    writes: set[int] = set()
+    has_sync = False
+    for n in walk(s):
+        if isinstance(n, MemRef) and n.mem.space != "reg":
+            reads.add(id(n.mem))
+        elif isinstance(n, (Write, AtomicAddOp)) and n.mem.space != "reg":
+            writes.add(id(n.mem))
+            if isinstance(n, AtomicAddOp):
+                reads.add(id(n.mem))
+        elif isinstance(n, CpAsync):
+            writes.add(id(n.dst))
+        elif isinstance(n, LdMatrix):
+            reads.add(id(n.src))
+        elif isinstance(n, Sync):
+            has_sync = True
+    return reads, writes, has_sync
+
+
+def _after_last_sync(s: TStmt) -> _State:
+    """Accesses after the last top-level barrier of ``s`` (what a following op must be ordered after)."""
+    items = list(s.stmts) if isinstance(s, Seq) else [s]
+    tail: list[TStmt] = []
+    for it in reversed(items):
+        if isinstance(it, Sync):
+            break
+        tail.append(it)
+    r, w, _ = _accesses(Seq(tuple(tail)))
+    return _State(frozenset(w), frozenset(r))
+
+
+class _Placer:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def stmt(self, s: TStmt, st: _State) -> tuple[TStmt, _State]:
+        if isinstance(s, Seq):
+            out = []
+            for c in s.stmts:
+                c2, st = self.stmt(c, st)
+                out.append(c2)
+            return seq(out), st
+        if isinstance(s, Sync):
+            return s, _State()
+        if isinstance(s, Loop):
+            return self.loop(s, st)
+        if isinstance(s, If) and not isinstance(s, Group):
+            a, sa = self.stmt(s.then_body, st)
+            b, sb = self.stmt(s.else_body, st) if s.else_body is not None else (None, st)
+            return If(s.cond, a, b, loc=s.loc), sa | sb
+        return self.leaf(s, st)
+
+    def leaf(self, s: TStmt, st: _State) -> tuple[TStmt, _State]:
+        r, w, inner_sync = _accesses(s)
+        if not (r or w):
+            return s, st
+        need = bool(r & st.written) or bool(w & (st.written | st.read))
+        pre: list[TStmt] = []
+        if need:
+            self.count += 1
+            pre.append(Sync())
+            st = _State()
+        if inner_sync:
+            body = s.body if isinstance(s, Group) else s
+            st = _after_last_sync(body)
+        else:
+            st = st | _State(frozenset(w), frozenset(r))
+        return seq(pre + [s]), st
+
+    def loop(self, s: Loop, st: _State) -> tuple[TStmt, _State]:
+        entry = st
+        carried = _State()
+        for _ in range(8):  # the state only grows: a fixpoint comes within a few rounds
+            saved = self.count
+            body, end = self.stmt(s.body, entry | carried)
+            if (end | carried) == carried or end == carried:
+                break
+            carried = carried | end
+            self.count = saved
+        return Loop(s.var, s.extent, body, s.unroll, loc=s.loc), entry | end
+
+
+def place_barriers(k: ThreadKernel) -> ThreadKernel:
+    """``k`` with barriers placed (see the module docstring)."""
+    import dataclasses
+
+    body, _ = _Placer().stmt(k.body, _State())
+    return dataclasses.replace(k, body=body)
+
+
+def count_syncs(s: TStmt) -> int:
+    return sum(1 for n in walk(s) if isinstance(n, Sync))
+

@@ -1,0 +1,299 @@
+"""Layout inference (stage 4): where each fragment lives across threads, how each shared buffer is laid out,
+and how each ``T.Parallel`` loop is spread over the threads. Pre: verified Tile IR and its FTG.
+Post: a :class:`LayoutPlan`; the IR is unchanged.
+
+Constraint propagation in three levels, each a fixpoint over the FTG's ops in program order:
+
+* *strict*: ``T.annotate_layout``; ``T.gemm`` operands and accumulators (the instruction's fragment layouts
+  for the chosen warp partition, swizzled shared memory for tensor-core operands);
+* *common*: through fragment-to-fragment copies, reductions (the result lives on the threads of its rows)
+  and parallel loops (a loop takes the layout of a fragment it indexes by exactly its variables; row
+  vectors it indexes by some of them take the projection);
+* *free*: fragments still open get an even spread over the threads, then loops without fragments too.
+
+A buffer given two different layouts raises :class:`~tilec.errors.LayoutConflictError` naming both ops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilec import dtypes as dt
+from tilec.errors import LayoutConflictError, SourceLoc
+from tilec.ir.buffer import Buffer
+from tilec.ir.expr import Load, Var
+from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store
+from tilec.ir.visit import walk
+from tilec.layout import Fragment, Layout, make_mma_a_fragment, make_mma_b_fragment, make_mma_c_fragment
+from tilec.lower.layouts import default_fragment, operand_layout, project, vector_width
+from tilec.target import Target
+
+
+@dataclass
+class GemmPlan:
+    """How one ``T.gemm`` runs: a ``warp_m x warp_n`` grid of warps, and the instruction (``mma`` or ``simt``)."""
+
+    warp_m: int
+    warp_n: int
+    instr: str
+    why: str = ""
+
+
+@dataclass
+class LayoutPlan:
+    fragments: dict[Buffer, Fragment] = field(default_factory=dict)
+    shared: dict[Buffer, Layout] = field(default_factory=dict)
+    loops: dict[Parallel, Fragment] = field(default_factory=dict)
+    gemms: dict[Gemm, GemmPlan] = field(default_factory=dict)
+    origin: dict[Any, tuple[str, str]] = field(default_factory=dict)  # buffer or loop -> (level, why)
+    threads: int = 0
+
+    def __str__(self) -> str:
+        lines = ["layouts:"]
+        for b, f in self.fragments.items():
+            lvl, why = self.origin.get(b, ("", ""))
+            lines.append(f"  {b.name:<12} fragment {lvl:<6} {f.num_threads} threads x {f.num_locals} locals"
+                         f"{f' x{f.replicate} replicas' if f.replicate > 1 else ''}  ({why})")
+        for b, lay in self.shared.items():
+            lvl, why = self.origin.get(b, ("", ""))
+            lines.append(f"  {b.name:<12} shared   {lvl:<6} {lay}  ({why})")
+        for g, p in self.gemms.items():
+            line = g.loc.line if g.loc else 0
+            lines.append(f"  gemm line {line}: {p.instr} with {p.warp_m}x{p.warp_n} warps {p.why}")
+        return "\n".join(lines)
+
+
+def _where(op: Any) -> str:
+    loc: SourceLoc | None = getattr(op, "loc", None)
+    return f"{type(op).__name__.lower()} at line {loc.line}" if loc else type(op).__name__.lower()
+
+
+class _Inference:
+    def __init__(self, ops: list[Any], threads: int, target: Target, annotations: dict) -> None:
+        self.ops = ops
+        self.T = threads
+        self.target = target
+        self.plan = LayoutPlan(threads=threads)
+        self.annotations = annotations
+        self.by: dict[Any, Any] = {}  # buffer -> op that fixed its layout
+
+    # ---------------------------------------------------------------------------------------- recording
+
+    def set_fragment(self, buf: Buffer, frag: Fragment, level: str, op: Any, why: str) -> bool:
+        old = self.plan.fragments.get(buf)
+        if old is not None:
+            if old is frag or old.equals(frag):
+                return False
+            raise LayoutConflictError(
+                f"fragment {buf.name!r} needs two different layouts: {self.plan.origin[buf][1]} "
+                f"({_where(self.by[buf])}) and {why} ({_where(op)}); copy it through a shared buffer "
+                "(T.copy) or change one op", getattr(op, "loc", None))
+        if tuple(frag.shape) != tuple(buf.shape):
+            raise LayoutConflictError(f"layout of shape {frag.shape} given to {buf.name!r} of shape {buf.shape}",
+                                      getattr(op, "loc", None))
+        self.plan.fragments[buf] = frag
+        self.plan.origin[buf] = (level, why)
+        self.by[buf] = op
+        return True
+
+    def set_shared(self, buf: Buffer, lay: Layout, level: str, op: Any, why: str) -> None:
+        old = self.plan.shared.get(buf)
+        if old is not None and not (old is lay or old.equals(lay)):
+            raise LayoutConflictError(f"shared buffer {buf.name!r} needs two layouts: {self.plan.origin[buf][1]} "
+                                      f"({_where(self.by[buf])}) and {why} ({_where(op)})", getattr(op, "loc", None))
+        self.plan.shared[buf] = lay
+        self.plan.origin[buf] = (level, why)
+        self.by[buf] = op
+
+    # ------------------------------------------------------------------------------------------- strict
+
+    def strict(self) -> None:
+        for buf, lay in self.annotations.items():
+            if buf.scope == "fragment":
+                self.set_fragment(buf, lay, "strict", buf, "T.annotate_layout")
+            else:
+                self.set_shared(buf, lay, "strict", buf, "T.annotate_layout")
+        for op in self.ops:
+            if isinstance(op, Gemm):
+                self.gemm(op)
+
+    def gemm(self, g: Gemm) -> None:
+        m, n, k = (int(x) for x in g.mnk)
+        plan = self.plan.gemms[g] = self.partition(g, m, n, k)
+        if plan.instr != "mma":
+            return
+        c, a, b = g.C.buffer, g.A.buffer, g.B.buffer
+        self.set_fragment(c, make_mma_c_fragment(m, n, plan.warp_m, plan.warp_n), "strict", g,
+                          f"mma.m16n8k16 accumulator, {plan.warp_m}x{plan.warp_n} warps")
+        for buf, is_a in ((a, True), (b, False)):
+            if buf.scope == "shared" and buf not in self.annotations:
+                self.set_shared(buf, operand_layout(tuple(buf.shape), buf.dtype), "strict", g, "tensor-core operand")
+            elif buf.scope == "fragment":
+                frag = (make_mma_a_fragment(m, k, plan.warp_m, plan.warp_n) if is_a
+                        else make_mma_b_fragment(k, n, plan.warp_m, plan.warp_n))
+                self.set_fragment(buf, frag, "strict", g, f"mma.m16n8k16 {'A' if is_a else 'B'} operand")
+
+    def partition(self, g: Gemm, m: int, n: int, k: int) -> GemmPlan:
+        warps = self.T // 32
+        reasons = []
+        if self.target.backend != "cuda" or (self.target.sm and self.target.sm < 80):
+            reasons.append(f"target {self.target}")
+        if g.A.dtype not in (dt.float16, dt.bfloat16) or g.B.dtype is not g.A.dtype:
+            reasons.append(f"operand dtype {g.A.dtype}")
+        if g.C.dtype is not dt.float32:
+            reasons.append(f"accumulator dtype {g.C.dtype}")
+        if (g.A.buffer.scope == "fragment" and g.transpose_A) or (g.B.buffer.scope == "fragment" and g.transpose_B):
+            reasons.append("a transposed register operand")
+        if not g.C.is_full() or g.C.buffer.scope != "fragment":
+            reasons.append("C is not a whole fragment")
+        if self.T % 32 or k % 16:
+            reasons.append(f"K={k} is not a multiple of 16" if k % 16 else f"{self.T} threads")
+        grid = None if reasons else _warp_grid(g.policy, warps, m, n)
+        if grid is None:
+            if not reasons:
+                reasons.append(f"no {g.policy} partition of {warps} warps tiles {m}x{n} in 16x8 atoms")
+            return GemmPlan(1, 1, "simt", "(fallback: " + ", ".join(reasons) + ")")
+        return GemmPlan(grid[0], grid[1], "mma", f"({g.policy})")
+
+    # ------------------------------------------------------------------------------------------- common
+
+    def common(self) -> bool:
+        changed = False
+        for op in self.ops:
+            if isinstance(op, Copy):
+                changed |= self.copy(op)
+            elif isinstance(op, Reduce):
+                changed |= self.reduce(op)
+            elif isinstance(op, Parallel):
+                changed |= self.parallel(op)
+        return changed
+
+    def copy(self, c: Copy) -> bool:
+        s, d = c.src.buffer, c.dst.buffer
+        if s.scope == d.scope == "fragment" and c.src.is_full() and c.dst.is_full() and s.shape == d.shape:
+            fs, fd = self.plan.fragments.get(s), self.plan.fragments.get(d)
+            if fs is not None and fd is None:
+                return self.set_fragment(d, fs, "common", c, f"copied from {s.name}")
+            if fd is not None and fs is None:
+                return self.set_fragment(s, fd, "common", c, f"copied to {d.name}")
+        return False
+
+    def reduce(self, r: Reduce) -> bool:
+        s, d = r.src.buffer, r.dst.buffer
+        fs = self.plan.fragments.get(s)
+        if s.scope == d.scope == "fragment" and fs is not None and d not in self.plan.fragments:
+            keep = tuple(i for i in range(s.ndim) if i != r.dim)
+            return self.set_fragment(d, project(fs, keep), "common", r, f"rows of {s.name}")
+        return False
+
+    def parallel(self, p: Parallel) -> bool:
+        changed = False
+        accesses = _fragment_accesses(p)
+        loop = self.plan.loops.get(p)
+        if loop is None:
+            for buf, dims in accesses:
+                f = self.plan.fragments.get(buf)
+                if f is not None and dims == tuple(range(len(p.vars))):
+                    loop = self.plan.loops[p] = f
+                    self.plan.origin[p] = ("common", f"from {buf.name}")
+                    changed = True
+                    break
+        if loop is None:
+            return changed
+        for buf, dims in accesses:
+            if buf in self.plan.fragments:
+                continue
+            frag = loop if dims == tuple(range(len(p.vars))) else project(loop, dims)
+            changed |= self.set_fragment(buf, frag, "common", p, f"indexed by the loop at line {_line(p)}")
+        return changed
+
+    # --------------------------------------------------------------------------------------------- free
+
+    def free(self) -> bool:
+        """Give the largest fragment still open an even spread (smaller ones, such as row vectors, are then
+        usually derived from it by the common rules)."""
+        open_ = [b for op in self.ops for b in _fragments_of(op) if b not in self.plan.fragments]
+        if not open_:
+            return False
+        size = lambda b: math.prod(int(d) for d in b.shape)  # noqa: E731
+        buf = max(open_, key=size)  # the first of the largest, in program order
+        vec = vector_width(buf.dtype, int(buf.shape[-1])) if buf.shape else 1
+        op = next(op for op in self.ops if buf in _fragments_of(op))
+        self.set_fragment(buf, default_fragment(tuple(int(d) for d in buf.shape), self.T, vec), "free", op,
+                          "spread over the threads")
+        return True
+
+    def free_loops(self) -> None:
+        for op in self.ops:
+            if isinstance(op, Parallel) and op not in self.plan.loops:
+                shape = tuple(int(e) for e in op.extents)
+                vec = _loop_vector(op, shape)
+                self.plan.loops[op] = default_fragment(shape, self.T, vec)
+                self.plan.origin[op] = ("free", "spread over the threads")
+
+    def run(self) -> LayoutPlan:
+        self.strict()
+        while True:
+            while self.common():
+                pass
+            if not self.free():
+                break
+        self.free_loops()
+        return self.plan
+
+
+def _line(op: Any) -> int:
+    return op.loc.line if op.loc else 0
+
+
+def _warp_grid(policy: str, warps: int, m: int, n: int) -> tuple[int, int] | None:
+    """(warp_m, warp_n) with warp_m * warp_n == warps tiling m x n in 16x8 atoms, following the policy."""
+    options = [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0]
+    ok = [(wm, wn) for wm, wn in options if m % (16 * wm) == 0 and n % (8 * wn) == 0]
+    if not ok:
+        return None
+    if policy == "FullRow":
+        return max(ok, key=lambda g: g[0])
+    if policy == "FullCol":
+        return max(ok, key=lambda g: g[1])
+    return min(ok, key=lambda g: (abs((m / g[0]) / (n / g[1]) - 1.0), -g[0]))
+
+
+def _fragment_accesses(p: Parallel) -> list[tuple[Buffer, tuple[int, ...]]]:
+    """Fragment buffers the loop body indexes by loop variables only: (buffer, positions of the variables)."""
+    pos = {id(v): i for i, v in enumerate(p.vars)}
+    out: dict[int, tuple[Buffer, tuple[int, ...]]] = {}
+    for n in walk(p.body):
+        if isinstance(n, (Load, Store)) and n.buffer.scope == "fragment":
+            idx = n.indices
+            if all(isinstance(i, Var) and id(i) in pos for i in idx):
+                out.setdefault(id(n.buffer), (n.buffer, tuple(pos[id(i)] for i in idx)))
+    return list(out.values())
+
+
+def _fragments_of(op: Any) -> list[Buffer]:
+    bufs = []
+    for n in walk(op):
+        if isinstance(n, Buffer) and n.scope == "fragment" and n not in bufs:
+            bufs.append(n)
+    return bufs
+
+
+def _loop_vector(p: Parallel, shape: tuple[int, ...]) -> int:
+    """Vector width for a loop over global/shared memory: 16 bytes of the narrowest element touched."""
+    bits = [n.buffer.dtype.bits for n in walk(p.body) if isinstance(n, (Load, Store))]
+    return vector_width(dt.float32 if not bits else _of_bits(min(bits)), shape[-1])
+
+
+def _of_bits(bits: int) -> dt.DType:
+    return {8: dt.int8, 16: dt.float16, 32: dt.float32, 64: dt.float64}.get(bits, dt.float32)
+
+
+def infer_layouts(func: Any, ftg: Any, target: Target) -> LayoutPlan:
+    """The :class:`LayoutPlan` of a kernel, from its FTG's ops in program order."""
+    ops = [ftg.node(n)["op"] for n in ftg.nodes]
+    launch = func.launch
+    annotations = dict(launch.layout_map)
+    return _Inference(ops, launch.num_threads, target, annotations).run()

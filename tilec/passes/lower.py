@@ -1,0 +1,160 @@
+"""Lower (stage 7): Tile IR + layout plan → thread IR. Pre: verified IR, a complete :class:`LayoutPlan`.
+Post: a :class:`~tilec.lower.tir.ThreadKernel` whose every register index is a compile-time constant after
+unrolling; barriers are not yet placed (see :mod:`tilec.passes.barriers`).
+
+Block-level statements run on every thread (they are uniform); a block-level store to shared or global
+memory is done by thread 0. Each tile op becomes one :class:`~tilec.lower.tir.Group` through its rule in
+:data:`~tilec.lower.context.LOWER_RULES`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilec.errors import TilecError
+from tilec.ir.expr import Expr, Load, Var, binop
+from tilec.ir.kernel import PrimFunc
+from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp
+from tilec.ir.visit import transform
+from tilec.lower import gemm, ops, reduce  # noqa: F401 - register the lowering rules
+from tilec.lower.context import LOWER_RULES, Lowerer
+from tilec.lower.parallel import lower_parallel
+from tilec.lower.tir import AtomicAddOp, Decl, Group, If, Loop, Mem, MemRef, ThreadKernel, TStmt, Write, seq
+from tilec.passes.layout_inference import LayoutPlan
+from tilec.target import Target
+
+
+def block_expr(lw: Lowerer, e: Expr) -> Expr:
+    """A block-level (uniform) expression: element reads of private, shared or global buffers."""
+
+    def load(n: Any) -> Any:
+        if not isinstance(n, Load):
+            return None
+        buf, idx = n.buffer, list(n.indices)
+        mem = lw.mem_of(buf)
+        if buf.scope == "fragment":
+            raise TilecError(f"fragment {buf.name!r} can only be read inside T.Parallel (its elements live on "
+                             "different threads)", lw.loc)
+        if buf.scope == "global":
+            return MemRef(mem, lw.global_offset(buf, idx))
+        if buf.scope == "shared":
+            return MemRef(mem, lw.shared_offset(buf, idx))
+        return MemRef(mem, lw.private_offset(buf, idx))
+
+    return transform(e, load)
+
+
+def _label(s: Stmt) -> str:
+    from tilec.ir.printer import print_stmt
+
+    head = print_stmt(s).splitlines()[0].strip() if not isinstance(s, Parallel) else "T.Parallel"
+    line = f"line {s.loc.line}: " if s.loc else ""
+    return f"{line}{head[:100]}"
+
+
+class _Driver:
+    def __init__(self, lw: Lowerer) -> None:
+        self.lw = lw
+
+    def stmt(self, s: Stmt) -> TStmt:
+        lw = self.lw
+        saved = lw.loc
+        lw.loc = s.loc or saved
+        try:
+            return self._stmt(s)
+        except TilecError as e:
+            if e.loc is None and s.loc is not None:
+                from tilec.frontend.parser import attach_loc
+
+                raise attach_loc(e, s.loc) from None
+            raise
+        finally:
+            lw.loc = saved
+
+    def _stmt(self, s: Stmt) -> TStmt:
+        lw = self.lw
+        if isinstance(s, SeqStmt):
+            return seq([self.stmt(c) for c in s.stmts])
+        if isinstance(s, For):
+            ext = block_expr(lw, s.extent)
+            lw.ranges[s.var] = (0, int(ext.value) - 1) if hasattr(ext, "value") else None
+            return Loop(s.var, ext, self.stmt(s.body), unroll=s.kind == "unroll", loc=s.loc)
+        if isinstance(s, IfThenElse):
+            other = self.stmt(s.else_body) if s.else_body is not None else None
+            return If(block_expr(lw, s.cond), self.stmt(s.then_body), other, loc=s.loc)
+        if isinstance(s, Parallel):
+            return Group(lower_parallel(lw, s), _label(s), loc=s.loc)
+        if isinstance(s, Store):
+            return self.store(s)
+        if isinstance(s, AtomicRMW):
+            mem = lw.mem_of(s.buffer)
+            off = lw.global_offset(s.buffer, list(s.indices)) if s.buffer.scope == "global" else \
+                lw.shared_offset(s.buffer, list(s.indices))
+            op = AtomicAddOp(mem, off, block_expr(lw, s.value), loc=s.loc)
+            return Group(If(binop("==", lw.tx, 0), op), _label(s), loc=s.loc)
+        if isinstance(s, TileOp):
+            rule = LOWER_RULES.get(type(s))
+            if rule is None:
+                raise TilecError(f"T.{s.kind} has no lowering for target {lw.target}", s.loc)
+            return Group(rule(lw, s), _label(s), loc=s.loc)
+        raise TilecError(f"cannot lower {type(s).__name__}", s.loc)
+
+    def store(self, s: Store) -> TStmt:
+        lw = self.lw
+        buf = s.buffer
+        mem = lw.mem_of(buf)
+        value = block_expr(lw, s.value)
+        idx = [block_expr(lw, i) for i in s.indices]
+        if buf.scope in ("var", "local"):
+            return Write(mem, lw.private_offset(buf, idx), value, loc=s.loc)
+        if buf.scope == "fragment":
+            raise TilecError(f"fragment {buf.name!r} can only be written inside T.Parallel or by tile ops", s.loc)
+        off = lw.global_offset(buf, idx) if buf.scope == "global" else lw.shared_offset(buf, idx)
+        return Group(If(binop("==", lw.tx, 0), Write(mem, off, value, loc=s.loc)), _label(s), loc=s.loc)
+
+
+def _raster(launch: KernelLaunch, hw: list[Var]) -> list[TStmt]:
+    """Declare the kernel's block variables from the hardware block indices (rasterized with T.use_swizzle)."""
+    if launch.swizzle is None or len(launch.grid) < 2:
+        return [Decl(v, h) for v, h in zip(launch.block_vars, hw)]
+    panel, order = launch.swizzle
+    gx, gy = launch.grid[0], launch.grid[1]
+    if order == "column":
+        gx, gy = gy, gx
+    b = binop("+", binop("*", hw[1], launch.grid[0]), hw[0])
+    span = binop("*", gx, panel)
+    group = binop("//", b, span)
+    first = binop("*", group, panel)
+    rows = binop("min", binop("-", gy, first), panel)
+    within = binop("%", b, span)
+    new_y = binop("+", first, binop("%", within, rows))
+    new_x = binop("//", within, rows)
+    if order == "column":
+        new_x, new_y = new_y, new_x
+    out = [Decl(launch.block_vars[0], new_x), Decl(launch.block_vars[1], new_y)]
+    return out + [Decl(v, h) for v, h in zip(launch.block_vars[2:], hw[2:])]
+
+
+def _place_shared(shared: list[Mem]) -> tuple[tuple[tuple[Mem, int], ...], int]:
+    """Byte offsets in the shared arena: each mem aligned to 1024 bytes (what the swizzles assume)."""
+    out, off = [], 0
+    for m in shared:
+        off = -(-off // 1024) * 1024
+        out.append((m, off))
+        off += int(m.size) * m.dtype.bits // 8
+    return tuple(out), off
+
+
+def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKernel:
+    lw = Lowerer(func, plan, target)
+    launch = func.launch
+    hw = [Var(f"block_{c}") for c in "xyz"[: len(launch.grid)]]
+    for v, h, g in zip(launch.block_vars, hw, launch.grid):
+        n = getattr(g, "value", None)
+        lw.ranges[v] = (0, n - 1) if isinstance(n, int) else None
+        lw.ranges[h] = lw.ranges[v]
+    params = tuple(lw.mem_of(p) if hasattr(p, "scope") else p for p in func.params)
+    body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)])
+    shared, nbytes = _place_shared(lw.shared)
+    return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), launch.num_threads, lw.tx, shared,
+                        tuple(lw.regs), body, nbytes, tuple(lw.notes))
