@@ -14,6 +14,11 @@ def executable_for(state: Any) -> Any:
         from tilec.backends.cpu import CpuExecutable
 
         return CpuExecutable(state.func)
+    if kind == "cuda":
+        from tilec.backends.cuda.runtime import CudaExecutable, load
+
+        kernel = state.artifacts["thread_ir"]
+        return CudaExecutable(load(kernel, state.artifacts["source"], state.target), state.func, kernel)
     if kind == "simt":
         from tilec.backends.simt import SimtExecutable
 

@@ -27,6 +27,8 @@ from tilec.ir.expr import Load
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.printer import Names, element_str, expr_str, region_str
 from tilec.ir.stmt import (
+    AsyncCommit,
+    AsyncWait,
     AtomicAdd,
     AtomicRMW,
     Copy,
@@ -93,7 +95,7 @@ class _Collector:
     def describe(self, s: Stmt) -> tuple[str, str, tuple[Access, ...], tuple[Access, ...]]:  # noqa: C901
         n = self.names
         if isinstance(s, Copy):
-            return "copy", f"{region_str(s.src, n)} -> {region_str(s.dst, n)}", (self.acc(s.src),), \
+            return s.kind, f"{region_str(s.src, n)} -> {region_str(s.dst, n)}", (self.acc(s.src),), \
                 (self.acc(s.dst, True),)
         if isinstance(s, Gemm):
             m, nn, k = (expr_str(x, n) for x in s.mnk)
@@ -113,6 +115,8 @@ class _Collector:
         if isinstance(s, AtomicAdd):
             return "atomic_add", f"{region_str(s.dst, n)} += {region_str(s.src, n)}", \
                 (self.acc(s.src), self.acc(s.dst)), (self.acc(s.dst),)
+        if isinstance(s, (AsyncCommit, AsyncWait)):
+            return s.kind, f"n={s.n}" if isinstance(s, AsyncWait) else "", (), ()
         if isinstance(s, Print):
             return "print", s.msg, tuple(self.acc(r) for r in s.reads()), ()
         if isinstance(s, Parallel):

@@ -6,7 +6,7 @@ import numpy as np
 
 from tilec.interp.tile import TileInterpreter, tile_rule, typed
 from tilec.ir.buffer import Region
-from tilec.ir.stmt import AtomicAdd, Copy, CumSum, Fill, Gemm, Print, Reduce
+from tilec.ir.stmt import AsyncCommit, AsyncCopy, AsyncWait, AtomicAdd, Copy, CumSum, Fill, Gemm, Print, Reduce
 
 
 def _bounds(it: TileInterpreter, r: Region, env: dict) -> tuple[list[int], list[int]]:
@@ -128,3 +128,15 @@ def _print(it: TileInterpreter, op: Print, env: dict) -> None:
     blk = ", ".join(str(b) for b in it.block)
     msg = f"{op.msg} " if op.msg else ""
     print(f"[block ({blk})] {msg}{value}")
+
+
+@tile_rule(AsyncCopy)
+def _async_copy(it: TileInterpreter, op: AsyncCopy, env: dict) -> None:
+    """At tile level an asynchronous copy has the semantics of a copy (the waits order it)."""
+    _copy(it, op, env)
+
+
+@tile_rule(AsyncCommit)
+@tile_rule(AsyncWait)
+def _async_sync(it: TileInterpreter, op: object, env: dict) -> None:
+    pass

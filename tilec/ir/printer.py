@@ -13,6 +13,9 @@ from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, UnOp, Var
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
     AtomicAdd,
     AtomicRMW,
     Copy,
@@ -231,6 +234,12 @@ class _Printer:
         self.body(s.body, d + 1)
 
     def tile_op(self, s: Stmt) -> str:  # noqa: C901
+        if isinstance(s, AsyncCopy):
+            return f"T.async_copy({self.r(s.src)}, {self.r(s.dst)})"
+        if isinstance(s, AsyncCommit):
+            return "T.ptx_commit_group()"
+        if isinstance(s, AsyncWait):
+            return f"T.ptx_wait_group({s.n})"
         if isinstance(s, Copy):
             return f"T.copy({self.r(s.src)}, {self.r(s.dst)})"
         if isinstance(s, Gemm):

@@ -259,3 +259,26 @@ class Print(TileOp):
 
 def region_of_load(ld: Load) -> Region:
     return Region(ld.buffer, ld.indices, tuple(1 for _ in ld.indices))
+
+
+@dataclass(frozen=True, eq=False)
+class AsyncCopy(Copy):
+    """A global→shared copy issued asynchronously (cp.async); made by software pipelining. Its data may be
+    read only after a :class:`AsyncWait` that covers its commit group, and a barrier."""
+
+    kind = "async_copy"
+
+
+@dataclass(frozen=True, eq=False)
+class AsyncCommit(TileOp):
+    """Close the group of asynchronous copies issued since the last commit."""
+
+    kind = "async_commit"
+
+
+@dataclass(frozen=True, eq=False)
+class AsyncWait(TileOp):
+    """Wait until at most ``n`` commit groups are still in flight."""
+
+    n: int = 0
+    kind = "async_wait"

@@ -92,6 +92,8 @@ def _replicated_all(shape: tuple[int, ...], threads: int) -> Fragment:
 def operand_layout(shape: tuple[int, ...], dtype: DType) -> Layout:
     """The shared-memory layout of a tensor-core operand tile: the widest XOR swizzle its rows allow (so that
     ``ldmatrix`` rows hit distinct banks), else row-major."""
+    if len(shape) == 3:  # stages of a multi-buffered operand, one after another
+        return operand_layout(shape[1:], dtype).stack(shape[0])
     if len(shape) != 2:
         return row_major(*shape)
     row_bytes = shape[1] * dtype.bits // 8

@@ -16,12 +16,24 @@ from tilec import dtypes as dt
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Expr, Load, Var, as_expr, binop, cast, const, select
-from tilec.ir.stmt import AtomicAdd, AtomicRMW, Copy, CumSum, Fill, Parallel, Print, Store
+from tilec.ir.stmt import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
+    AtomicAdd,
+    AtomicRMW,
+    Copy,
+    CumSum,
+    Fill,
+    Parallel,
+    Print,
+    Store,
+)
 from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.layouts import vector_width
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.symbolic import to_ir
-from tilec.lower.tir import If, Loop, MemRef, PrintOp, Sync, TStmt, Write, seq
+from tilec.lower.tir import CpAsync, CpAsyncCommit, CpAsyncWait, If, Loop, MemRef, PrintOp, Sync, TStmt, Write, seq
 
 
 def _frag_loop(lw: Lowerer, frag_region: Region, body_of: Any, loc: Any) -> TStmt:
@@ -98,8 +110,10 @@ def _copy_value(lw: Lowerer, s: Region, d: Region, didx: list[Expr]) -> tuple[li
     return sidx, s.buffer
 
 
-def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr | None = None) -> TStmt:
-    """Write region ``d`` chunk by chunk: from ``s`` (a copy, possibly vectorized) or with ``fill``."""
+def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr | None = None,
+             asynchronous: int = 0) -> TStmt:
+    """Write region ``d`` chunk by chunk: from ``s`` (a copy, possibly vectorized; with cp.async of
+    ``asynchronous`` bytes per chunk when that is set) or with ``fill``."""
     ext = [int(e) if isinstance(e, int) else None for e in d.extents]
     if any(e is None for e in ext):
         raise TilecError(f"region {d} needs static extents on the GPU targets", lw.loc)
@@ -127,7 +141,10 @@ def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr |
         smem = lw.mem_of(sbuf)
         spred = lw.in_bounds(sbuf, sidx) if sbuf.scope == "global" else None
         soff = _offset(lw, sbuf, sidx)
-        if v > 1:
+        if asynchronous:
+            src_off = select(spred, soff, 0) if spred is not None else soff
+            stmt = CpAsync(dmem, doff, smem, src_off, asynchronous, spred)
+        elif v > 1:
             value: Expr = MemRef(smem, select(spred, soff, 0) if spred is not None else soff, v)
             stmt = Write(dmem, doff, value, lanes=v)
             if spred is not None:
@@ -321,3 +338,26 @@ def _block_expr(lw: Lowerer, e: Expr) -> Expr:
     from tilec.passes.lower import block_expr
 
     return block_expr(lw, e)
+
+
+@lower_rule(AsyncCopy)
+def lower_async_copy(lw: Lowerer, c: AsyncCopy) -> TStmt:
+    """cp.async in 4/8/16-byte chunks; narrower chunks fall back to an ordinary copy (reported)."""
+    ext = [int(e) for e in c.dst.extents]
+    v = _vector(lw, c.dst, c.src, ext)
+    nbytes = v * c.dst.dtype.bits // 8
+    if nbytes < 4:
+        line = c.loc.line if c.loc else 0
+        lw.notes.append(f"T.copy at line {line}: rows too narrow or misaligned for cp.async; a synchronous copy")
+        return lower_copy(lw, Copy(c.src, c.dst, loc=c.loc))
+    return _chunked(lw, c.dst, lambda idx: _copy_value(lw, c.src, c.dst, idx), c.src, asynchronous=nbytes)
+
+
+@lower_rule(AsyncCommit)
+def lower_async_commit(lw: Lowerer, c: AsyncCommit) -> TStmt:
+    return CpAsyncCommit()
+
+
+@lower_rule(AsyncWait)
+def lower_async_wait(lw: Lowerer, w: AsyncWait) -> TStmt:
+    return CpAsyncWait(w.n)

@@ -16,6 +16,7 @@ from tilec.ir.visit import walk
 from tilec.lower.tir import (
     AtomicAddOp,
     CpAsync,
+    CpAsyncWait,
     Group,
     If,
     LdMatrix,
@@ -32,11 +33,22 @@ from tilec.lower.tir import (
 
 @dataclass(frozen=True)
 class _State:
+    """Mems written and read since the last barrier, and mems with cp.async copies in flight (whose data
+    counts as written once a ``cp.async.wait_group`` lets it land)."""
+
     written: frozenset[int] = frozenset()
     read: frozenset[int] = frozenset()
+    pending: frozenset[int] = frozenset()
 
     def __or__(self, o: _State) -> _State:
-        return _State(self.written | o.written, self.read | o.read)
+        return _State(self.written | o.written, self.read | o.read, self.pending | o.pending)
+
+    def after_sync(self) -> _State:
+        return _State(pending=self.pending)
+
+
+def _async_writes(s: TStmt) -> set[int]:
+    return {id(n.dst) for n in walk(s) if isinstance(n, CpAsync)}
 
 
 def _accesses(s: TStmt) -> tuple[set[int], set[int], bool]:
@@ -84,7 +96,9 @@ class _Placer:
                 out.append(c2)
             return seq(out), st
         if isinstance(s, Sync):
-            return s, _State()
+            return s, st.after_sync()
+        if isinstance(s, CpAsyncWait) or (isinstance(s, Group) and isinstance(s.body, CpAsyncWait)):
+            return s, _State(st.written | st.pending, st.read, st.pending)
         if isinstance(s, Loop):
             return self.loop(s, st)
         if isinstance(s, If) and not isinstance(s, Group):
@@ -102,12 +116,15 @@ class _Placer:
         if need:
             self.count += 1
             pre.append(Sync())
-            st = _State()
+            st = st.after_sync()
+        aw = _async_writes(s)
         if inner_sync:
             body = s.body if isinstance(s, Group) else s
-            st = _after_last_sync(body)
+            st = _after_last_sync(body) | _State(pending=st.pending)
         else:
-            st = st | _State(frozenset(w), frozenset(r))
+            st = st | _State(frozenset(w - aw), frozenset(r))
+        if aw:
+            st = st | _State(pending=frozenset(aw))
         return seq(pre + [s]), st
 
     def loop(self, s: Loop, st: _State) -> tuple[TStmt, _State]:

@@ -55,6 +55,16 @@ def _build_ftg(state: CompileState) -> CompileState:
     return state.with_(ftg=build_ftg(state.func))
 
 
+def _pipelining(state: CompileState) -> CompileState:
+    from tilec.ftg.build import build_ftg
+    from tilec.passes.pipelining import pipeline_loops
+
+    func, notes = pipeline_loops(state.func, state.target)
+    if func is state.func:
+        return state
+    return state.with_(func=func, ftg=build_ftg(func), report=state.report + tuple(notes))
+
+
 def _layouts(state: CompileState) -> CompileState:
     from tilec.passes.layout_inference import infer_layouts
 
@@ -94,6 +104,7 @@ def default_pipeline(target: Target) -> list[Stage]:
     if target.kind == "cpu":
         return stages
     return stages + [
+        Stage("pipelining", _pipelining, "multi-stage cp.async pipelines for T.Pipelined loops"),
         Stage("layout_inference", _layouts, "fragment, shared-memory and loop layouts"),
         Stage("lower", _lower, "tile ops to the thread IR"),
         Stage("barriers", _barriers, "__syncthreads where shared memory needs them"),

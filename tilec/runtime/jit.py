@@ -42,6 +42,10 @@ class JITKernel:
         if self._state is None:
             from tilec.passes.pipeline import run_pipeline
 
+            if self.target.kind == "cuda" and not self.target.arch:
+                from tilec.backends.cuda.runtime import device_arch
+
+                self.target = Target("cuda", device_arch())
             self._state = run_pipeline(self.prim_func, self.target)
         return self._state
 
@@ -57,6 +61,21 @@ class JITKernel:
 
             self._exe = executable_for(self.state)
         return self
+
+    @property
+    def n_regs(self) -> int:
+        """Registers per thread of the compiled CUDA kernel."""
+        return self.compile()._exe.ck.n_regs
+
+    @property
+    def n_spills(self) -> int:
+        """Bytes of register spill stores reported by ptxas."""
+        return self.compile()._exe.ck.n_spills
+
+    @property
+    def layouts(self) -> Any:
+        """The layout plan: each fragment's and shared buffer's layout, each gemm's warp grid."""
+        return self.state.artifacts.get("layout_inference")
 
     def get_kernel_source(self) -> str:
         """The source of what runs: CUDA/HIP for GPU targets, the Tile IR for the ``cpu`` interpreter."""

@@ -1,0 +1,185 @@
+"""Compile CUDA source with NVRTC, keep the binary in the disk cache, and launch it through CuPy.
+
+Launch arguments: tensors pass as their device pointers (torch tensors by ``data_ptr()``, never wrapped per
+call), on the caller's current stream (torch's when the first tensor is a torch tensor, else CuPy's).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import tilec
+from tilec.backends.cemit import kernel_name
+from tilec.errors import TilecRuntimeError
+from tilec.ir.buffer import Buffer
+from tilec.lower.tir import ThreadKernel
+from tilec.runtime import cache
+from tilec.runtime.args import Bound
+from tilec.target import Target
+
+
+@functools.lru_cache(maxsize=1)
+def _nvrtc() -> Any:
+    from cupy_backends.cuda.libs import nvrtc
+
+    return nvrtc
+
+
+@functools.lru_cache(maxsize=8)
+def device_arch(device: int = 0) -> str:
+    """``sm_90a`` on Hopper (its arch-specific instructions), else ``sm_XY`` from the device."""
+    import cupy
+
+    cc = int(cupy.cuda.Device(device).compute_capability)
+    return "sm_90a" if cc == 90 else f"sm_{cc}"
+
+
+def _include_dirs() -> list[str]:
+    import os
+
+    import cupy
+
+    dirs = []
+    try:
+        from cupy.cuda import get_cuda_path
+
+        path = get_cuda_path()
+        if path:
+            dirs.append(os.path.join(path, "include"))
+    except Exception:  # noqa: BLE001 - best effort: CuPy ships the headers NVRTC needs too
+        pass
+    base = os.path.dirname(cupy.__file__)
+    for sub in ("_core/include", "_core/include/cupy/_cccl/libcudacxx"):
+        p = os.path.join(base, sub)
+        if os.path.isdir(p):
+            dirs.append(p)
+    import glob
+
+    for p in glob.glob(os.path.join(os.path.dirname(base), "nvidia", "cuda_runtime", "include")):
+        dirs.append(p)
+    for p in glob.glob(os.path.join(os.path.dirname(base), "nvidia", "cu*", "include")):
+        dirs.append(p)
+    return dirs
+
+
+def nvrtc_compile(source: str, arch: str, name: str) -> tuple[bytes, str]:
+    """(cubin, compile log) of ``source`` for ``arch`` (e.g. ``sm_90a``)."""
+    nvrtc = _nvrtc()
+    opts = [f"--gpu-architecture={arch}", "-std=c++17", "--ptxas-options=-v", "-default-device",
+            "-DNDEBUG"] + [f"-I{d}" for d in _include_dirs()]
+    prog = nvrtc.createProgram(source, f"{name}.cu", [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, [o.encode() for o in opts])
+        except Exception as e:  # noqa: BLE001 - NVRTC raises its own error type with the log separately
+            log = nvrtc.getProgramLog(prog)
+            raise TilecRuntimeError(f"NVRTC failed to compile kernel {name!r} for {arch}:\n{log}") from e
+        log = nvrtc.getProgramLog(prog)
+        cubin = nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    return bytes(cubin), log
+
+
+def _spills(log: str) -> int:
+    m = re.findall(r"(\d+) bytes spill stores", log)
+    return sum(int(x) for x in m)
+
+
+@dataclass
+class CompiledKernel:
+    """A loaded CUDA kernel and how to launch it."""
+
+    function: Any
+    smem: int
+    threads: int
+    grid: Any  # a Python function of the symbolic sizes -> (gx, gy, gz)
+    n_regs: int
+    n_spills: int
+    arch: str
+
+
+def _grid_fn(k: ThreadKernel) -> Any:
+    from tilec.ir.printer import Names, expr_str
+
+    names = Names()
+    params = [names(v) for v in k.dyn_vars]
+    grid = [expr_str(g, names).replace("T.min", "min").replace("T.max", "max") for g in k.grid]
+    grid += ["1"] * (3 - len(grid))
+    code = f"lambda {', '.join(params)}: ({', '.join(f'int({g})' for g in grid)},)"
+    return eval(code, {"min": min, "max": max})  # noqa: S307 - generated from the kernel's own IR
+
+
+def load(kernel: ThreadKernel, source: str, target: Target) -> CompiledKernel:
+    """Compile (or fetch from the disk cache) and load ``kernel``."""
+    import cupy
+
+    arch = target.arch or device_arch(cupy.cuda.Device().id)
+    nvrtc_version = ".".join(str(x) for x in _nvrtc().getVersion())
+    key = hashlib.sha256("\0".join([source, arch, nvrtc_version, tilec.__version__]).encode()).hexdigest()
+    name = kernel_name(kernel)
+    entry = cache.get(key)
+    if entry is None:
+        cubin, log = nvrtc_compile(source, arch, name)
+        meta = {"name": name, "arch": arch, "spills": _spills(log), "log": log[-4000:]}
+        cache.put(key, cubin, json.dumps(meta), source)
+    else:
+        cubin, meta_text = entry
+        meta = json.loads(meta_text)
+    module = cupy.cuda.function.Module()
+    module.load(cubin)
+    fn = module.get_function(name)
+    if kernel.smem_bytes > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = kernel.smem_bytes
+    fn._tilec_module = module  # keep the module alive with the function
+    return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(kernel), fn.num_regs, meta["spills"], arch)
+
+
+class CudaExecutable:
+    """Launches a compiled kernel with the bound arguments of one call."""
+
+    def __init__(self, compiled: CompiledKernel, func: Any, kernel: ThreadKernel) -> None:
+        self.ck = compiled
+        self.func = func
+        self.kinds = ["ptr" if isinstance(p, Buffer) else p.dtype for p in func.params]
+        self.dyn = list(kernel.dyn_vars)
+        self._streams: dict[int, Any] = {}
+
+    def args_of(self, bound: Bound) -> tuple[list[Any], tuple[int, int, int]]:
+        args: list[Any] = []
+        for kind, v, info in zip(self.kinds, bound.values, bound.infos):
+            if kind == "ptr":
+                args.append(np.uint64(info.data_ptr))
+            else:
+                args.append(kind.np.type(v))
+        sizes = [bound.sizes[v] for v in self.dyn]
+        args += [np.int32(s) for s in sizes]
+        return args, self.ck.grid(*sizes)
+
+    def stream(self, bound: Bound) -> Any:
+        import cupy
+
+        first = next((v for v, i in zip(bound.values, bound.infos) if i is not None), None)
+        if first is not None and type(first).__module__.startswith("torch"):
+            import torch
+
+            ptr = torch.cuda.current_stream(first.device).cuda_stream
+            s = self._streams.get(ptr)
+            if s is None:
+                s = self._streams[ptr] = cupy.cuda.ExternalStream(ptr)
+            return s
+        return cupy.cuda.get_current_stream()
+
+    def __call__(self, bound: Bound) -> None:
+        args, grid = self.args_of(bound)
+        if 0 in grid:
+            return
+        self.ck.function(grid, (self.ck.threads, 1, 1), tuple(args), shared_mem=self.ck.smem,
+                         stream=self.stream(bound))

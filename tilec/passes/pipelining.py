@@ -1,0 +1,241 @@
+"""Software pipelining (stage 5): ``T.Pipelined`` loops become multi-stage asynchronous copy pipelines.
+Pre: verified Tile IR (before layout inference). Post: Tile IR where each pipelined loop with something to
+overlap is rewritten; the result still runs on the tile interpreter (async copies have copy semantics there).
+
+Each top-level statement of the loop body gets a stage: with ``num_stages=s``, the global→shared copies
+whose destination nothing else in the loop writes (the producers) are stage 0 and everything else stage
+``s - 1``; ``stage=[...]`` / ``order=[...]`` give the stages and the emission order by hand. With
+``D = max(stage) + 1`` the loop runs ``n + D - 1`` times; in trip ``k'`` a statement of stage ``st`` works on
+logical iteration ``k' - st`` (guarded to ``0 <= k' - st < n``). A shared buffer produced in stage ``a`` and
+consumed in stage ``b > a`` gets ``b - a + 1`` versions, version ``j % versions`` for iteration ``j``.
+Producers become asynchronous copies (cp.async) committed as one group per trip; each trip starts by
+waiting for the group its consumers need. Barriers are placed later, by the barrier pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tilec.errors import TilecValueError
+from tilec.ir.buffer import Buffer, Region
+from tilec.ir.expr import Load, Var, binop
+from tilec.ir.kernel import PrimFunc
+from tilec.ir.stmt import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
+    Copy,
+    For,
+    IfThenElse,
+    KernelLaunch,
+    SeqStmt,
+    Stmt,
+    Store,
+)  # fmt: skip
+from tilec.ir.visit import substitute, transform, walk
+from tilec.target import Target
+
+
+def supports_async_copy(target: Target) -> bool:
+    return target.backend == "cuda" and (not target.sm or target.sm >= 80)
+
+
+def _reads(s: Stmt) -> set[int]:
+    from tilec.ir.stmt import TileOp
+
+    out: set[int] = set()
+    for n in walk(s):
+        if isinstance(n, Load):
+            out.add(id(n.buffer))
+        if isinstance(n, TileOp):
+            out |= {id(r.buffer) for r in n.reads()}
+    return out
+
+
+def _writes(s: Stmt) -> set[int]:
+    from tilec.ir.stmt import AtomicRMW, TileOp
+
+    out: set[int] = set()
+    for n in walk(s):
+        if isinstance(n, (Store, AtomicRMW)):
+            out.add(id(n.buffer))
+        if isinstance(n, TileOp):
+            out |= {id(r.buffer) for r in n.writes()}
+    return out
+
+
+class _Pipeliner:
+    def __init__(self, func: PrimFunc, target: Target) -> None:
+        self.func = func
+        self.target = target
+        self.replaced: dict[Buffer, Buffer] = {}
+        self.notes: list[str] = []
+
+    def loop(self, loop: For, outside: Stmt) -> Stmt:
+        body = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
+        stages, order = self.schedule(loop, body, outside)
+        depth = max(stages) + 1
+        if depth < 2:
+            return dataclasses.replace(loop, kind="serial")
+        versions = self.versions(body, stages)
+        return self.rewrite(loop, body, stages, order, depth, versions)
+
+    def schedule(self, loop: For, body: list[Stmt], outside: Stmt) -> tuple[list[int], list[int]]:
+        line = loop.loc.line if loop.loc else 0
+        stage, order = loop.ann("stage"), loop.ann("order")
+        if stage is not None:
+            stage = list(stage)
+            order = list(order) if order is not None else list(range(len(body)))
+            if len(stage) != len(body) or sorted(order) != list(range(len(body))):
+                raise TilecValueError(f"T.Pipelined at line {line}: stage and order need one entry per statement "
+                                      f"of the loop body ({len(body)}), got stage={stage} order={order}", loop.loc)
+            return stage, order
+        s = loop.ann("num_stages") or 0
+        producers = [i for i, st in enumerate(body) if self.is_producer(st, body, outside)]
+        if s < 2 or not producers:
+            if s >= 2:
+                self.notes.append(f"T.Pipelined at line {line}: no global->shared copy to overlap; a plain loop")
+            return [0] * len(body), list(range(len(body)))
+        stages = [0 if i in producers else s - 1 for i in range(len(body))]
+        order = producers + [i for i in range(len(body)) if i not in producers]
+        return stages, order
+
+    def is_producer(self, st: Stmt, body: list[Stmt], outside: Stmt) -> bool:
+        if type(st) is not Copy or st.src.buffer.scope != "global" or st.dst.buffer.scope != "shared":
+            return False
+        x = st.dst.buffer
+        if not st.dst.is_full() or any(isinstance(n, Load) for s in st.src.starts for n in walk(s)):
+            return False
+        if any(id(x) in _writes(o) for o in body if o is not st):
+            return False
+        return not any(isinstance(n, Buffer) and n is x for n in walk(outside))
+
+    def versions(self, body: list[Stmt], stages: list[int]) -> dict[int, tuple[Buffer, int, int]]:
+        """Shared buffers written in stage a and read in a later stage b: id -> (buffer, a, versions)."""
+        out: dict[int, tuple[Buffer, int, int]] = {}
+        for i, st in enumerate(body):
+            for j, other in enumerate(body):
+                if stages[j] <= stages[i]:
+                    continue
+                for buf in (n for n in walk(st) if isinstance(n, Buffer) and n.scope == "shared"):
+                    if id(buf) in _writes(st) and id(buf) in _reads(other):
+                        a, nv = stages[i], stages[j] - stages[i] + 1
+                        old = out.get(id(buf))
+                        out[id(buf)] = (buf, a, max(nv, old[2] if old else 0))
+                for buf in (n for n in walk(st) if isinstance(n, Buffer) and n.scope != "shared"):
+                    if id(buf) in _writes(st) and id(buf) in _reads(other) and buf.scope != "global":
+                        raise TilecValueError(f"T.Pipelined: {buf.name!r} is written in stage {stages[i]} and read in "
+                                              f"stage {stages[j]}; only shared buffers can be multi-buffered",
+                                              other.loc)
+        return out
+
+    def rewrite(self, loop: For, body: list[Stmt], stages: list[int], order: list[int], depth: int,
+                versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
+        n = loop.extent
+        k = Var(loop.var.name)
+        for _, (buf, _a, nv) in versions.items():
+            if buf not in self.replaced:
+                self.replaced[buf] = Buffer(buf.name, (nv,) + tuple(buf.shape), buf.dtype, "shared", loc=buf.loc)
+        async_ok = supports_async_copy(self.target)
+        gaps = [stages[j] - stages[i] for i in range(len(body)) for j in range(len(body))
+                if stages[j] > stages[i] and _writes(body[i]) & _reads(body[j]) & set(versions)]
+        top_wait = min(gaps) - 1 if gaps else 0
+        out: list[Stmt] = [AsyncWait(top_wait, loc=loop.loc)] if async_ok and gaps else []
+        last_producer = max((p for p, i in enumerate(order) if stages[i] == 0), default=-1)
+        guarded: list[tuple[Any, Stmt]] = []
+        for pos, i in enumerate(order):
+            st = stages[i]
+            j = binop("-", k, st) if st else k
+            s = self.remap(substitute(body[i], {loop.var: j}), j, versions)
+            cond = _guard(k, st, depth, n)
+            if async_ok and type(s) is Copy and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared":
+                s = AsyncCopy(s.src, s.dst, loc=s.loc)
+                if st == 0:
+                    cond = None  # past the end its source is all outside the tensor: zero-filled, nothing read
+            guarded.append((cond, s))
+            if async_ok and pos == last_producer:
+                guarded.append((None, AsyncCommit(loc=loop.loc)))
+        out += _merge_guards(guarded)
+        line = loop.loc.line if loop.loc else 0
+        self.notes.append(f"T.Pipelined at line {line}: {depth} stages, "
+                          + ", ".join(f"{b.name} x{nv}" for b, _, nv in versions.values())
+                          + (" with cp.async" if async_ok else ""))
+        new = For(k, binop("+", n, depth - 1), "serial", SeqStmt(tuple(out)), loc=loop.loc)
+        return SeqStmt((new, AsyncWait(0, loc=loop.loc))) if async_ok else new
+
+    def remap(self, s: Stmt, j: Any, versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
+        def fn(node: Any) -> Any:
+            if isinstance(node, Region) and id(node.buffer) in versions:
+                _, _, nv = versions[id(node.buffer)]
+                ver = binop("%", j, nv)
+                return Region(self.replaced[node.buffer], (ver,) + node.starts, (1,) + node.extents)
+            if isinstance(node, (Load, Store)) and id(node.buffer) in versions:
+                _, _, nv = versions[id(node.buffer)]
+                idx = (binop("%", j, nv),) + node.indices
+                return dataclasses.replace(node, buffer=self.replaced[node.buffer], indices=idx)
+            return None
+
+        return transform(s, fn)
+
+
+def _merge_guards(items: list[tuple[Any, Stmt]]) -> list[Stmt]:
+    """Consecutive statements under the same stage guard share one ``if``."""
+    out: list[Stmt] = []
+    run: list[Stmt] = []
+    key: Any = None
+    for cond, s in items + [(object(), None)]:
+        same = run and (cond is None and key is None or cond is not None and key is not None
+                        and str(cond) == str(key))
+        if not same and run:
+            body = run[0] if len(run) == 1 else SeqStmt(tuple(run))
+            out.append(body if key is None else IfThenElse(key, body, loc=run[0].loc))
+            run = []
+        if s is None:
+            break
+        run.append(s)
+        key = cond
+    return out
+
+
+def _guard(k: Var, st: int, depth: int, n: Any) -> Any:
+    cond = None
+    if st > 0:
+        cond = binop(">=", k, st)
+    if st < depth - 1:
+        c = binop("<", binop("-", k, st) if st else k, n)
+        cond = c if cond is None else binop("and", cond, c)
+    return cond
+
+
+def pipeline_loops(func: PrimFunc, target: Target) -> tuple[PrimFunc, list[str]]:
+    """``func`` with its pipelined loops rewritten (the same object when there is nothing to do)."""
+    launch = func.launch
+    if not any(isinstance(n, For) and n.kind == "pipelined" for n in walk(launch.body)):
+        return func, []
+    p = _Pipeliner(func, target)
+
+    def rewrite(s: Stmt) -> Stmt:
+        if isinstance(s, For) and s.kind == "pipelined":
+            return p.loop(s, _without(launch.body, s))
+        if isinstance(s, SeqStmt):
+            return dataclasses.replace(s, stmts=tuple(rewrite(c) for c in s.stmts))
+        if isinstance(s, For):
+            return dataclasses.replace(s, body=rewrite(s.body))
+        if isinstance(s, IfThenElse):
+            other = rewrite(s.else_body) if s.else_body is not None else None
+            return dataclasses.replace(s, then_body=rewrite(s.then_body), else_body=other)
+        return s
+
+    body = rewrite(launch.body)
+    allocs = tuple(p.replaced.get(b, b) for b in launch.allocs)
+    layout_map = tuple((p.replaced[b], lay.stack(p.replaced[b].shape[0])) if b in p.replaced else (b, lay)
+                       for b, lay in launch.layout_map)
+    new_launch: KernelLaunch = dataclasses.replace(launch, body=body, allocs=allocs, layout_map=layout_map)
+    return dataclasses.replace(func, body=new_launch), p.notes
+
+
+def _without(body: Stmt, loop: Stmt) -> Stmt:
+    """The kernel body with ``loop`` removed (to see whether a buffer is used outside the loop)."""
+    return transform(body, lambda n: SeqStmt(()) if n is loop else None)
+

@@ -1,0 +1,71 @@
+"""The disk cache of compiled kernels (``$TILEC_CACHE_DIR``, default ``~/.cache/tilec``).
+
+Each entry is three files named by its key (a content hash): the binary (``.bin``), JSON metadata
+(``.json``) and the source (``.src``, for inspection). No pickle. Every file is written to a temporary name
+and renamed into place, so two processes compiling the same kernel at once never see a partial file; the
+metadata is written last and marks the entry complete.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from tilec.config import config
+
+
+def _dir() -> Path | None:
+    cfg = config()
+    if cfg.disable_cache:
+        return None
+    return cfg.cache_dir
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def get(key: str) -> tuple[bytes, str] | None:
+    """(binary, metadata JSON) of a complete entry, or None."""
+    d = _dir()
+    if d is None:
+        return None
+    meta, binary = d / f"{key}.json", d / f"{key}.bin"
+    try:
+        return binary.read_bytes(), meta.read_text()
+    except OSError:
+        return None
+
+
+def put(key: str, binary: bytes, meta_json: str, source: str = "") -> None:
+    d = _dir()
+    if d is None:
+        return
+    try:
+        _atomic_write(d / f"{key}.src", source.encode())
+        _atomic_write(d / f"{key}.bin", binary)
+        _atomic_write(d / f"{key}.json", meta_json.encode())
+    except OSError:  # a read-only or full cache directory costs a recompile, never a failure
+        pass
+
+
+def get_text(key: str) -> str | None:
+    d = _dir()
+    if d is None:
+        return None
+    try:
+        return (d / f"{key}.json").read_text()
+    except OSError:
+        return None
