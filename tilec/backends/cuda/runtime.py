@@ -41,32 +41,23 @@ def device_arch(device: int = 0) -> str:
     return "sm_90a" if cc == 90 else f"sm_{cc}"
 
 
+@functools.lru_cache(maxsize=1)
 def _include_dirs() -> list[str]:
+    """Directories holding cuda_fp16.h and friends: $CUDA_PATH, CuPy's CUDA, /usr/local/cuda, pip's nvidia/*."""
+    import glob
     import os
 
     import cupy
 
-    dirs = []
+    roots = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
     try:
-        from cupy.cuda import get_cuda_path
-
-        path = get_cuda_path()
-        if path:
-            dirs.append(os.path.join(path, "include"))
-    except Exception:  # noqa: BLE001 - best effort: CuPy ships the headers NVRTC needs too
+        roots.append(cupy.cuda.get_cuda_path() or "")
+    except Exception:  # noqa: BLE001 - best effort
         pass
-    base = os.path.dirname(cupy.__file__)
-    for sub in ("_core/include", "_core/include/cupy/_cccl/libcudacxx"):
-        p = os.path.join(base, sub)
-        if os.path.isdir(p):
-            dirs.append(p)
-    import glob
-
-    for p in glob.glob(os.path.join(os.path.dirname(base), "nvidia", "cuda_runtime", "include")):
-        dirs.append(p)
-    for p in glob.glob(os.path.join(os.path.dirname(base), "nvidia", "cu*", "include")):
-        dirs.append(p)
-    return dirs
+    site = os.path.dirname(os.path.dirname(cupy.__file__))
+    cands = [os.path.join(r, "include") for r in roots if r]
+    cands += glob.glob(os.path.join(site, "nvidia", "*", "include"))
+    return [d for d in dict.fromkeys(cands) if os.path.isfile(os.path.join(d, "cuda_fp16.h"))]
 
 
 def nvrtc_compile(source: str, arch: str, name: str) -> tuple[bytes, str]:
@@ -77,7 +68,7 @@ def nvrtc_compile(source: str, arch: str, name: str) -> tuple[bytes, str]:
     prog = nvrtc.createProgram(source, f"{name}.cu", [], [])
     try:
         try:
-            nvrtc.compileProgram(prog, [o.encode() for o in opts])
+            nvrtc.compileProgram(prog, opts)
         except Exception as e:  # noqa: BLE001 - NVRTC raises its own error type with the log separately
             log = nvrtc.getProgramLog(prog)
             raise TilecRuntimeError(f"NVRTC failed to compile kernel {name!r} for {arch}:\n{log}") from e

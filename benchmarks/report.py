@@ -1,0 +1,66 @@
+"""Tables from benchmark results (the JSON that ``benchmarks/run.py --json`` writes).
+
+    python benchmarks/report.py benchmarks/results/2026-12-02-h200.json > BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import OrderedDict
+from typing import Any
+
+
+def _fmt(x: Any, spec: str = ".1f") -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float) and x != x:
+        return "NaN"
+    return format(x, spec)
+
+
+def _groups(rows: list[dict]) -> OrderedDict:
+    out: OrderedDict = OrderedDict()
+    for r in rows:
+        out.setdefault((r["kernel"], r["shape"]), []).append(r)
+    return out
+
+
+def _best_tilec(rows: list[dict]) -> dict | None:
+    mine = [r for r in rows if r["impl"].startswith("tilec") and r["ms"] is not None]
+    return min(mine, key=lambda r: r["ms"]) if mine else None
+
+
+def render_table(result: dict) -> str:
+    """Markdown: one table of timed kernels with the best tilec config's ratio to each peer, then host rows."""
+    lines = [f"Benchmarks of {result.get('date', '?')} on {result.get('environment', {}).get('gpu', '?')}", ""]
+    env = result.get("environment", {})
+    lines.append(", ".join(f"{k} {v}" for k, v in env.items()))
+    lines.append("")
+    lines += ["| kernel | shape | implementation | ms | TFLOP/s | GB/s | rel. error | best tilec ÷ this (speed-up) |",
+              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    host: list[dict] = []
+    for (kernel, shape), rows in _groups(result["rows"]).items():
+        if rows[0]["ms"] is None and rows[0]["extra"]:
+            host += rows
+            continue
+        best = _best_tilec(rows)
+        for r in rows:
+            ratio = ""
+            if best is not None and r["ms"] and not r["impl"].startswith("tilec"):
+                ratio = f"{r['ms'] / best['ms']:.2f}x"
+            note = f" ({r['note']})" if r["note"] else ""
+            lines.append(f"| {kernel} | {shape} | {r['impl']}{note} | {_fmt(r['ms'], '.3f')} | {_fmt(r['tflops'])} | "
+                         f"{_fmt(r['gbs'], '.0f')} | {_fmt(r['error'], '.1e')} | {ratio} |")
+    if host:
+        lines += ["", "| measurement | what | implementation | figures |", "| --- | --- | --- | --- |"]
+        for r in host:
+            figs = ", ".join(f"{k} {v:.4g}" for k, v in r["extra"].items())
+            lines.append(f"| {r['kernel']} | {r['shape']} | {r['impl']} | {figs} |")
+    for n in result.get("notes", []):
+        lines.append(f"\nnote: {n}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_table(json.loads(open(sys.argv[1]).read())))

@@ -1,0 +1,33 @@
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _cuda():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with torch")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def examples():
+    sys.path.insert(0, str(EXAMPLES))
+    mods = {n: importlib.import_module(n) for n in ("01_gemm", "02_softmax", "03_flash_attention")}
+    yield mods
+    sys.path.remove(str(EXAMPLES))
