@@ -7,9 +7,10 @@ from typing import Any
 from tilec.errors import TilecRuntimeError
 
 
-def executable_for(state: Any) -> Any:
+def executable_for(state: Any, options: dict | None = None) -> Any:
     """The executable of a compiled kernel: ``exe(bound_args)`` runs it."""
     kind = state.target.kind
+    options = options or {}
     if kind == "cpu":
         from tilec.backends.cpu import CpuExecutable
 
@@ -18,7 +19,8 @@ def executable_for(state: Any) -> Any:
         from tilec.backends.cuda.runtime import CudaExecutable, load
 
         kernel = state.artifacts["thread_ir"]
-        return CudaExecutable(load(kernel, state.artifacts["source"], state.target), state.func, kernel)
+        func = state.artifacts["input_func"]
+        return CudaExecutable(load(kernel, state.artifacts["source"], state.target, func, options), func)
     if kind == "simt":
         from tilec.backends.simt import SimtExecutable
 

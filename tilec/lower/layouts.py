@@ -109,3 +109,9 @@ def vector_width(dtype: DType, inner: int) -> int:
     while v > 1 and inner % v:
         v //= 2
     return v
+
+
+def inverse_table(frag: Fragment) -> np.ndarray:
+    """``(threads, locals, outputs)``: the element index (and replica, when replicated) held in each slot."""
+    table = np.asarray(frag.inverse().eval_table(), dtype=np.int64)
+    return table[..., None] if table.ndim == 2 else table

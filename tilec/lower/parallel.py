@@ -21,6 +21,7 @@ from tilec.ir.stmt import AtomicRMW, For, IfThenElse, Parallel, SeqStmt, Stmt, S
 from tilec.ir.visit import substitute, transform
 from tilec.layout import Fragment
 from tilec.lower.context import Lowerer
+from tilec.lower.layouts import inverse_table
 from tilec.lower.symbolic import NotTabulable, eval_np, to_ir
 from tilec.lower.tir import AtomicAddOp, If, Loop, MemRef, TStmt, Write, seq
 
@@ -77,7 +78,7 @@ class ParallelLowering:
         self.nd = len(shape)
         self.L = loop.num_locals
         self.lvar = Var(lw.fresh("l"))
-        self.table = inv.eval_table().astype(np.int64)  # (T, L, nd [+ rep])
+        self.table = inverse_table(loop)  # (T, L, nd [+ rep])
 
     def run(self) -> TStmt:
         try:

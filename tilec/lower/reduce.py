@@ -20,6 +20,7 @@ from tilec.ir.expr import Expr, Var, binop, call, cast, const
 from tilec.ir.stmt import Reduce
 from tilec.layout import Fragment
 from tilec.lower.context import Lowerer, lower_rule
+from tilec.lower.layouts import inverse_table
 from tilec.lower.symbolic import to_ir
 from tilec.lower.tir import If, Loop, MemRef, Sync, TCall, TStmt, Write, seq
 
@@ -126,7 +127,7 @@ def _converted(lw: Lowerer, r: Reduce, natural: Fragment, D: Fragment) -> TStmt:
 
 def _groups(lw: Lowerer, F: Fragment, D: Fragment, dim: int) -> list[list[int]]:
     """For each result register of a thread: the source registers folded into it (the same for all threads)."""
-    inv = F.inverse().eval_table().astype(np.int64)  # (T, L, nd [+rep])
+    inv = inverse_table(F)  # (T, L, nd [+rep])
     T, L = inv.shape[0], inv.shape[1]
     keep = [d for d in range(F.ndim) if d != dim]
     dthreads, dlocals = D.eval_tables()

@@ -118,7 +118,7 @@ def run_pipeline(func: PrimFunc, target: Target, stages: list[Stage] | None = No
     stages = default_pipeline(target) if stages is None else stages
     if until is not None and until not in [s.name for s in stages]:
         raise TilecValueError(f"unknown stage {until!r}; stages are: parse, {', '.join(s.name for s in stages)}")
-    state = CompileState(func, target)
+    state = CompileState(func, target, artifacts={"input_func": func})
     dump_dir = config().dump_dir
     if dump_dir is not None:
         _dump_stage(dump_dir, 0, "parse", state)

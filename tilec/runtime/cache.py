@@ -69,3 +69,14 @@ def get_text(key: str) -> str | None:
         return (d / f"{key}.json").read_text()
     except OSError:
         return None
+
+
+def put_meta(key: str, meta_json: str) -> None:
+    """A metadata-only entry (the front key of a kernel, pointing at its binary's entry)."""
+    d = _dir()
+    if d is None:
+        return
+    try:
+        _atomic_write(d / f"{key}.json", meta_json.encode())
+    except OSError:
+        pass

@@ -55,11 +55,21 @@ class JITKernel:
         return self.state.ftg
 
     def compile(self) -> JITKernel:
-        """Build the executable now (otherwise it is built at the first call)."""
+        """Build the executable now (otherwise it is built at the first call). A CUDA kernel compiled before,
+        by this or another process, comes from the disk cache without running the pipeline."""
         if self._exe is None:
+            if self.target.kind == "cuda":
+                from tilec.backends.cuda.runtime import CudaExecutable, device_arch, load_cached
+
+                if not self.target.arch:
+                    self.target = Target("cuda", device_arch())
+                ck = load_cached(self.prim_func, self.target, self.pass_configs)
+                if ck is not None:
+                    self._exe = CudaExecutable(ck, self.prim_func)
+                    return self
             from tilec.backends import executable_for
 
-            self._exe = executable_for(self.state)
+            self._exe = executable_for(self.state, self.pass_configs)
         return self
 
     @property

@@ -97,50 +97,89 @@ class CompiledKernel:
     arch: str
 
 
-def _grid_fn(k: ThreadKernel) -> Any:
+def _grid_fn(grid: tuple, dyn_vars: tuple) -> Any:
+    """A Python function computing the launch grid from the symbolic sizes (generated once per kernel)."""
     from tilec.ir.printer import Names, expr_str
 
     names = Names()
-    params = [names(v) for v in k.dyn_vars]
-    grid = [expr_str(g, names).replace("T.min", "min").replace("T.max", "max") for g in k.grid]
-    grid += ["1"] * (3 - len(grid))
-    code = f"lambda {', '.join(params)}: ({', '.join(f'int({g})' for g in grid)},)"
+    params = [names(v) for v in dyn_vars]
+    dims = [expr_str(g, names).replace("T.min", "min").replace("T.max", "max") for g in grid]
+    dims += ["1"] * (3 - len(dims))
+    code = f"lambda {', '.join(params)}: ({', '.join(f'int({g})' for g in dims)},)"
     return eval(code, {"min": min, "max": max})  # noqa: S307 - generated from the kernel's own IR
 
 
-def load(kernel: ThreadKernel, source: str, target: Target) -> CompiledKernel:
-    """Compile (or fetch from the disk cache) and load ``kernel``."""
+def _nvrtc_version() -> str:
+    return ".".join(str(x) for x in _nvrtc().getVersion())
+
+
+def front_key(func: Any, target: Target, options: dict) -> str:
+    """The cache key of a kernel before compilation: its Tile IR text, target, options and tilec's version.
+
+    A hit skips the whole pipeline (a new process gets its kernel without importing sympy or networkx)."""
+    text = "\0".join([str(func), str(target), json.dumps(options, sort_keys=True, default=str), tilec.__version__,
+                      _nvrtc_version()])
+    return "f" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _load_module(cubin: bytes, name: str, smem: int) -> tuple[Any, int]:
+    """(the kernel function, its registers per thread); raises its dynamic shared-memory limit as needed."""
+    import cupy
+    from cupy.cuda import driver
+
+    module = cupy.cuda.function.Module()
+    module.load(cubin)
+    fn = module.get_function(name)  # holds a reference to its module
+    if smem > 48 * 1024:
+        driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
+    return fn, driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_NUM_REGS, fn.ptr)
+
+
+def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | None:
+    """The kernel from the disk cache by its front key, or None."""
+    meta_text = cache.get_text(front_key(func, target, options))
+    if meta_text is None:
+        return None
+    meta = json.loads(meta_text)
+    entry = cache.get(meta["binary"])
+    if entry is None:
+        return None
+    fn, regs = _load_module(entry[0], meta["name"], meta["smem"])
+    return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(func.launch.grid, func.dyn_vars), regs,
+                          meta["spills"], meta["arch"])
+
+
+def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: dict) -> CompiledKernel:
+    """Compile (or fetch from the disk cache) and load ``kernel``; records the front key for next time."""
     import cupy
 
     arch = target.arch or device_arch(cupy.cuda.Device().id)
-    nvrtc_version = ".".join(str(x) for x in _nvrtc().getVersion())
-    key = hashlib.sha256("\0".join([source, arch, nvrtc_version, tilec.__version__]).encode()).hexdigest()
+    key = "b" + hashlib.sha256("\0".join([source, arch, _nvrtc_version(), tilec.__version__]).encode()).hexdigest()
     name = kernel_name(kernel)
     entry = cache.get(key)
     if entry is None:
         cubin, log = nvrtc_compile(source, arch, name)
-        meta = {"name": name, "arch": arch, "spills": _spills(log), "log": log[-4000:]}
-        cache.put(key, cubin, json.dumps(meta), source)
+        spills = _spills(log)
+        cache.put(key, cubin, json.dumps({"name": name, "arch": arch, "spills": spills, "log": log[-4000:]}), source)
     else:
         cubin, meta_text = entry
-        meta = json.loads(meta_text)
-    module = cupy.cuda.function.Module()
-    module.load(cubin)
-    fn = module.get_function(name)
-    if kernel.smem_bytes > 48 * 1024:
-        fn.max_dynamic_shared_size_bytes = kernel.smem_bytes
-    fn._tilec_module = module  # keep the module alive with the function
-    return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(kernel), fn.num_regs, meta["spills"], arch)
+        spills = json.loads(meta_text)["spills"]
+    fn, regs = _load_module(cubin, name, kernel.smem_bytes)
+    meta = {"binary": key, "name": name, "smem": kernel.smem_bytes, "threads": kernel.threads, "spills": spills,
+            "arch": arch}
+    cache.put_meta(front_key(func, target, options), json.dumps(meta))
+    return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(kernel.grid, kernel.dyn_vars), regs,
+                          spills, arch)
 
 
 class CudaExecutable:
     """Launches a compiled kernel with the bound arguments of one call."""
 
-    def __init__(self, compiled: CompiledKernel, func: Any, kernel: ThreadKernel) -> None:
+    def __init__(self, compiled: CompiledKernel, func: Any) -> None:
         self.ck = compiled
         self.func = func
         self.kinds = ["ptr" if isinstance(p, Buffer) else p.dtype for p in func.params]
-        self.dyn = list(kernel.dyn_vars)
+        self.dyn = list(func.dyn_vars)
         self._streams: dict[int, Any] = {}
 
     def args_of(self, bound: Bound) -> tuple[list[Any], tuple[int, int, int]]:
