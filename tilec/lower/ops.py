@@ -123,12 +123,7 @@ def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr |
     T = lw.T
     q = Var(lw.fresh("q"))
     c = binop("+", binop("*", q, T), lw.tx)
-    flat = binop("*", c, v) if v > 1 else c
-    didx, rem = [], flat
-    for dim, e in enumerate(ext):
-        stride = math.prod(ext[dim + 1 :])
-        coord = binop("//", rem, stride)
-        didx.append(binop("+", d.starts[dim], binop("%", coord, e) if dim else coord))
+    didx = [binop("+", st, x) for st, x in zip(d.starts, _chunk_coords(ext, v, T, q, lw.tx))]
     lw.ranges[q] = (0, -(-chunks // T) - 1)
     lw.ranges[lw.tx] = (0, T - 1)
     dmem = lw.mem_of(d.buffer)
@@ -159,6 +154,37 @@ def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr |
         stmt = If(binop("<", c, chunks), stmt)
     trips = -(-chunks // T)
     return Loop(q, const(trips), stmt, unroll=trips <= 16) if trips > 1 else _subst_q(stmt, q)
+
+
+def _unravel(flat: Expr, ext: list[int]) -> list[Expr]:
+    """Row-major coordinates of ``flat`` over ``ext`` (unit dimensions are 0; no modulo on the outermost)."""
+    out: list[Expr] = []
+    first = True
+    for dim, e in enumerate(ext):
+        if e == 1:
+            out.append(const(0))
+            continue
+        coord = binop("//", flat, math.prod(ext[dim + 1 :]))
+        out.append(coord if first else binop("%", coord, e))
+        first = False
+    return out
+
+
+def _chunk_coords(ext: list[int], v: int, T: int, q: Var, tx: Var) -> list[Expr]:
+    """Coordinates of element ``(q * T + tx) * v`` of a tile of extents ``ext``, split so that the inner
+    dimensions depend on the thread only and ``q`` (the chunk round) only moves the outer ones."""
+    step = T * v
+    P, split = 1, len(ext)
+    for d in reversed(range(len(ext))):
+        if step % (P * ext[d]):
+            break
+        P *= ext[d]
+        split = d
+    t = binop("*", tx, v) if v > 1 else tx
+    inner = [binop("%", binop("//", t, math.prod(ext[d + 1 :])), ext[d]) if ext[d] > 1 else const(0)
+             for d in range(split, len(ext))]
+    outer_flat = binop("+", binop("*", q, step // P), binop("//", t, P))
+    return _unravel(outer_flat, ext[:split]) + inner
 
 
 def _subst_q(stmt: TStmt, q: Var) -> TStmt:

@@ -147,12 +147,15 @@ class _Pipeliner:
         for pos, i in enumerate(order):
             st = stages[i]
             j = binop("-", k, st) if st else k
-            s = self.remap(substitute(body[i], {loop.var: j}), j, versions)
             cond = _guard(k, st, depth, n)
-            if async_ok and type(s) is Copy and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared":
+            src = j
+            if async_ok and st == 0 and self.is_async(body[i]):
+                # Issued every trip, guard-free (one barrier per trip serves all stages); past the end it reloads
+                # the last tile into a version nobody reads, which keeps every address inside the tensor.
+                src, cond = binop("min", k, binop("-", n, 1)), None
+            s = self.remap(substitute(body[i], {loop.var: src}), j, versions)
+            if async_ok and self.is_async(s):
                 s = AsyncCopy(s.src, s.dst, loc=s.loc)
-                if st == 0:
-                    cond = None  # past the end its source is all outside the tensor: zero-filled, nothing read
             guarded.append((cond, s))
             if async_ok and pos == last_producer:
                 guarded.append((None, AsyncCommit(loc=loop.loc)))
@@ -163,6 +166,10 @@ class _Pipeliner:
                           + (" with cp.async" if async_ok else ""))
         new = For(k, binop("+", n, depth - 1), "serial", SeqStmt(tuple(out)), loc=loop.loc)
         return SeqStmt((new, AsyncWait(0, loc=loop.loc))) if async_ok else new
+
+    @staticmethod
+    def is_async(s: Stmt) -> bool:
+        return type(s) is Copy and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
 
     def remap(self, s: Stmt, j: Any, versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
         def fn(node: Any) -> Any:

@@ -33,6 +33,7 @@ class JITKernel:
         self.pass_configs = dict(pass_configs or {})
         self._state: Any = None
         self._exe: Any = None
+        self._fast: Any = None  # the generated launcher (False: this kernel has none)
 
     # ------------------------------------------------------------------------------------------------ compile
 
@@ -103,6 +104,19 @@ class JITKernel:
     # ---------------------------------------------------------------------------------------------------- run
 
     def __call__(self, *args: Any) -> Any:
+        fast = self._fast
+        if fast is not None:
+            return fast(*args)
+        out = self._call_checked(*args)
+        if fast is None and self.target.kind == "cuda" and any(type(a).__module__.startswith("torch") for a in args):
+            from tilec.runtime.launcher import build_fast_launcher
+
+            self._fast = build_fast_launcher(self.prim_func, self._exe.ck, self._exe.ck.device,
+                                             self._call_checked) or False
+        return out
+
+    def _call_checked(self, *args: Any) -> Any:
+        """The launch with every argument checked (the fast path falls back to it)."""
         from tilec.runtime.args import allocate_like, bind
 
         self.compile()

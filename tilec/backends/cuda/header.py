@@ -32,6 +32,17 @@ __device__ __forceinline__ long long floordiv(long long a, long long b) {
 __device__ __forceinline__ long long floormod(long long a, long long b) { return a - floordiv(a, b) * b; }
 __device__ __forceinline__ float ffloordiv(float a, float b) { return floorf(a / b); }
 __device__ __forceinline__ float ffloormod(float a, float b) { return a - floorf(a / b) * b; }
+// exp2 / log2 on the special-function unit (the PTX approximations, within 2 ulp; denormal results flush to 0)
+__device__ __forceinline__ float exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 

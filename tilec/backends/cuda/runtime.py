@@ -95,6 +95,7 @@ class CompiledKernel:
     n_regs: int
     n_spills: int
     arch: str
+    device: int = 0
 
 
 def _grid_fn(grid: tuple, dyn_vars: tuple) -> Any:
@@ -122,6 +123,12 @@ def front_key(func: Any, target: Target, options: dict) -> str:
     return "f" + hashlib.sha256(text.encode()).hexdigest()
 
 
+def _current_device() -> int:
+    import cupy
+
+    return cupy.cuda.Device().id
+
+
 def _load_module(cubin: bytes, name: str, smem: int) -> tuple[Any, int]:
     """(the kernel function, its registers per thread); raises its dynamic shared-memory limit as needed."""
     import cupy
@@ -146,7 +153,7 @@ def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | No
         return None
     fn, regs = _load_module(entry[0], meta["name"], meta["smem"])
     return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(func.launch.grid, func.dyn_vars), regs,
-                          meta["spills"], meta["arch"])
+                          meta["spills"], meta["arch"], _current_device())
 
 
 def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: dict) -> CompiledKernel:
@@ -169,7 +176,7 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
             "arch": arch}
     cache.put_meta(front_key(func, target, options), json.dumps(meta))
     return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(kernel.grid, kernel.dyn_vars), regs,
-                          spills, arch)
+                          spills, arch, _current_device())
 
 
 class CudaExecutable:
@@ -203,7 +210,7 @@ class CudaExecutable:
             ptr = torch.cuda.current_stream(first.device).cuda_stream
             s = self._streams.get(ptr)
             if s is None:
-                s = self._streams[ptr] = cupy.cuda.ExternalStream(ptr)
+                s = self._streams[ptr] = cupy.cuda.ExternalStream(ptr)  # a plain handle; see the fast launcher
             return s
         return cupy.cuda.get_current_stream()
 

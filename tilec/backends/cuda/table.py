@@ -24,6 +24,6 @@ CUDA = CTable(
     },
     header=HEADER,
     kernel_prefix="__global__",
-    math32=_MATH32,
+    math32=_MATH32 | {"exp2": "tl::exp2", "log2": "tl::log2"},
     math64=_MATH64,
 )

@@ -1,0 +1,59 @@
+"""Time a handful of tilec configurations of the GEMM and flash-attention examples side by side with torch
+(used to choose the defaults the benchmark suite reports; prints one line per configuration)."""
+
+import importlib
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
+
+import torch  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
+
+import tilec  # noqa: E402
+
+
+def gemm(M=4096, N=4096, K=4096) -> None:
+    g = importlib.import_module("01_gemm")
+    a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
+    ref = torch.matmul(a, b)
+    t = do_bench(lambda: torch.matmul(a, b), warmup=25, rep=100, return_mode="median")
+    print(f"gemm {M}x{N}x{K} torch {2 * M * N * K / t / 1e9:.1f} TFLOP/s")
+    for bm, bn, bk, st, th in [(128, 128, 32, 3, 128), (128, 128, 64, 3, 128), (128, 256, 32, 3, 256),
+                               (256, 128, 32, 3, 256), (128, 256, 64, 3, 256), (128, 128, 32, 4, 256)]:
+        try:
+            k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th),
+                                "cuda", [-1])
+            c = k(a, b)
+            err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
+            t = do_bench(lambda: k(a, b), warmup=25, rep=100, return_mode="median")
+            print(f"  tilec {bm}x{bn}x{bk} s{st} t{th}: {2 * M * N * K / t / 1e9:.1f} TFLOP/s regs {k.n_regs} "
+                  f"spills {k.n_spills} err {err:.1e}")
+        except Exception as e:  # noqa: BLE001
+            print(f"  tilec {bm}x{bn}x{bk} s{st} t{th}: {type(e).__name__}: {str(e)[:200]}")
+
+
+def attention(b=8, h=16, n=2048, d=128) -> None:
+    fa = importlib.import_module("03_flash_attention")
+    q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
+    for causal in (False, True):
+        flops = 4 * b * h * n * n * d * (0.5 if causal else 1)
+        for bm, bn, st, th in [(128, 64, 2, 256), (128, 128, 2, 256), (64, 64, 2, 128), (128, 64, 3, 256)]:
+            try:
+                kern = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
+                                                             num_stages=st, threads=th), "cuda", [3])
+                kern(q, k_, v)
+                t = do_bench(lambda: kern(q, k_, v), warmup=25, rep=100, return_mode="median")
+                print(f"  attention causal={causal} {bm}x{bn} s{st} t{th}: {flops / t / 1e9:.1f} TFLOP/s "
+                      f"regs {kern.n_regs} spills {kern.n_spills}")
+            except Exception as e:  # noqa: BLE001
+                print(f"  attention {bm}x{bn}: {type(e).__name__}: {str(e)[:200]}")
+
+
+if __name__ == "__main__":
+    t0 = time.time()
+    for name in sys.argv[1:] or ["gemm", "attention"]:
+        globals()[name]()
+    print(f"# {time.time() - t0:.0f} s")

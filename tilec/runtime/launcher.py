@@ -1,0 +1,111 @@
+"""The fast path of a CUDA launch with torch tensors: a Python function generated per kernel that checks the
+arguments with a few attribute reads, fills a preallocated argument block and calls ``cuLaunchKernel``.
+
+Anything it does not recognise (another framework, dtype, shape, device, a non-contiguous tensor) goes to
+the full checked path, which launches or raises the precise error. Launches share one argument block per
+kernel, so a kernel object must not be called from two threads at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from tilec.ir.buffer import Buffer
+from tilec.ir.expr import Expr, Var
+from tilec.ir.kernel import PrimFunc
+
+_CTYPES = {"float64": ctypes.c_double, "float32": ctypes.c_float, "int64": ctypes.c_int64, "int32": ctypes.c_int32,
+           "int16": ctypes.c_int16, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16,
+           "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64, "bool": ctypes.c_bool}
+_TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn"}
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, _TORCH_NAMES.get(name, name))
+
+
+def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -> Any | None:
+    """A function ``launch(*args)`` for ``func``'s compiled kernel, or None when the kernel's signature is
+    outside what the fast path handles (int4 tensors, size expressions that are not plain symbols)."""
+    import torch
+    from cupy.cuda import driver
+
+    inputs = [(i, p) for i, p in enumerate(func.params) if i not in func.out_params]
+    env: dict[str, Any] = {"_Tensor": torch.Tensor, "_slow": slow, "_launch": driver.launchKernel,
+                           "_stream": torch._C._cuda_getCurrentRawStream, "_empty": torch.empty, "_dev": device,
+                           "_fn": compiled.function.ptr, "_T": compiled.threads, "_smem": compiled.smem,
+                           "_grid": compiled.grid}
+    names = [f"a{i}" for i in range(len(inputs))]
+    lines = ["def launch(*args):", f"    if len(args) != {len(inputs)}:", "        return _slow(*args)",
+             f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args" if names else "    pass"]
+    cond: list[str] = []
+    sizes: dict[Var, str] = {}
+    for (i, p), a in zip(inputs, names):
+        if isinstance(p, Buffer):
+            if p.dtype.name == "int4":
+                return None
+            env[f"_d{i}"] = _torch_dtype(p.dtype.name)
+            cond.append(f"type({a}) is _Tensor and {a}.dtype is _d{i} and {a}.get_device() == _dev")
+            if p.strides is not None:
+                return None
+            cond.append(f"{a}.is_contiguous()")
+            cond.append(f"{a}.dim() == {p.ndim}")
+            for d, n in enumerate(p.shape):
+                if isinstance(n, int):
+                    cond.append(f"{a}.shape[{d}] == {n}")
+                elif isinstance(n, Var) and n not in sizes:
+                    sizes[n] = f"{a}.shape[{d}]"
+                elif isinstance(n, Var):
+                    cond.append(f"{a}.shape[{d}] == {sizes[n]}")
+                else:
+                    return None
+        else:
+            kind = "int" if p.dtype.is_int else ("float" if p.dtype.is_float else "bool")
+            cond.append(f"type({a}) is {kind}")
+    if any(v not in sizes for v in func.dyn_vars):
+        return None
+    tensors = [a for (i, p), a in zip(inputs, names) if isinstance(p, Buffer)]
+    where = f"{tensors[0]}.device" if tensors else "'cuda'"
+    lines.append("    if not (" + " and\n            ".join(cond or ["True"]) + "):")
+    lines.append("        return _slow(*args)")
+    for v in func.dyn_vars:
+        lines.append(f"    s_{v.name} = {sizes[v]}")
+    # argument block
+    values = []
+    arg_of = dict(zip((i for i, _ in inputs), names))
+    for i, p in enumerate(func.params):
+        if i in func.out_params:
+            shape = ", ".join(str(n) if isinstance(n, int) else f"s_{n.name}" for n in p.shape)
+            if any(isinstance(n, Expr) and not isinstance(n, Var) for n in p.shape):
+                return None
+            o = f"o{i}"
+            env[f"_d{i}"] = _torch_dtype(p.dtype.name)
+            lines.append(f"    {o} = _empty(({shape},), dtype=_d{i}, device={where})")
+            values.append((ctypes.c_uint64, f"{o}.data_ptr()"))
+        elif isinstance(p, Buffer):
+            values.append((ctypes.c_uint64, f"{arg_of[i]}.data_ptr()"))
+        else:
+            values.append((_CTYPES[p.dtype.name], arg_of[i]))
+    for v in func.dyn_vars:
+        values.append((ctypes.c_int32, f"s_{v.name}"))
+    cells = [t() for t, _ in values]
+    ptrs = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
+    env["_cells"], env["_ptrs"] = cells, ctypes.addressof(ptrs)
+    env["_keep"] = ptrs
+    for k, (_, expr) in enumerate(values):
+        lines.append(f"    _cells[{k}].value = {expr}")
+    grid_args = ", ".join(f"s_{v.name}" for v in func.dyn_vars)
+    lines.append(f"    gx, gy, gz = _grid({grid_args})")
+    lines.append("    if gx and gy and gz:")
+    lines.append("        _launch(_fn, gx, gy, gz, _T, 1, 1, _smem, _stream(_dev), _ptrs, 0)")
+    out_names = [f"o{i}" for i in func.out_params]
+    ret = "None" if not out_names else (out_names[0] if len(out_names) == 1 else "(" + ", ".join(out_names) + ",)")
+    lines.append(f"    return {ret}")
+    code = "\n".join(lines)
+    exec(compile(code, f"<tilec launcher {func.name}>", "exec"), env)  # noqa: S102 - generated from the IR
+    launch = env["launch"]
+    launch._source = code
+    return launch
