@@ -28,7 +28,7 @@ def gemm(M=4096, N=4096, K=4096) -> None:
                                 "cuda", [-1])
             c = k(a, b)
             err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
-            t = do_bench(lambda: k(a, b), warmup=25, rep=100, return_mode="median")
+            t = do_bench(lambda k=k: k(a, b), warmup=25, rep=100, return_mode="median")
             print(f"  tilec {bm}x{bn}x{bk} s{st} t{th}: {2 * M * N * K / t / 1e9:.1f} TFLOP/s regs {k.n_regs} "
                   f"spills {k.n_spills} err {err:.1e}")
         except Exception as e:  # noqa: BLE001
@@ -45,7 +45,7 @@ def attention(b=8, h=16, n=2048, d=128) -> None:
                 kern = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
                                                              num_stages=st, threads=th), "cuda", [3])
                 kern(q, k_, v)
-                t = do_bench(lambda: kern(q, k_, v), warmup=25, rep=100, return_mode="median")
+                t = do_bench(lambda kern=kern: kern(q, k_, v), warmup=25, rep=100, return_mode="median")
                 print(f"  attention causal={causal} {bm}x{bn} s{st} t{th}: {flops / t / 1e9:.1f} TFLOP/s "
                       f"regs {kern.n_regs} spills {kern.n_spills}")
             except Exception as e:  # noqa: BLE001

@@ -1,0 +1,97 @@
+"""TileLang peers for the benchmark suite (TileLang 0.1.15 from PyPI): the same GEMM and flash-attention
+kernels as tilec's examples, written in TileLang's language, with the configurations of ../shared/ANCHORS.md."""
+
+import functools
+
+import tilelang
+import tilelang.language as T
+
+
+@functools.cache
+def _gemm(M, N, K, bm, bn, bk, stages, threads, dtype):
+    @tilelang.jit(out_idx=[-1])
+    def build():
+        @T.prim_func
+        def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+            with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+                A_s = T.alloc_shared((bm, bk), dtype)
+                B_s = T.alloc_shared((bk, bn), dtype)
+                C_f = T.alloc_fragment((bm, bn), "float32")
+                T.clear(C_f)
+                for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                    T.copy(A[by * bm, k * bk], A_s)
+                    T.copy(B[k * bk, bx * bn], B_s)
+                    T.gemm(A_s, B_s, C_f)
+                T.copy(C_f, C[by * bm, bx * bn])
+
+        return main
+
+    return build()
+
+
+def gemm_impls(M, N, K, dtype):
+    return {f"tilelang {bm}x{bn}x{bk}": _gemm(M, N, K, bm, bn, bk, 3, th, dtype)
+            for bm, bn, bk, th in ((128, 128, 32, 128), (128, 256, 64, 256))}
+
+
+@functools.cache
+def _attention(b, h, n, d, causal, bm=128, bn=128, stages=2, threads=256):
+    scale = (1.0 / d) ** 0.5 * 1.4426950408889634
+    shape = (b, h, n, d)
+    dtype, acc = "float16", "float32"
+
+    @tilelang.jit(out_idx=[3], pass_configs={tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True})
+    def build():
+        @T.prim_func
+        def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
+                 O: T.Tensor(shape, dtype)):
+            with T.Kernel(T.ceildiv(n, bm), h, b, threads=threads) as (bx, by, bz):
+                Q_s = T.alloc_shared((bm, d), dtype)
+                K_s = T.alloc_shared((bn, d), dtype)
+                V_s = T.alloc_shared((bn, d), dtype)
+                S = T.alloc_fragment((bm, bn), acc)
+                P = T.alloc_fragment((bm, bn), dtype)
+                O_f = T.alloc_fragment((bm, d), acc)
+                m = T.alloc_fragment((bm,), acc)
+                m_prev = T.alloc_fragment((bm,), acc)
+                r = T.alloc_fragment((bm,), acc)
+                ls = T.alloc_fragment((bm,), acc)
+                l = T.alloc_fragment((bm,), acc)
+                T.copy(Q[bz, by, bx * bm : (bx + 1) * bm, :], Q_s)
+                T.fill(O_f, 0)
+                T.fill(l, 0)
+                T.fill(m, -T.infinity(acc))
+                loop = T.min(T.ceildiv(n, bn), T.ceildiv((bx + 1) * bm, bn)) if causal else T.ceildiv(n, bn)
+                for k in T.Pipelined(loop, num_stages=stages):
+                    T.copy(K[bz, by, k * bn : (k + 1) * bn, :], K_s)
+                    if causal:
+                        for i, j in T.Parallel(bm, bn):
+                            S[i, j] = T.if_then_else(bx * bm + i >= k * bn + j, 0, -T.infinity(acc))
+                    else:
+                        T.clear(S)
+                    T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                    T.copy(m, m_prev)
+                    T.reduce_max(S, m, dim=1, clear=False)
+                    for i in T.Parallel(bm):
+                        r[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                    for i, j in T.Parallel(bm, bn):
+                        S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+                    T.reduce_sum(S, ls, dim=1)
+                    for i in T.Parallel(bm):
+                        l[i] = l[i] * r[i] + ls[i]
+                    T.copy(S, P)
+                    for i, j in T.Parallel(bm, d):
+                        O_f[i, j] *= r[i]
+                    T.copy(V[bz, by, k * bn : (k + 1) * bn, :], V_s)
+                    T.gemm(P, V_s, O_f, policy=T.GemmWarpPolicy.FullRow)
+                for i, j in T.Parallel(bm, d):
+                    O_f[i, j] /= l[i]
+                T.copy(O_f, O[bz, by, bx * bm : (bx + 1) * bm, :])
+
+        return main
+
+    return build()
+
+
+def attention_impls(b, h, n, d, causal):
+    return {"tilelang 128x128": _attention(b, h, n, d, causal)}
