@@ -178,3 +178,27 @@ def test_kernel_report_and_registers():
     assert k.n_regs > 0 and k.n_spills == 0
     assert "mma" in k.report()
     assert math.isfinite(k.n_regs)
+
+
+def test_misaligned_tensor_is_refused():
+    k = gemm(256, 256, 256, False, False, bm=64, bn=64, bk=32)
+    base = torch.randn(256 * 256 + 1, device="cuda").half()
+    a = base[1:].view(256, 256)  # contiguous, but its data starts 2 bytes past a 16-byte boundary
+    b = torch.randn(256, 256, device="cuda").half()
+    c = _poisoned((256, 256), torch.float16)
+    with pytest.raises(ValueError, match="16-byte vectors"):
+        k(a, b, c)
+    k(a.clone(), b, c)
+    assert _rel(c, a.double() @ b.double()) < 3e-3
+
+
+def test_fast_launch_path_matches_checked_path():
+    n = 4096
+    k = axpy(n)
+    x, y = (torch.randn(n, device="cuda").half() for _ in range(2))
+    z1 = k(x, y)  # builds the fast path
+    z2 = k(x, y)
+    assert k._fast, "the generated launcher should serve torch tensors"
+    assert torch.equal(z1, z2)
+    with pytest.raises(ValueError, match="dimension 0"):
+        k(x[:100], y[:100])

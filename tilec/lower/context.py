@@ -52,6 +52,7 @@ class Lowerer:
     regs: list[Mem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     ranges: dict[Var, tuple[int, int]] = field(default_factory=dict)
+    align: dict[Buffer, int] = field(default_factory=dict)  # global tensors accessed with vectors: bytes
     loc: SourceLoc | None = None
     _counter: int = 0
 

@@ -209,6 +209,10 @@ def _vector(lw: Lowerer, d: Region, s: Region, ext: list[int]) -> int:
     v = vector_width(d.dtype, ext[-1])
     while v > 1 and not (_contiguous(lw, d, v) and _contiguous(lw, s, v)):
         v //= 2
+    nbytes = v * d.dtype.bits // 8
+    for r in (s, d):
+        if v > 1 and r.buffer.scope == "global":  # the launch checks that the tensor's data is this aligned
+            lw.align[r.buffer] = max(lw.align.get(r.buffer, 1), nbytes)
     return v
 
 

@@ -228,6 +228,7 @@ class ThreadKernel:
     body: TStmt
     smem_bytes: int
     notes: tuple[str, ...] = ()
+    align: tuple[tuple[int, int], ...] = ()  # (parameter index, bytes): alignment the tensor's data needs
 
     __hash__ = object.__hash__
 

@@ -156,5 +156,6 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKern
     params = tuple(lw.mem_of(p) if hasattr(p, "scope") else p for p in func.params)
     body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)])
     shared, nbytes = _place_shared(lw.shared)
+    align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), launch.num_threads, lw.tx, shared,
-                        tuple(lw.regs), body, nbytes, tuple(lw.notes))
+                        tuple(lw.regs), body, nbytes, tuple(lw.notes), align)

@@ -52,6 +52,9 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
             if p.strides is not None:
                 return None
             cond.append(f"{a}.is_contiguous()")
+            nbytes = dict(compiled.align).get(i)
+            if nbytes:
+                cond.append(f"{a}.data_ptr() % {nbytes} == 0")
             cond.append(f"{a}.dim() == {p.ndim}")
             for d, n in enumerate(p.shape):
                 if isinstance(n, int):

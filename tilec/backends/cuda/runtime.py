@@ -17,7 +17,7 @@ import numpy as np
 
 import tilec
 from tilec.backends.cemit import kernel_name
-from tilec.errors import TilecRuntimeError
+from tilec.errors import TilecRuntimeError, TilecValueError
 from tilec.ir.buffer import Buffer
 from tilec.lower.tir import ThreadKernel
 from tilec.runtime import cache
@@ -96,6 +96,7 @@ class CompiledKernel:
     n_spills: int
     arch: str
     device: int = 0
+    align: tuple[tuple[int, int], ...] = ()  # (parameter index, bytes)
 
 
 def _grid_fn(grid: tuple, dyn_vars: tuple) -> Any:
@@ -153,7 +154,7 @@ def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | No
         return None
     fn, regs = _load_module(entry[0], meta["name"], meta["smem"])
     return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(func.launch.grid, func.dyn_vars), regs,
-                          meta["spills"], meta["arch"], _current_device())
+                          meta["spills"], meta["arch"], _current_device(), tuple(tuple(a) for a in meta["align"]))
 
 
 def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: dict) -> CompiledKernel:
@@ -173,10 +174,10 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
         spills = json.loads(meta_text)["spills"]
     fn, regs = _load_module(cubin, name, kernel.smem_bytes)
     meta = {"binary": key, "name": name, "smem": kernel.smem_bytes, "threads": kernel.threads, "spills": spills,
-            "arch": arch}
+            "arch": arch, "align": [list(a) for a in kernel.align]}
     cache.put_meta(front_key(func, target, options), json.dumps(meta))
     return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(kernel.grid, kernel.dyn_vars), regs,
-                          spills, arch, _current_device())
+                          spills, arch, _current_device(), kernel.align)
 
 
 class CudaExecutable:
@@ -214,7 +215,17 @@ class CudaExecutable:
             return s
         return cupy.cuda.get_current_stream()
 
+    def check_alignment(self, bound: Bound) -> None:
+        for i, nbytes in self.ck.align:
+            ptr = bound.infos[i].data_ptr
+            if ptr % nbytes:
+                name = self.func.params[i].name
+                raise TilecValueError(f"argument {name!r}: the kernel reads it in {nbytes}-byte vectors, so its data "
+                                      f"must start at a multiple of {nbytes} bytes; this tensor's starts at {ptr:#x} "
+                                      "(a slice with an offset: pass a .contiguous() copy)")
+
     def __call__(self, bound: Bound) -> None:
+        self.check_alignment(bound)
         args, grid = self.args_of(bound)
         if 0 in grid:
             return
