@@ -22,7 +22,7 @@ def gemm(M=4096, N=4096, K=4096) -> None:
     t = do_bench(lambda: torch.matmul(a, b), warmup=25, rep=100, return_mode="median")
     print(f"gemm {M}x{N}x{K} torch {2 * M * N * K / t / 1e9:.1f} TFLOP/s")
     for bm, bn, bk, st, th in [(128, 128, 32, 3, 128), (128, 128, 64, 3, 128), (128, 256, 32, 3, 256),
-                               (256, 128, 32, 3, 256), (128, 256, 64, 3, 256), (128, 128, 32, 4, 256)]:
+                               (128, 256, 64, 3, 256), (256, 128, 64, 3, 256), (128, 256, 64, 4, 256)]:
         try:
             k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th),
                                 "cuda", [-1])
