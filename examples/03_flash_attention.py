@@ -43,11 +43,14 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
                 n_blocks = T.min(n_blocks, T.ceildiv((bx + 1) * block_M, block_N))
             for k in T.Pipelined(n_blocks, num_stages=num_stages):
                 T.copy(K[bz, by, k * block_N : (k + 1) * block_N, :], K_s)
-                for i, j in T.Parallel(block_M, block_N):
-                    if is_causal:
+                if is_causal:
+                    for i, j in T.Parallel(block_M, block_N):
                         S[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(acc))
-                    else:
+                elif seq_len % block_N:
+                    for i, j in T.Parallel(block_M, block_N):
                         S[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(acc))
+                else:
+                    T.clear(S)
                 T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 T.copy(m, m_prev)
                 T.reduce_max(S, m, dim=1, clear=False)
