@@ -85,6 +85,12 @@ def lower_copy(lw: Lowerer, c: Copy) -> TStmt:
             return convert(lw, lw.mem_of(s.buffer), fs, lw.mem_of(d.buffer), fd, d.dtype, f"T.copy at line {line}")
     if d.buffer.scope == "fragment" or s.buffer.scope == "fragment":
         side, other = (d, s) if d.buffer.scope == "fragment" else (s, d)
+        if other.buffer.scope != "fragment":
+            from tilec.lower.vector_copy import vector_fragment_copy
+
+            vec = vector_fragment_copy(lw, side, other, to_fragment=side is d)
+            if vec is not None:
+                return vec
 
         def body(vs: tuple[Var, ...], inside: Expr | None) -> Any:
             here = list(vs)

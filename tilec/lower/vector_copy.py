@@ -1,0 +1,97 @@
+"""Copies between a fragment and shared or global memory in vectors.
+
+When every thread's registers come in runs of ``V`` elements that sit next to each other along the tile's
+last dimension (an mma accumulator's pairs, a spread layout's 16-byte runs), each run moves as one access of
+``V`` elements through a small register staging array: memory → staging (one vector load) → registers (with
+the dtype conversion), or the reverse for a store. Otherwise :mod:`tilec.lower.ops` copies element by element.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilec.ir.buffer import Region
+from tilec.ir.expr import Expr, binop, cast, const, select
+from tilec.layout import Fragment
+from tilec.lower.context import Lowerer
+from tilec.lower.layouts import inverse_table
+from tilec.lower.symbolic import to_ir
+from tilec.lower.tir import If, MemRef, TStmt, Write, seq
+
+
+def _run_length(frag: Fragment, table: np.ndarray, max_v: int) -> int:
+    """The largest V (a power of two, <= max_v, dividing the locals) with locals ``g*V + r`` at consecutive
+    positions of the last dimension, the other coordinates (and the replica) fixed, on every thread."""
+    L, nd = frag.num_locals, frag.ndim
+    v = max_v
+    while v > 1:
+        if L % v == 0:
+            runs = table.reshape(table.shape[0], L // v, v, table.shape[2])
+            first = runs[:, :, :1, :]
+            step = np.zeros(table.shape[2], np.int64)
+            step[nd - 1] = 1
+            want = first + np.arange(v)[None, None, :, None] * step
+            if np.array_equal(runs, want) and np.all(first[..., nd - 1] % v == 0):
+                return v
+        v //= 2
+    return 1
+
+
+def vector_fragment_copy(lw: Lowerer, frag_region: Region, other: Region, to_fragment: bool) -> TStmt | None:
+    """The copy ``other -> fragment`` (``to_fragment``) or ``fragment -> other`` in vectors, or None when the
+    layouts or the alignment do not allow it."""
+    from tilec.lower.ops import _contiguous
+
+    if not frag_region.is_full() or other.buffer.scope not in ("global", "shared"):
+        return None
+    frag = lw.fragment(frag_region.buffer)
+    sq = other.squeezed_extents()
+    if tuple(sq) != tuple(frag.shape) or not frag.shape:
+        return None
+    bits = other.dtype.bits
+    table = inverse_table(frag)
+    v = _run_length(frag, table, 128 // bits)
+    while v > 1 and not _contiguous(lw, other, v):
+        v //= 2
+    if v < 2:
+        return None
+    if other.buffer.scope == "global":
+        lw.align[other.buffer] = max(lw.align.get(other.buffer, 1), v * bits // 8)
+    return _emit(lw, frag, frag_region, other, v, to_fragment)
+
+
+def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fragment: bool) -> TStmt:
+    inv = frag.inverse()
+    fmem, omem = lw.mem_of(fr.buffer), lw.mem_of(other.buffer)
+    stage = lw.scratch_reg("vec", other.dtype, v)
+    lw.ranges[lw.tx] = (0, lw.T - 1)
+    out: list[TStmt] = []
+    for g in range(frag.num_locals // v):
+        env = {inv.symbols[0]: lw.tx, inv.symbols[1]: const(g * v)}
+        coords = [to_ir(e, env) for e in inv.exprs]
+        idx, k = [], 0
+        for s, e in zip(other.starts, other.extents):
+            if isinstance(e, int) and e == 1:
+                idx.append(s)
+            else:
+                idx.append(binop("+", s, coords[k]))
+                k += 1
+        pred = lw.in_bounds(other.buffer, idx) if other.buffer.scope == "global" else None
+        off = lw.global_offset(other.buffer, idx) if other.buffer.scope == "global" else \
+            lw.shared_offset(other.buffer, idx)
+        if to_fragment:
+            load: TStmt = Write(stage, const(0), MemRef(omem, select(pred, off, 0) if pred is not None else off, v),
+                                lanes=v)
+            if pred is not None:
+                load = If(pred, load, Write(stage, const(0), cast(other.dtype, 0), lanes=v))
+            out.append(load)
+            out += [Write(fmem, const(g * v + r), cast(fr.dtype, MemRef(stage, const(r)))) for r in range(v)]
+        else:
+            out += [Write(stage, const(r), cast(other.dtype, MemRef(fmem, const(g * v + r)))) for r in range(v)]
+            store: TStmt = Write(omem, off, MemRef(stage, const(0), v), lanes=v)
+            cond: Expr | None = pred
+            if frag.replicate > 1:
+                rep0 = binop("==", coords[frag.ndim], 0)
+                cond = rep0 if cond is None else binop("and", cond, rep0)
+            out.append(store if cond is None else If(cond, store))
+    return seq(out)
