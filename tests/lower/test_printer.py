@@ -18,6 +18,7 @@ def test_thread_ir_prints_mems_groups_and_intrinsics():
     assert "  reg C_f: float32[32]" in text
     assert "// line 26: T.gemm(A_s, B_s, C_f)" in text
     assert "tl::ldmatrix_x4_trans(" in text and "tl::mma_m16n8k16_f16(C_f + 0, " in text
+    assert text.count("sync_threads();") == 1  # one K step: the gemm waits for the copies
     assert "#include" not in text
 
 
