@@ -77,7 +77,8 @@ class ParallelLowering:
         self.nd = len(shape)
         self.L = loop.num_locals
         self.lvar = Var(lw.fresh("l"))
-        self.table = inv.eval_table().astype(np.int64)  # (T, L, nd [+ rep])
+        table = inv.eval_table().astype(np.int64)
+        self.table = table[..., None] if inv.scalar_output else table  # (T, L, nd [+ rep])
 
     def run(self) -> TStmt:
         try:
