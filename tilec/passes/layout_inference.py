@@ -65,18 +65,30 @@ class LayoutPlan:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class _Annotation:
+    """A ``T.annotate_layout`` entry, as the op that fixed a layout (for error messages)."""
+
+    loc: SourceLoc | None
+
+
 def _where(op: Any) -> str:
     loc: SourceLoc | None = getattr(op, "loc", None)
-    return f"{type(op).__name__.lower()} at line {loc.line}" if loc else type(op).__name__.lower()
+    what = "" if isinstance(op, _Annotation) else type(op).__name__.lower()
+    if loc is None:
+        return what or "T.annotate_layout"
+    return f"{what} at line {loc.line}".lstrip()
 
 
 class _Inference:
-    def __init__(self, ops: list[Any], threads: int, target: Target, annotations: dict) -> None:
+    def __init__(self, ops: list[Any], threads: int, target: Target, annotations: dict,
+                 annotation_locs: dict | None = None) -> None:
         self.ops = ops
         self.T = threads
         self.target = target
         self.plan = LayoutPlan(threads=threads)
         self.annotations = annotations
+        self.annotation_locs = annotation_locs or {}
         self.by: dict[Any, Any] = {}  # buffer -> op that fixed its layout
 
     # ---------------------------------------------------------------------------------------- recording
@@ -111,10 +123,11 @@ class _Inference:
 
     def strict(self) -> None:
         for buf, lay in self.annotations.items():
+            at = _Annotation(self.annotation_locs.get(buf))
             if buf.scope == "fragment":
-                self.set_fragment(buf, lay, "strict", buf, "T.annotate_layout")
+                self.set_fragment(buf, lay, "strict", at, "T.annotate_layout")
             else:
-                self.set_shared(buf, lay, "strict", buf, "T.annotate_layout")
+                self.set_shared(buf, lay, "strict", at, "T.annotate_layout")
         for op in self.ops:
             if isinstance(op, Gemm):
                 self.gemm(op)
@@ -296,4 +309,5 @@ def infer_layouts(func: Any, ftg: Any, target: Target) -> LayoutPlan:
     ops = [ftg.node(n)["op"] for n in ftg.nodes]
     launch = func.launch
     annotations = dict(launch.layout_map)
-    return _Inference(ops, launch.num_threads, target, annotations).run()
+    locs = dict(zip((b for b, _ in launch.layout_map), launch.layout_locs))
+    return _Inference(ops, launch.num_threads, target, annotations, locs).run()
