@@ -19,7 +19,6 @@ from tilec.layout import (
     make_mma_a_fragment,
     make_mma_b_fragment,
     make_mma_c_fragment,
-    row_major,
     swizzle,
 )
 from tilec.lower.layouts import default_fragment, project
@@ -172,7 +171,7 @@ def test_gemm_fallback_to_simt_for_float32_operands_and_free_accumulator():
     assert g.instr == "simt" and "operand dtype float32" in g.why
     assert p.frag("C_f").equals(default_fragment((32, 32), 128, 4))
     assert p.origin("C_f") == ("free", "spread over the threads")
-    assert p.shared("A_s").equals(row_major(32, 16)) if p.plan.shared else True
+    assert not p.plan.shared  # no tensor-core operands: shared buffers stay row-major (lowering's default)
 
 
 def test_register_operands_of_a_gemm():
