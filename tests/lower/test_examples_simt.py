@@ -5,9 +5,14 @@ races and bounds while it runs."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+
 import numpy as np
 import pytest
-from conftest import EXAMPLES, assert_close, load_example, randn
+from conftest import EXAMPLES, ROOT, assert_close, load_example, randn
 
 from .helpers import simt
 
@@ -61,3 +66,17 @@ def test_flash_attention(rng, b, h, n, d, causal, tiles):
 
 def test_every_example_is_covered():
     assert {p.stem for p in EXAMPLES.glob("*.py")} == {"01_gemm", "02_softmax", "03_flash_attention"}
+
+
+@pytest.mark.parametrize("args", [["01_gemm.py"], ["02_softmax.py"], ["03_flash_attention.py"],
+                                  ["03_flash_attention.py", "1", "1", "70", "32", "causal"]], ids=" ".join)
+def test_example_script_on_the_simt_target(args):
+    """The scripts as a user runs them, with ``TILEC_TARGET=simt:sm_80`` (their default shapes are ragged)."""
+    env = dict(os.environ, TILEC_TARGET="simt:sm_80")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    res = subprocess.run([sys.executable, str(EXAMPLES / args[0]), *args[1:]], capture_output=True, text=True,
+                         env=env, timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    m = re.search(r" on simt:sm_80: (relative|max abs) error (\S+)$", res.stdout, re.M)
+    assert m, res.stdout
+    assert float(m.group(2)) < 1e-2
