@@ -372,3 +372,47 @@ def test_annotate_layout_that_agrees_with_the_gemm_is_kept():
     assert p.origin("C_f") == ("strict", "T.annotate_layout")
     assert p.shared("B_s").equals(swizzle((32, 64), 16, 64))  # the user's swizzle, not the widest
     assert p.shared("A_s").equals(swizzle((64, 32), 16, 64))
+
+
+def row_vector_broadcast_kernel(width: int):
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), Y: T.Tensor((64, width), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C = T.alloc_fragment((64, 64), "float32")
+            r = T.alloc_fragment((64,), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C, clear_accum=True)
+            T.reduce_max(C, r, dim=1)
+            for i, j in T.Parallel(64, width):  # indexes only the row vector
+                Y[i, j] = r[i] + j
+
+    return main
+
+
+@pytest.mark.parametrize("width", [64, 6])
+def test_a_loop_indexing_only_a_row_vector_runs_around_it(width, rng):
+    """The loop's iterations run where ``r[i]`` is held (the 8 replicas of each row of the 2x2-warp accumulator
+    share its columns; 6 columns do not split 8 ways, so the loop is replicated 4 times)."""
+    from tilec.lower.layouts import around
+
+    from .helpers import simt
+
+    func = row_vector_broadcast_kernel(width)
+    p = Plan(func)
+    r = p.frag("r")
+    assert r.equals(project(make_mma_c_fragment(64, 64, 2, 2), (0,))) and r.replicate == 8
+    (loop,) = p.loops()
+    assert loop.equals(around(r, (0,), (64, width)))
+    assert loop.replicate == (1 if width == 64 else 4) and loop.is_valid()
+    t, _ = loop.eval_tables()
+    rt, _ = r.eval_tables()
+    for i in range(64):
+        assert set(t[i].ravel().tolist()) <= set(rt[i].tolist())
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in ((64, 32), (32, 64)))
+    y = np.full((64, width), np.nan, np.float32)
+    simt(func)(a, b, y)
+    ref = (a.astype(np.float64) @ b.astype(np.float64)).max(axis=1)[:, None] + np.arange(width)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)

@@ -27,7 +27,7 @@ from tilec.ir.expr import Load, Var
 from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store
 from tilec.ir.visit import walk
 from tilec.layout import Fragment, Layout, make_mma_a_fragment, make_mma_b_fragment, make_mma_c_fragment
-from tilec.lower.layouts import default_fragment, operand_layout, project, vector_width
+from tilec.lower.layouts import around, default_fragment, operand_layout, project, vector_width
 from tilec.target import Target
 
 
@@ -239,9 +239,17 @@ class _Inference:
         return True
 
     def free_loops(self) -> None:
+        """Loops still open: around a fragment they index by some of their variables (a row vector broadcast
+        along a row), else an even spread."""
         for op in self.ops:
             if isinstance(op, Parallel) and op not in self.plan.loops:
                 shape = tuple(int(e) for e in op.extents)
+                held = [(b, dims) for b, dims in _fragment_accesses(op) if b in self.plan.fragments]
+                if held:
+                    buf, dims = held[0]
+                    self.plan.loops[op] = around(self.plan.fragments[buf], dims, shape)
+                    self.plan.origin[op] = ("free", f"around {buf.name}")
+                    continue
                 vec = _loop_vector(op, shape)
                 self.plan.loops[op] = default_fragment(shape, self.T, vec)
                 self.plan.origin[op] = ("free", "spread over the threads")
