@@ -416,3 +416,45 @@ def test_a_loop_indexing_only_a_row_vector_runs_around_it(width, rng):
     simt(func)(a, b, y)
     ref = (a.astype(np.float64) @ b.astype(np.float64)).max(axis=1)[:, None] + np.arange(width)
     np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def loop_over_two_accumulators_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C1 = T.alloc_fragment((64, 64), "float32")
+            C2 = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C1, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)  # gemm 1
+            T.gemm(A_s, B_s, C2, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)  # gemm 2
+            for i, j in T.Parallel(64, 64):  # the loop
+                C1[i, j] += C2[i, j]
+            T.copy(C1, C)
+
+    return main
+
+
+def test_a_loop_over_two_fragments_of_incompatible_layouts_conflicts():
+    f = loop_over_two_accumulators_kernel
+    with pytest.raises(LayoutConflictError) as e:
+        Plan(f())
+    msg = str(e.value)
+    assert (f"fragment 'C2' (mma.m16n8k16 accumulator, 1x4 warps, gemm at line {line_of(f, '# gemm 2')}) is not held "
+            f"where the loop at line {line_of(f, '# the loop')} runs (the layout of C1: mma.m16n8k16 accumulator, "
+            f"4x1 warps (gemm at line {line_of(f, '# gemm 1')}))") in msg
+    assert e.value.loc.line == line_of(f, "# the loop")
+
+
+def test_which_fragments_a_loop_can_read():
+    """A loop laid out like an accumulator can read the accumulator's row and column projections (by i, by j), but
+    not an accumulator of another warp grid, nor the mma A operand layout (its registers hold other columns)."""
+    from tilec.lower.layouts import holds
+
+    c = make_mma_c_fragment(64, 64, 2, 2)
+    assert holds(c, project(c, (0,)), (0,)) and holds(c, project(c, (1,)), (1,))
+    assert not holds(c, make_mma_c_fragment(64, 64, 4, 1), (0, 1))
+    assert not holds(c, make_mma_a_fragment(64, 64, 2, 2), (0, 1))
+    assert holds(c, c, (0, 1))

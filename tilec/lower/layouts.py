@@ -109,6 +109,23 @@ def around(frag: Fragment, dims: tuple[int, ...], shape: tuple[int, ...]) -> Fra
     return Fragment.from_tables(t, loc, num_threads=frag.num_threads, num_locals=frag.num_locals * (n_rest // g))
 
 
+def holds(loop: Fragment, frag: Fragment, dims: tuple[int, ...]) -> bool:
+    """Whether a loop spread by ``loop`` can read ``frag`` at its dimensions ``dims``: every iteration's thread
+    holds the element, in a register that is the same on every thread (what lowering needs)."""
+    if loop.num_threads != frag.num_threads:
+        return False
+    inv = loop.inverse().eval_table()
+    inv = inv[..., None] if inv.ndim == 2 else inv  # (threads, locals, ndim [+ replica])
+    T, L = inv.shape[:2]
+    threads, locs = frag.eval_tables()
+    elems = tuple(inv[:, :, d] for d in dims)
+    match = threads[elems] == np.arange(T)[:, None, None]  # (T, L, R)
+    if not match.any(axis=-1).all():
+        return False
+    local = locs[elems][np.arange(T)[:, None], np.arange(L)[None, :], match.argmax(axis=-1)]
+    return bool((local == local[0:1]).all())
+
+
 def _replicated_all(shape: tuple[int, ...], threads: int) -> Fragment:
     return Fragment(shape, lambda *a: a[-1], lambda *a: _flat(a[:-1], shape), replicate=threads,
                     num_threads=threads, num_locals=math.prod(shape))
