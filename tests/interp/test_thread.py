@@ -149,11 +149,11 @@ def test_mma_needs_a_whole_warp():
 @pytest.mark.parametrize("num", [1, 2, 4])
 @pytest.mark.parametrize("trans", [False, True])
 def test_ldmatrix(rng, num, trans):
-    ld = 24  # a row stride that is not the matrix width: the addresses really come from the lanes
+    ld = 24  # a row stride that is not the matrix width (rows stay 16-byte aligned): addresses come from the lanes
     mats = rng.standard_normal((num, 8, 8)).astype(np.float16)
     store = np.zeros((num * 8, ld), np.float16)
     for m in range(num):
-        store[8 * m : 8 * m + 8, 4 : 12] = mats[m]  # matrix m: rows 8m.., columns 4..11
+        store[8 * m : 8 * m + 8, 8:16] = mats[m]  # matrix m: rows 8m.., columns 8..15
     g, gv = gmem("G", store)
     out_g, out = gmem("OUT", np.full((32, 2 * num), np.nan, np.float16))
     s = Mem("s", dt.float16, "shared", store.size)
@@ -163,7 +163,7 @@ def test_ldmatrix(rng, num, trans):
     copy = Loop(q, const(-(-n // 32)), If(B("<", flat, n), Write(s, flat, MemRef(g, flat))))
     # lane l < 8 * num gives the address of row l (matrix l // 8, row l % 8); lanes beyond give an address outside
     # the buffer, which the hardware ignores
-    addr = B("+", B("*", LANE, ld), 4)
+    addr = B("+", B("*", LANE, ld), 8)
     if num < 4:
         addr = _select(B("<", LANE, 8 * num), addr, const(10**6))
     body = [copy, Sync(), LdMatrix(num, trans, r, const(0), s, addr)]
@@ -357,7 +357,28 @@ def test_out_of_bounds_register_access():
     with pytest.raises(TilecBoundsError, match="register array r indexed out of bounds"):
         run([Write(out_g, TX, MemRef(r, const(-1)))], 32, regs=(r,), globals_={out_g: out})
     with pytest.raises(TilecBoundsError, match="register array r indexed out of bounds"):
-        run([Write(out_g, TX, MemRef(r, const(2), 4))], 32, regs=(r,), globals_={out_g: out})
+        run([Write(out_g, B("*", TX, 4), MemRef(r, const(4), 4), lanes=4)], 8, regs=(r,), globals_={out_g: out})
+
+
+def test_misaligned_vector_accesses():
+    """A vector of n elements must start at a multiple of n elements (CUDA's uint4 / uint2 accesses, ldmatrix rows,
+    cp.async chunks fault otherwise); mems themselves start aligned."""
+    s = Mem("s", dt.float16, "shared", 256)
+    g, gv = gmem("G", np.zeros(256, np.float16))
+    r = Mem("r", dt.float16, "reg", 8)
+    with pytest.raises(TilecBoundsError, match=r"vector write of 8 elements at shared s\[4\] is not aligned"):
+        run([Write(s, B("+", B("*", TX, 8), 4), MemRef(g, B("*", TX, 8), 8), lanes=8, loc=at(90))], 16, shared=(s,),
+            globals_={g: gv})
+    with pytest.raises(TilecBoundsError, match=r"vector read of 2 elements at global G\[1\] is not aligned to its 4 b"):
+        run([Write(s, B("*", TX, 2), MemRef(g, B("+", B("*", TX, 2), 1), 2), lanes=2)], 16, shared=(s,),
+            globals_={g: gv})
+    with pytest.raises(TilecBoundsError, match=r"ldmatrix row of 8 elements at shared s\[4\] is not aligned"):
+        run([Sync(), LdMatrix(1, False, r, const(0), s, B("+", B("*", LANE, 16), 4))], 32, shared=(s,), regs=(r,))
+    with pytest.raises(TilecBoundsError, match=r"cp.async of 8 elements at shared s\[12\] is not aligned"):
+        run([CpAsync(s, B("+", B("*", TX, 16), 12), g, B("*", TX, 8), 16)], 8, shared=(s,), globals_={g: gv})
+    # aligned vectors of every width are fine
+    for w in (2, 4, 8):
+        run([Write(s, B("*", TX, w), MemRef(g, B("*", TX, w), w), lanes=w)], 32, shared=(s,), globals_={g: gv})
 
 
 # -------------------------------------------------------------------------------------------------- the race checker
