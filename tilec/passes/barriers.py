@@ -128,11 +128,12 @@ class _Placer:
 
 
 def place_barriers(k: ThreadKernel) -> ThreadKernel:
-    """``k`` with barriers placed (see the module docstring)."""
+    """``k`` with barriers placed (see the module docstring); ``k`` itself when it needs none."""
     import dataclasses
 
-    body, _ = _Placer().stmt(k.body, _State())
-    return dataclasses.replace(k, body=body)
+    placer = _Placer()
+    body, _ = placer.stmt(k.body, _State())
+    return dataclasses.replace(k, body=body) if placer.count else k
 
 
 def count_syncs(s: TStmt) -> int:
