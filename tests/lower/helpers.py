@@ -23,11 +23,3 @@ def plan_of(kernel: tilec.JITKernel) -> Any:
 def thread_ir(kernel: tilec.JITKernel) -> Any:
     return kernel.state.artifacts["thread_ir"]
 
-
-def buffer(kernel: tilec.JITKernel, name: str) -> Any:
-    """The kernel's buffer called ``name`` (as the layout plan knows it)."""
-    plan = plan_of(kernel)
-    for b in (*plan.fragments, *plan.shared):
-        if b.name == name:
-            return b
-    raise KeyError(name)
