@@ -63,7 +63,8 @@ class TilecValueError(TilecError, ValueError):
 
 
 class TilecBoundsError(TilecError, IndexError):
-    """An access outside a buffer, found by an interpreter at run time."""
+    """An access outside a buffer (or a vector access not aligned to its width), found by an interpreter at run
+    time."""
 
 
 class TilecVerifyError(TilecError):

@@ -165,3 +165,14 @@ def test_simplify_and_unsimplified_construction() -> None:
     raw = Layout((8, 4), lambda i, j: ((i * 4 + j) // 4) * 4 + (i * 4 + j) % 4, simplify=False)
     assert raw.simplify().exprs[0] == 4 * raw.symbols[0] + raw.symbols[1]
     assert raw.equals(row_major(8, 4))
+
+
+def test_inverse_through_the_flat_input_index() -> None:
+    """A 16 x 24 tile dealt element by element round 128 threads (3 each): no coordinate is a mixed-radix form of
+    the flat (thread, local) index, but the flat element index is, so the inverse is a formula, not a table."""
+    L = Layout((16, 24), lambda i, j: ((i * 24 + j) % 128, (i * 24 + j) // 128))
+    inv = L.inverse()
+    assert not inv.tables(), str(inv)
+    assert str(inv) == "Layout((128, 3): (i, j) -> ((j*128 + i) // 24, (j*128 + i) % 24))"
+    assert inv.compose(L).equals(identity((16, 24)))
+    check_to_c(inv)

@@ -170,3 +170,35 @@ def test_register_order_in_c_source() -> None:
         "(col >> 3) * 4 + (row >> 3) * 2 + (col & 1)",
     )
     assert mma_m16n8k16_c().index_to_c("lane", "r") == ("(r >> 1) * 8 + (lane >> 2)", "(lane & 3) * 2 + (r & 1)")
+
+
+def test_ldmatrix_x4_feeds_transposed_operands() -> None:
+    """The other two ways tensor-core operands are loaded: A stored K x M with x4.trans (lane l addresses k row
+    ``l % 8 + 8 * (l // 16)``, m columns from ``8 * ((l // 8) % 2)``), and B stored N x K with x4 (lane l addresses n
+    row ``l % 8 + 8 * (l // 16)``, k columns from ``8 * ((l // 8) % 2)``, two n-atoms). Per lane and register, the
+    loaded element must be the one the PTX A / B fragment puts there."""
+    ld_t, ld = ldmatrix(4, trans=True), ldmatrix(4)
+    for lane in range(32):
+        for r in range(8):
+            m, e = divmod(r, 2)
+            addr_lane = next(x for x in range(32) if ld_t.address(x) == (m, 0))  # the lane giving row 0 of matrix m
+            k0, m0 = addr_lane % 8 + 8 * (addr_lane // 16), 8 * ((addr_lane // 8) % 2)
+            mm, row, col = _dest_index(ld_t.dest, lane, r)
+            assert mm == m
+            k_idx, m_idx = k0 + row, m0 + col  # element (row, col) of the matrix as stored: (k, m)
+            assert ptx_a(lane, r) == (m_idx, k_idx), (lane, r)
+            addr_lane = next(x for x in range(32) if ld.address(x) == (m, 0))
+            n0, kb = addr_lane % 8 + 8 * (addr_lane // 16), 8 * ((addr_lane // 8) % 2)
+            mm, row, col = _dest_index(ld.dest, lane, r)
+            n_idx, k_idx = n0 + row, kb + col  # stored N x K
+            atom, b = divmod(r, 4)  # registers 0-3: n-atom 0 (b0..b3), 4-7: n-atom 1
+            k_want, n_want = ptx_b(lane, b)
+            assert (n_idx - 8 * atom, k_idx) == (n_want, k_want), (lane, r)
+
+
+def _dest_index(dest: Fragment, lane: int, reg: int) -> tuple[int, int, int]:
+    """The (matrix, row, col) that ``dest`` puts in register ``reg`` of ``lane``."""
+    t, loc = dest.eval_tables()
+    hit = np.argwhere((t[..., 0] == lane) & (loc[..., 0] == reg))
+    assert len(hit) == 1
+    return tuple(int(x) for x in hit[0])  # type: ignore[return-value]

@@ -24,6 +24,7 @@ class KernelFrame:
     threads: tuple[int, ...]
     allocs: list[Buffer] = field(default_factory=list)
     layout_map: dict[Buffer, Any] = field(default_factory=dict)
+    layout_locs: dict[Buffer, SourceLoc | None] = field(default_factory=dict)  # where each was annotated
     swizzle: tuple[int, str] | None = None
     outputs: list[Buffer] = field(default_factory=list)
 

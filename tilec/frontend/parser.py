@@ -267,7 +267,8 @@ class Parser(ExprParser):
             self.b.kernel = None
             self.kernel_depth -= 1
         launch = KernelLaunch(spec.grid, bvars, spec.threads, seq(body), tuple(kernel.allocs),
-                              tuple(kernel.layout_map.items()), kernel.swizzle, loc=self.src.loc(node))
+                              tuple(kernel.layout_map.items()), kernel.swizzle,
+                              tuple(kernel.layout_locs.get(b) for b in kernel.layout_map), loc=self.src.loc(node))
         self.b.emit(launch)
 
     def target_names(self, t: ast.expr, n: int, what: str) -> list[str]:

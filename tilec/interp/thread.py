@@ -5,7 +5,8 @@ lane mask. Shared memory, ``__syncthreads``, warp shuffles, ``mma.sync``, ``ldma
 emulated with the lane layouts of the PTX ISA (tables here are written from the ISA text, independently of
 :mod:`tilec.layout`, so the interpreter checks the lowering rather than repeating it).
 
-It reports, as errors naming the buffer and the kernel line: out-of-bounds accesses; shared-memory races (two
+It reports, as errors naming the buffer and the kernel line: out-of-bounds accesses and vector accesses not
+aligned to their width (``ldmatrix`` rows and ``cp.async`` chunks included); shared-memory races (two
 threads touching one address between two barriers, at least one writing); barriers or shuffles reached by
 only part of the threads; reads of shared memory that a ``cp.async`` has not yet landed in.
 """
@@ -151,8 +152,18 @@ class ThreadInterpreter:
         o = off[mask][:, None] + np.arange(lanes)[None, :]
         return t, o
 
+    def check_aligned(self, mem: Mem, first: np.ndarray, elems: int, what: str) -> None:
+        """Vector accesses of ``elems`` elements must start at a multiple of their size (the GPU faults otherwise;
+        mems start 16-byte aligned)."""
+        if elems > 1 and first.size and np.any(first % elems):
+            bad = int(first[first % elems != 0][0])
+            self.fail(f"{what} of {elems} elements at {mem.space} {mem.name}[{bad}] is not aligned to its "
+                      f"{elems * mem.dtype.bits // 8} bytes")
+
     def read(self, mem: Mem, off: Any, lanes: int, mask: np.ndarray) -> np.ndarray:
         """Values (threads, lanes) of ``mem[off : off + lanes]`` for every thread (garbage where masked off)."""
+        if lanes > 1:
+            self.check_aligned(mem, np.broadcast_to(np.asarray(off, np.int64), (self.T,))[mask], lanes, "vector read")
         if mem.space == "reg":
             o = np.broadcast_to(np.asarray(off, np.int64), (self.T,))[:, None] + np.arange(lanes)
             arr = self.regs[mem]
@@ -174,6 +185,8 @@ class ThreadInterpreter:
 
     def write(self, mem: Mem, off: Any, values: np.ndarray, lanes: int, mask: np.ndarray) -> None:
         values = np.broadcast_to(np.asarray(values), (self.T, lanes)) if np.ndim(values) < 2 else values
+        if lanes > 1:
+            self.check_aligned(mem, np.broadcast_to(np.asarray(off, np.int64), (self.T,))[mask], lanes, "vector write")
         if mem.space == "reg":
             o = np.broadcast_to(np.asarray(off, np.int64), (self.T,))
             arr = self.regs[mem]
@@ -424,6 +437,7 @@ def _ldmatrix(it: ThreadInterpreter, s: LdMatrix, env: dict, mask: np.ndarray) -
     o = offs[sel_w]
     if o.size and (o.min() < 0 or o.max() >= sh.data.size):
         it.fail(f"ldmatrix reads {s.src.name} outside its {sh.data.size} elements")
+    it.check_aligned(s.src, rows_from[sel_w].reshape(-1), 8, "ldmatrix row")
     t = (sel_w[:, None, None] * 32 + np.arange(8 * s.num)[None, :, None]).repeat(8, axis=2)
     if o.size:
         it.track_read(sh, s.src, t.reshape(-1), o.reshape(-1, 1))
@@ -461,6 +475,8 @@ def _full_warps(it: ThreadInterpreter, mask: np.ndarray, what: str) -> np.ndarra
 def _cp_async(it: ThreadInterpreter, s: CpAsync, env: dict, mask: np.ndarray) -> None:
     lanes = s.nbytes * 8 // s.dst.dtype.bits
     pred = mask if s.pred is None else mask & np.broadcast_to(np.asarray(it.eval(s.pred, env, mask), bool), (it.T,))
+    dst_off = np.broadcast_to(np.asarray(it.eval(s.dst_off, env, mask), np.int64), (it.T,))
+    it.check_aligned(s.dst, dst_off[mask], lanes, "cp.async")
     vals = it.read(s.src, it.eval(s.src_off, env, mask), lanes, pred)
     vals[~pred] = 0
     t, o = it.lanes_offsets(it.eval(s.dst_off, env, mask), lanes, mask)

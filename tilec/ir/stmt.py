@@ -79,8 +79,8 @@ class KernelLaunch(Stmt):
     """``with T.Kernel(*grid, threads=...) as block_vars``: the body runs once per block of the grid.
 
     ``allocs`` are the shared/fragment/local/var buffers declared anywhere in the body (hoisted to the kernel).
-    ``layout_map`` holds ``T.annotate_layout`` entries; ``swizzle`` is ``(panel_size, order)`` of
-    ``T.use_swizzle`` or None.
+    ``layout_map`` holds ``T.annotate_layout`` entries (``layout_locs``: where each was made, for errors);
+    ``swizzle`` is ``(panel_size, order)`` of ``T.use_swizzle`` or None.
     """
 
     grid: tuple[Expr, ...]
@@ -90,6 +90,7 @@ class KernelLaunch(Stmt):
     allocs: tuple[Buffer, ...] = ()
     layout_map: tuple[tuple[Buffer, Any], ...] = ()
     swizzle: tuple[int, str] | None = None
+    layout_locs: tuple[SourceLoc | None, ...] = ()
 
     @property
     def num_threads(self) -> int:

@@ -45,6 +45,7 @@ def annotate_layout(layout_map: dict) -> None:
         if callable(layout) and not hasattr(layout, "shape"):
             layout = layout(buf)
         k.layout_map[buf] = layout
+        k.layout_locs[buf] = b.loc
 
 
 def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> None:

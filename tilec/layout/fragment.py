@@ -227,13 +227,17 @@ class Fragment:
         ValueError
             If the fragment is not valid.
         """
+        hit = self._cache.get("inverse")
+        if hit is not None:
+            return hit  # type: ignore[return-value]
         if not self.is_valid():
             raise ValueError(f"inverse() needs a valid fragment (see is_valid()); {self} is not")
         inv = self._map.inverse()
-        if self._replicate > 1:
-            return inv
-        comps = inv.exprs[:-1]
-        return Layout.from_exprs(inv.shape, comps, scalar=self.ndim == 1, out_shape=self._shape, simplify=False)
+        if self._replicate == 1:
+            comps = inv.exprs[:-1]
+            inv = Layout.from_exprs(inv.shape, comps, scalar=self.ndim == 1, out_shape=self._shape, simplify=False)
+        self._cache["inverse"] = inv
+        return inv
 
     def _rebuild(
         self,

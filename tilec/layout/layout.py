@@ -51,7 +51,24 @@ def unflatten_exprs(flat: sympy.Expr, shape: Sequence[int]) -> tuple[sympy.Expr,
 
 @functools.lru_cache(maxsize=4096)
 def _compiled(vars_: tuple[sympy.Symbol, ...], exprs: tuple[sympy.Expr, ...]) -> Callable[..., list]:
-    return sympy.lambdify(vars_, list(exprs), modules=[NUMPY_FUNCS, "numpy"])
+    """A Python function of the index values (ints or numpy arrays) returning the outputs.
+
+    The expressions are printed in the ``py`` style (``//``, ``%``, ``^``, ``&``, ``>>`` are numpy's floor and
+    bit operations on arrays) and compiled directly: ``sympy.lambdify`` with the numpy namespace costs ~0.2 s
+    on first use (it imports every lazily loaded numpy submodule) and a code printer per call.
+    """
+    names = {v: f"x{i}" for i, v in enumerate(vars_)}
+    try:
+        body = ", ".join(render(e, names, "py") for e in exprs)
+    except ValueError:  # an expression outside the layout functions
+        return sympy.lambdify(vars_, list(exprs), modules=[NUMPY_FUNCS, "numpy"])
+    ns: dict[str, object] = {}
+    for e in exprs:
+        for n in sympy.preorder_traversal(e):
+            if isinstance(n, Lut):
+                ns[lut_name(int(n.args[0]))] = lut_array(int(n.args[0]))
+    exec(compile(f"def f({', '.join(names.values())}):\n    return [{body}]\n", "<tilec layout>", "exec"), ns)  # noqa: S102
+    return ns["f"]  # type: ignore[return-value]
 
 
 def _is_int(x: object) -> bool:
@@ -259,11 +276,12 @@ class Layout:
 
     def is_bijective(self) -> bool:
         """True when the outputs over all inputs are exactly the output space, each once."""
-        total = math.prod(self.out_shape)
-        if total != self.size:
-            return False
-        flat = self._flat_out()
-        return flat is not None and bool((np.bincount(flat, minlength=total) == 1).all())
+        hit = self._cache.get("bijective")
+        if hit is None:
+            total = math.prod(self.out_shape)
+            flat = self._flat_out() if total == self.size else None
+            hit = self._cache["bijective"] = flat is not None and bool((np.bincount(flat, minlength=total) == 1).all())
+        return hit  # type: ignore[return-value]
 
     # -- algebra -----------------------------------------------------------------------------
     def inverse(self) -> Layout:

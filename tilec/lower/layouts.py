@@ -84,6 +84,48 @@ def project(frag: Fragment, dims: tuple[int, ...]) -> Fragment:
                                 num_locals=sizes.pop())
 
 
+def around(frag: Fragment, dims: tuple[int, ...], shape: tuple[int, ...]) -> Fragment:
+    """A layout for a loop over ``shape`` that indexes ``frag`` by its dimensions ``dims`` (a row vector read by
+    a 2-D loop): each iteration runs on a thread holding ``frag`` at the iteration's ``dims``, in a register that
+    does not depend on the thread.
+
+    Iteration ``(e, k)`` (``e`` the indices at ``dims``, ``k`` the row-major index of the other dimensions) runs
+    on replica ``k % g + g * s`` of ``frag[e]`` for ``s`` in ``[0, R / g)``, ``g = gcd(R, #k)``, at local
+    ``frag_local + num_locals * (k // g)``: the replicas of ``frag`` share the work, and the loop is replicated
+    ``R / g`` times where they cannot share it evenly.
+    """
+    rest = [d for d in range(len(shape)) if d not in dims]
+    n_rest = math.prod(shape[d] for d in rest)
+    R = frag.replicate
+    g = math.gcd(R, n_rest)
+    threads, locs = frag.eval_tables()  # frag.shape + (R,)
+    idx = np.indices(shape)
+    e = tuple(idx[d] for d in dims)
+    k = np.ravel_multi_index(tuple(idx[d] for d in rest), tuple(shape[d] for d in rest)) if rest else \
+        np.zeros(shape, np.int64)
+    rep = (k % g)[..., None] + g * np.arange(R // g)
+    t = np.take_along_axis(threads[e], rep, axis=-1)
+    loc = np.take_along_axis(locs[e], rep, axis=-1) + frag.num_locals * (k // g)[..., None]
+    return Fragment.from_tables(t, loc, num_threads=frag.num_threads, num_locals=frag.num_locals * (n_rest // g))
+
+
+def holds(loop: Fragment, frag: Fragment, dims: tuple[int, ...]) -> bool:
+    """Whether a loop spread by ``loop`` can read ``frag`` at its dimensions ``dims``: every iteration's thread
+    holds the element, in a register that is the same on every thread (what lowering needs)."""
+    if loop.num_threads != frag.num_threads:
+        return False
+    inv = loop.inverse().eval_table()
+    inv = inv[..., None] if inv.ndim == 2 else inv  # (threads, locals, ndim [+ replica])
+    T, L = inv.shape[:2]
+    threads, locs = frag.eval_tables()
+    elems = tuple(inv[:, :, d] for d in dims)
+    match = threads[elems] == np.arange(T)[:, None, None]  # (T, L, R)
+    if not match.any(axis=-1).all():
+        return False
+    local = locs[elems][np.arange(T)[:, None], np.arange(L)[None, :], match.argmax(axis=-1)]
+    return bool((local == local[0:1]).all())
+
+
 def _replicated_all(shape: tuple[int, ...], threads: int) -> Fragment:
     return Fragment(shape, lambda *a: a[-1], lambda *a: _flat(a[:-1], shape), replicate=threads,
                     num_threads=threads, num_locals=math.prod(shape))

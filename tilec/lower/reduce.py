@@ -16,7 +16,7 @@ import numpy as np
 
 from tilec import dtypes as dt
 from tilec.errors import TilecError
-from tilec.ir.expr import Expr, Var, binop, call, cast, const
+from tilec.ir.expr import Expr, Var, binop, call, cast, const, select
 from tilec.ir.stmt import Reduce
 from tilec.layout import Fragment
 from tilec.lower.context import Lowerer, lower_rule
@@ -89,7 +89,7 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
     for dl, members in enumerate(groups):
         e: Expr = _init(r.red, work)
         for sl in members:
-            e = _fold(r.red, e, cast(work, MemRef(src, const(sl))))
+            e = _fold(r.red, e, _source(lw, F, r.red, src, sl, work))
         out.append(Write(acc, const(dl), e))
     masks = _xor_masks(D)
     for m in (m for m in masks if m < 32):
@@ -101,6 +101,18 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
         out.append(_across_warps(lw, D, acc, warp_bits, [m for m in masks if m < 32], r.red, work))
     out.append(_store(lw, r, D, acc))
     return seq(out)
+
+
+def _source(lw: Lowerer, F: Fragment, red: str, src: Any, sl: int, work: dt.DType) -> Expr:
+    """Source register ``sl`` as a term of the fold. The partials of all holders of a result element are
+    combined, so where the source is replicated a sum takes each element from its replica 0 only (max and
+    min do not mind duplicates)."""
+    x: Expr = cast(work, MemRef(src, const(sl)))
+    if F.replicate == 1 or red not in ("sum", "abssum"):
+        return x
+    inv = F.inverse()
+    rep = to_ir(inv.exprs[F.ndim], {inv.symbols[0]: lw.tx, inv.symbols[1]: const(sl)})
+    return select(binop("==", rep, 0), x, _init(red, work))
 
 
 def _converted(lw: Lowerer, r: Reduce, natural: Fragment, D: Fragment) -> TStmt:

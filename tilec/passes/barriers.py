@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilec.ir.expr import Const
 from tilec.ir.visit import walk
 from tilec.lower.tir import (
     AtomicAddOp,
@@ -130,6 +131,9 @@ class _Placer:
     def loop(self, s: Loop, st: _State) -> tuple[TStmt, _State]:
         entry = st
         carried = _State()
+        if isinstance(s.extent, Const) and int(s.extent.value) <= 1:  # one trip: nothing carried to a next one
+            body, end = self.stmt(s.body, entry)
+            return Loop(s.var, s.extent, body, s.unroll, loc=s.loc), end if int(s.extent.value) == 1 else entry
         for _ in range(8):  # the state only grows: a fixpoint comes within a few rounds
             saved = self.count
             body, end = self.stmt(s.body, entry | carried)
@@ -141,11 +145,12 @@ class _Placer:
 
 
 def place_barriers(k: ThreadKernel) -> ThreadKernel:
-    """``k`` with barriers placed (see the module docstring)."""
+    """``k`` with barriers placed (see the module docstring); ``k`` itself when it needs none."""
     import dataclasses
 
-    body, _ = _Placer().stmt(k.body, _State())
-    return dataclasses.replace(k, body=body)
+    placer = _Placer()
+    body, _ = placer.stmt(k.body, _State())
+    return dataclasses.replace(k, body=body) if placer.count else k
 
 
 def count_syncs(s: TStmt) -> int:

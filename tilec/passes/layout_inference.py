@@ -27,7 +27,7 @@ from tilec.ir.expr import Load, Var
 from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store
 from tilec.ir.visit import walk
 from tilec.layout import Fragment, Layout, make_mma_a_fragment, make_mma_b_fragment, make_mma_c_fragment
-from tilec.lower.layouts import default_fragment, operand_layout, project, vector_width
+from tilec.lower.layouts import around, default_fragment, holds, operand_layout, project, vector_width
 from tilec.target import Target
 
 
@@ -65,18 +65,32 @@ class LayoutPlan:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class _Annotation:
+    """A ``T.annotate_layout`` entry, as the op that fixed a layout (for error messages)."""
+
+    loc: SourceLoc | None
+
+
 def _where(op: Any) -> str:
     loc: SourceLoc | None = getattr(op, "loc", None)
-    return f"{type(op).__name__.lower()} at line {loc.line}" if loc else type(op).__name__.lower()
+    what = "" if isinstance(op, _Annotation) else type(op).__name__.lower()
+    if loc is None:
+        return what or "T.annotate_layout"
+    return f"{what} at line {loc.line}".lstrip()
 
 
 class _Inference:
-    def __init__(self, ops: list[Any], threads: int, target: Target, annotations: dict) -> None:
+    def __init__(self, ops: list[Any], threads: int, target: Target, annotations: dict,
+                 annotation_locs: dict | None = None) -> None:
         self.ops = ops
         self.T = threads
         self.target = target
         self.plan = LayoutPlan(threads=threads)
         self.annotations = annotations
+        self.annotation_locs = annotation_locs or {}
+        self.loop_src: dict[Parallel, Buffer] = {}  # the fragment a loop took its layout from
+        self.checked: set[tuple[Parallel, Buffer]] = set()
         self.by: dict[Any, Any] = {}  # buffer -> op that fixed its layout
 
     # ---------------------------------------------------------------------------------------- recording
@@ -111,10 +125,11 @@ class _Inference:
 
     def strict(self) -> None:
         for buf, lay in self.annotations.items():
+            at = _Annotation(self.annotation_locs.get(buf))
             if buf.scope == "fragment":
-                self.set_fragment(buf, lay, "strict", buf, "T.annotate_layout")
+                self.set_fragment(buf, lay, "strict", at, "T.annotate_layout")
             else:
-                self.set_shared(buf, lay, "strict", buf, "T.annotate_layout")
+                self.set_shared(buf, lay, "strict", at, "T.annotate_layout")
         for op in self.ops:
             if isinstance(op, Gemm):
                 self.gemm(op)
@@ -198,16 +213,35 @@ class _Inference:
                 if f is not None and dims == tuple(range(len(p.vars))):
                     loop = self.plan.loops[p] = f
                     self.plan.origin[p] = ("common", f"from {buf.name}")
+                    self.loop_src[p] = buf
                     changed = True
                     break
         if loop is None:
             return changed
         for buf, dims in accesses:
             if buf in self.plan.fragments:
+                self.check_loop(p, loop, buf, dims)
                 continue
             frag = loop if dims == tuple(range(len(p.vars))) else project(loop, dims)
             changed |= self.set_fragment(buf, frag, "common", p, f"indexed by the loop at line {_line(p)}")
         return changed
+
+    def check_loop(self, p: Parallel, loop: Fragment, buf: Buffer, dims: tuple[int, ...]) -> None:
+        """A fragment the loop reads or writes must be held where the loop runs (checked once per pair)."""
+        key = (p, buf)
+        if key in self.checked:
+            return
+        self.checked.add(key)
+        f = self.plan.fragments[buf]
+        if f is loop or holds(loop, f, dims):
+            return
+        src = self.loop_src.get(p)
+        how = f"the layout of {src.name}: {self.plan.origin[src][1]} ({_where(self.by[src])})" if src is not None \
+            else self.plan.origin[p][1]
+        raise LayoutConflictError(
+            f"fragment {buf.name!r} ({self.plan.origin[buf][1]}, {_where(self.by[buf])}) is not held where the loop "
+            f"at line {_line(p)} runs ({how}); copy one of them through a shared buffer (T.copy) or change one op",
+            p.loc)
 
     # --------------------------------------------------------------------------------------------- free
 
@@ -226,9 +260,20 @@ class _Inference:
         return True
 
     def free_loops(self) -> None:
+        """Loops still open: around a fragment they index by some of their variables (a row vector broadcast
+        along a row), else an even spread."""
         for op in self.ops:
             if isinstance(op, Parallel) and op not in self.plan.loops:
                 shape = tuple(int(e) for e in op.extents)
+                held = [(b, dims) for b, dims in _fragment_accesses(op) if b in self.plan.fragments]
+                if held:
+                    buf, dims = held[0]
+                    loop = self.plan.loops[op] = around(self.plan.fragments[buf], dims, shape)
+                    self.plan.origin[op] = ("free", f"around {buf.name}")
+                    self.loop_src[op] = buf
+                    for b, d in held[1:]:
+                        self.check_loop(op, loop, b, d)
+                    continue
                 vec = _loop_vector(op, shape)
                 self.plan.loops[op] = default_fragment(shape, self.T, vec)
                 self.plan.origin[op] = ("free", "spread over the threads")
@@ -296,4 +341,5 @@ def infer_layouts(func: Any, ftg: Any, target: Target) -> LayoutPlan:
     ops = [ftg.node(n)["op"] for n in ftg.nodes]
     launch = func.launch
     annotations = dict(launch.layout_map)
-    return _Inference(ops, launch.num_threads, target, annotations).run()
+    locs = dict(zip((b for b, _ in launch.layout_map), launch.layout_locs))
+    return _Inference(ops, launch.num_threads, target, annotations, locs).run()

@@ -1,0 +1,74 @@
+"""The CUDA source emitted for every example (target ``cuda:sm_80``) compiles offline with nvcc, and ptxas's
+register and spill counts are reported (and printed at the end of the run). Skipped where nvcc is absent."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+from conftest import EXAMPLES, load_example
+
+import tilec
+
+from .conftest import PTXAS
+
+NVCC = shutil.which("nvcc")
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
+
+CASES = {  # name -> (example, factory, args, kwargs)
+    "gemm 1024^3 64x64x32": ("01_gemm", "matmul", (1024, 1024, 1024), {"block_M": 64, "block_N": 64}),
+    "gemm 1000x1000x1000 64x64x32 (ragged)": ("01_gemm", "matmul", (1000, 1000, 1000),
+                                              {"block_M": 64, "block_N": 64}),
+    "gemm 4096^3 128x128x32": ("01_gemm", "matmul", (4096, 4096, 4096), {}),
+    "softmax 1024x1000": ("02_softmax", "softmax", (1024, 1000), {}),
+    "flash attention 1x8x1000x64": ("03_flash_attention", "flash_attention", (1, 8, 1000, 64, False), {}),
+    "flash attention 1x8x1000x128 causal": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, True), {}),
+}
+
+
+def ptxas_info(text: str) -> dict[str, int]:
+    """Registers, spill stores/loads (bytes) and stack frame from ``nvcc -Xptxas -v`` output (one kernel)."""
+    regs = re.search(r"Used (\d+) registers", text)
+    spills = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", text)
+    assert regs and spills, text
+    return {"registers": int(regs.group(1)), "stack": int(spills.group(1)), "spill_stores": int(spills.group(2)),
+            "spill_loads": int(spills.group(3))}
+
+
+def compile_cuda(source: str, tmp_path) -> dict[str, int]:  # noqa: ANN001
+    cu = tmp_path / "kernel.cu"
+    cu.write_text(source)
+    cmd = [NVCC, "-arch=sm_80", "-std=c++17", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "kernel.cubin"),
+           str(cu)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, f"nvcc failed:\n{res.stderr}\n--- source ---\n{source}"
+    return ptxas_info(res.stdout + res.stderr)
+
+
+def test_ptxas_output_is_parsed():
+    text = ("ptxas info    : Compiling entry function 'main_kernel' for 'sm_80'\nptxas info    : Function properties "
+            "for main_kernel\n    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\nptxas info    : "
+            "Used 255 registers, used 1 barriers, 16 bytes cumulative stack size, 384 bytes cmem[0]\n")
+    assert ptxas_info(text) == {"registers": 255, "stack": 16, "spill_stores": 8, "spill_loads": 12}
+
+
+def test_every_example_is_compiled():
+    assert {c[0] for c in CASES.values()} == {p.stem for p in EXAMPLES.glob("*.py")}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_example_compiles_with_nvcc(case, tmp_path):
+    example, factory, args, kwargs = CASES[case]
+    kernel = getattr(load_example(example), factory)(*args, **kwargs)
+    source = tilec.JITKernel(kernel.prim_func, "cuda:sm_80").get_kernel_source()
+    assert 'extern "C" __global__' in source
+    info = compile_cuda(source, tmp_path)
+    line = (f"{case:<40} {info['registers']:>3} registers, {info['spill_stores']} B spill stores, "
+            f"{info['spill_loads']} B spill loads, {info['stack']} B stack")
+    print(line)
+    PTXAS.append(line)
+    assert info["registers"] <= 255
+    if case.startswith("gemm") and "64x64" in case:
+        assert info["spill_stores"] == info["spill_loads"] == 0, line

@@ -1,0 +1,1 @@
+"""Tests of lowering, layout inference and barrier placement."""

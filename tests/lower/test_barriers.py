@@ -1,0 +1,189 @@
+"""Barrier placement (after lowering): the barriers a kernel gets, and that each one is needed: taking any one
+out of a lowered example makes the thread interpreter's race checker fire, naming the buffer and the line."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import load_example, randn
+
+import tilec.language as T
+from tilec import dtypes as dt
+from tilec.backends.simt import SimtExecutable
+from tilec.errors import RaceError
+from tilec.ir.expr import Var, binop, const
+from tilec.ir.visit import transform, walk
+from tilec.lower.tir import Group, Loop, Mem, MemRef, Seq, Sync, ThreadKernel, Write, seq
+from tilec.passes.barriers import count_syncs, place_barriers
+from tilec.runtime.args import allocate_like, bind
+
+from .helpers import simt, thread_ir
+
+
+def syncs(k: ThreadKernel) -> list[Sync]:
+    return [n for n in walk(k.body) if isinstance(n, Sync)]
+
+
+def without(k: ThreadKernel, target: Sync) -> ThreadKernel:
+    """``k`` with the barrier ``target`` (one node, by identity) taken out."""
+
+    def drop(n):
+        if isinstance(n, Seq) and any(c is target for c in n.stmts):
+            return seq([c for c in n.stmts if c is not target])
+        return None
+
+    out = dataclasses.replace(k, body=transform(k.body, drop))
+    assert count_syncs(out.body) == count_syncs(k.body) - 1
+    return out
+
+
+def run_thread_ir(kernel, tk: ThreadKernel, *arrays) -> None:
+    """Run thread IR ``tk`` in the place of ``kernel``'s on the inputs (outputs are allocated as the kernel does)."""
+    SimtExecutable(tk, kernel.prim_func)(bind(kernel.prim_func, arrays, "cpu", allocate_like))
+
+
+def gemm(k_tiles: int = 3):
+    return simt(load_example("01_gemm").matmul(100, 72, 32 * k_tiles, block_M=64, block_N=64))
+
+
+def flash(causal: bool = False):
+    return simt(load_example("03_flash_attention").flash_attention(1, 1, 100, 32, causal))
+
+
+def labels_in(s) -> list[str]:
+    """Sync / group labels, in order, of a statement list (one level)."""
+    items = s.stmts if isinstance(s, Seq) else (s,)
+    return ["sync" if isinstance(x, Sync) else x.label.split(":")[1].strip().split("(")[0] for x in items
+            if isinstance(x, (Sync, Group))]
+
+
+# ---------------------------------------------------------------------------------------------- the barrier pass
+
+
+def test_gemm_loop_body_has_exactly_the_two_needed_barriers():
+    k = gemm()
+    (loop,) = [n for n in walk(thread_ir(k).body) if isinstance(n, Loop) and n.var.name == "k"]
+    # before the copies (last iteration's gemm has read A_s/B_s) and before the gemm (it reads the copies)
+    assert labels_in(loop.body) == ["sync", "T.copy", "T.copy", "sync", "T.gemm"]
+    assert count_syncs(thread_ir(k).body) == 2
+
+
+def test_a_one_step_k_loop_needs_no_loop_carried_barrier():
+    k = gemm(k_tiles=1)
+    assert count_syncs(thread_ir(k).body) == 1
+
+
+def test_flash_attention_barriers():
+    """Before each gemm (its shared operand was just copied); no more: the copy of K (V) in the next iteration
+    is already ordered after this iteration's reads by the barrier before the other gemm, and S -> P is a
+    register copy (the accumulator and the A operand layouts agree)."""
+    k = flash()
+    (loop,) = [n for n in walk(thread_ir(k).body) if isinstance(n, Loop) and n.var.name == "k"]
+    got = labels_in(loop.body)
+    assert got.count("sync") == 2
+    assert got[got.index("T.gemm") - 1] == "sync"
+    assert got[len(got) - 1 - got[::-1].index("T.gemm") - 1] == "sync"
+    assert count_syncs(thread_ir(k).body) == 2
+
+
+def test_no_barrier_between_register_only_ops():
+    @T.prim_func
+    def main(X: T.Tensor((32, 64), "float32"), Y: T.Tensor((32,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((32, 64), "float32")
+            r = T.alloc_fragment((32,), "float32")
+            T.fill(x, 1.0)
+            for i, j in T.Parallel(32, 64):
+                x[i, j] = x[i, j] * 2.0 + i
+            T.reduce_sum(x, r, dim=1)  # 128 threads, rows of 64 over 16 lanes of one warp: shuffles only
+            for i in T.Parallel(32):
+                r[i] = r[i] * 0.5
+            T.copy(r, Y)
+
+    k = simt(main)
+    assert count_syncs(thread_ir(k).body) == 0
+    assert k.state.artifacts["barriers"] is k.state.artifacts["lower"]  # nothing to place: the pass returns its input
+    y = np.full(32, np.nan, np.float32)
+    k(np.zeros((32, 64), np.float32), y)
+    np.testing.assert_allclose(y, (2.0 + np.arange(32)) * 64 * 0.5)
+
+
+def test_shared_buffer_written_by_one_op_and_read_by_two():
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32"), Z: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            s = T.alloc_shared((64,), "float32")
+            T.copy(X, s)
+            for i in T.Parallel(64):
+                Y[i] = s[63 - i]
+            for i in T.Parallel(64):
+                Z[i] = s[(i + 1) % 64] * 2.0  # a second reader: no barrier between two reads
+
+    k = simt(main)
+    assert labels_in(thread_ir(k).body)[-4:] == ["T.copy", "sync", "T.Parallel", "T.Parallel"]
+    x = np.arange(64, dtype=np.float32)
+    y, z = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    k(x, y, z)
+    np.testing.assert_array_equal(y, x[::-1])
+    np.testing.assert_array_equal(z, np.roll(x, -1) * 2)
+
+
+def _hand_kernel(body, shared: list[Mem], tx: Var, threads: int = 64) -> ThreadKernel:
+    return ThreadKernel("k", (), (), (const(1),), (Var("block_x"),), threads, tx,
+                        tuple((m, 1024 * i) for i, m in enumerate(shared)), (), body, 1024 * len(shared))
+
+
+def test_place_barriers_on_hand_built_thread_ir():
+    tx = Var("tx")
+    s = Mem("s", dt.float32, "shared", 64)
+    u = Mem("u", dt.float32, "shared", 64)
+    w_s = Group(Write(s, tx, const(1.0)), "line 1: write s")
+    w_u = Group(Write(u, tx, const(2.0)), "line 2: write u")  # another buffer: independent of s
+    r_s = Group(Write(u, tx, MemRef(s, binop("^", tx, 1))), "line 3: read s, write u")
+    body = place_barriers(_hand_kernel(Seq((w_s, w_u, r_s)), [s, u], tx)).body
+    assert labels_in(body) == ["write s", "write u", "sync", "read s, write u"]
+    # in a loop, the write of s in the next iteration must wait for this iteration's reads of s
+    i = Var("i")
+    loop = Loop(i, const(4), Seq((w_s, Group(Write(u, tx, MemRef(s, binop("^", tx, 1))), "line 3: read"))))
+    placed = place_barriers(_hand_kernel(loop, [s, u], tx)).body
+    assert labels_in(placed.body) == ["sync", "write s", "sync", "read"]
+
+
+# -------------------------------------------------------------------------- take one barrier out: the race checker
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_removing_a_gemm_barrier_is_a_race_naming_buffer_and_line(rng, which):
+    k = gemm()
+    tk = thread_ir(k)
+    a, b = randn(rng, (100, 96), "float16"), randn(rng, (96, 72), "float16")
+    run_thread_ir(k, tk, a, b)  # as placed: no race
+    src = open(load_example("01_gemm").__file__).read().splitlines()
+    copy_line = next(i + 1 for i, t in enumerate(src) if "T.copy(A[" in t)
+    gemm_line = next(i + 1 for i, t in enumerate(src) if "T.gemm(" in t)
+    with pytest.raises(RaceError) as e:
+        run_thread_ir(k, without(tk, syncs(tk)[which]), a, b)
+    msg = str(e.value)
+    if which == 0:  # the next iteration's copy overwrites A_s while other threads' ldmatrix may still read it
+        assert "race on shared A_s[" in msg and "writes what several threads read" in msg
+        assert e.value.loc.line == copy_line
+    else:  # the gemm reads A_s before the other threads' copies are done
+        assert "race on shared A_s[" in msg and "reads what thread" in msg
+        assert e.value.loc.line == gemm_line
+    assert e.value.loc.file.endswith("01_gemm.py")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("which", [0, 1])
+def test_removing_a_flash_attention_barrier_is_a_race(rng, which, causal):
+    k = flash(causal)
+    tk = thread_ir(k)
+    q, kk, v = (randn(rng, (1, 1, 100, 32), "float16") for _ in range(3))
+    run_thread_ir(k, tk, q, kk, v)
+    with pytest.raises(RaceError, match=r"race on shared (Q_s|K_s|V_s)\[\d+\]") as e:
+        run_thread_ir(k, without(tk, syncs(tk)[which]), q, kk, v)
+    assert e.value.loc.file.endswith("03_flash_attention.py")
+    src = open(load_example("03_flash_attention").__file__).read().splitlines()
+    assert "T.gemm(" in src[e.value.loc.line - 1]

@@ -1,0 +1,82 @@
+"""Every example, lowered for sm_80 and run by the thread interpreter (``simt:sm_80``), against float64 numpy at
+small shapes, ragged ones included (sizes that are not multiples of the tiles; flash attention with a sequence
+that is not a multiple of the block, causal or not). The interpreter also checks every shared-memory access for
+races and bounds while it runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, ROOT, assert_close, load_example, randn
+
+from .helpers import simt
+
+GEMM = [  # (M, N, K, tile kwargs)
+    (64, 64, 64, {"block_M": 64, "block_N": 64}),
+    (100, 72, 40, {"block_M": 64, "block_N": 64}),  # M, N, K all ragged (K not even a multiple of 16)
+    (33, 70, 96, {"block_M": 32, "block_N": 64, "block_K": 32, "threads": 64}),
+    (48, 40, 50, {"block_M": 32, "block_N": 32, "block_K": 16, "num_stages": 1, "threads": 128}),
+]
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles"), GEMM, ids=lambda x: str(x) if not isinstance(x, dict) else "")
+def test_gemm(rng, M, N, K, tiles):
+    kernel = simt(load_example("01_gemm").matmul(M, N, K, **tiles), out_idx=[-1])
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    c = kernel(a, b)
+    assert c.shape == (M, N) and c.dtype == np.float16
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert_close(c, ref, "float16")
+
+
+@pytest.mark.parametrize(("M", "N", "tiles"), [(16, 256, {}), (37, 300, {}), (5, 130, {"block_M": 4, "block_N": 64})])
+def test_softmax(rng, M, N, tiles):
+    kernel = simt(load_example("02_softmax").softmax(M, N, **tiles), out_idx=[-1])
+    x = (randn(rng, (M, N), "float16") * 3).astype(np.float16)
+    y = kernel(x)
+    xd = x.astype(np.float64)
+    ref = np.exp(xd - xd.max(axis=1, keepdims=True))
+    ref /= ref.sum(axis=1, keepdims=True)
+    assert_close(y, ref, "float16", scale=1.0)
+
+
+FLASH = [  # (batch, heads, seq, dim, causal, tile kwargs)
+    (1, 1, 64, 32, False, {}),
+    (1, 2, 100, 32, False, {}),  # seq not a multiple of the 64-row blocks
+    (1, 2, 100, 32, True, {}),
+    (2, 1, 70, 64, True, {"block_M": 32, "block_N": 32, "threads": 64}),
+    (1, 1, 45, 64, False, {"block_M": 32, "block_N": 32, "threads": 64}),
+]
+
+
+@pytest.mark.parametrize(("b", "h", "n", "d", "causal", "tiles"), FLASH,
+                         ids=lambda x: str(x) if not isinstance(x, dict) else "")
+def test_flash_attention(rng, b, h, n, d, causal, tiles):
+    fa = load_example("03_flash_attention")
+    kernel = simt(fa.flash_attention(b, h, n, d, causal, **tiles), out_idx=[3])
+    q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
+    o = kernel(q, k, v)
+    assert_close(o, fa.reference(q, k, v, causal), "float16", scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+def test_every_example_is_covered():
+    assert {p.stem for p in EXAMPLES.glob("*.py")} == {"01_gemm", "02_softmax", "03_flash_attention"}
+
+
+@pytest.mark.parametrize("args", [["01_gemm.py"], ["02_softmax.py"], ["03_flash_attention.py"],
+                                  ["03_flash_attention.py", "1", "1", "70", "32", "causal"]], ids=" ".join)
+def test_example_script_on_the_simt_target(args):
+    """The scripts as a user runs them, with ``TILEC_TARGET=simt:sm_80`` (their default shapes are ragged)."""
+    env = dict(os.environ, TILEC_TARGET="simt:sm_80")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    res = subprocess.run([sys.executable, str(EXAMPLES / args[0]), *args[1:]], capture_output=True, text=True,
+                         env=env, timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    m = re.search(r" on simt:sm_80: (relative|max abs) error (\S+)$", res.stdout, re.M)
+    assert m, res.stdout
+    assert float(m.group(2)) < 1e-2

@@ -1,0 +1,460 @@
+"""Layout inference (stage 4) on small kernels: the concrete fragment, shared and loop layouts it picks, the level
+that fixed each one, and the conflicts it reports. Expected layouts are built with the named constructors of
+:mod:`tilec.layout` (themselves checked against the PTX tables in ``tests/layout``) or checked by enumeration."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from conftest import load_example
+
+import tilec
+import tilec.language as T
+from tilec.errors import LayoutConflictError
+from tilec.ir.stmt import Gemm, Parallel
+from tilec.layout import (
+    Fragment,
+    make_mma_a_fragment,
+    make_mma_b_fragment,
+    make_mma_c_fragment,
+    swizzle,
+)
+from tilec.lower.layouts import default_fragment, project
+from tilec.passes.pipeline import run_pipeline
+from tilec.target import parse_target
+
+
+class Plan:
+    """The layout plan of a kernel, with its buffers and ops looked up by name and line."""
+
+    def __init__(self, func, target: str = "cuda:sm_80") -> None:
+        func = func.prim_func if isinstance(func, tilec.JITKernel) else func
+        state = run_pipeline(func, parse_target(target), until="layout_inference")
+        self.plan = state.artifacts["layout_inference"]
+        self.ops = [state.ftg.node(n)["op"] for n in state.ftg.nodes]
+
+    def frag(self, name: str) -> Fragment:
+        return next(f for b, f in self.plan.fragments.items() if b.name == name)
+
+    def shared(self, name: str):
+        return next(lay for b, lay in self.plan.shared.items() if b.name == name)
+
+    def origin(self, name: str) -> tuple[str, str]:
+        return next(o for b, o in self.plan.origin.items() if getattr(b, "name", None) == name)
+
+    def gemms(self) -> list:
+        return [self.plan.gemms[op] for op in self.ops if isinstance(op, Gemm)]
+
+    def loops(self) -> list[Fragment]:
+        """Loop layouts of the kernel's T.Parallel nests, in program order."""
+        return [self.plan.loops[op] for op in self.ops if isinstance(op, Parallel)]
+
+
+def line_of(fn, marker: str) -> int:
+    """The file line of the source line of ``fn`` containing ``marker``."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, text in enumerate(lines) if marker in text)
+
+
+def holders(frag: Fragment) -> list[set[int]]:
+    """Per element (row-major): the threads holding it."""
+    t, _ = frag.eval_tables()
+    return [set(row.tolist()) for row in t.reshape(frag.size, -1)]
+
+
+# ---------------------------------------------------------------------------------------------------------- GEMM
+
+
+def gemm(bm, bn, bk, threads, policy="Square", dtype="float16", trans_b=False, epilogue=False):
+    M, N, K = 2 * bm, 2 * bn, 2 * bk
+    b_shape, bs_shape = ((N, K), (bn, bk)) if trans_b else ((K, N), (bk, bn))
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor(b_shape, dtype), Bias: T.Tensor((N,), "float32"),
+             C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), dtype)
+            B_s = T.alloc_shared(bs_shape, dtype)
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            D_f = T.alloc_fragment((bm, bn), "float32")
+            bias = T.alloc_fragment((bn,), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                if trans_b:
+                    T.copy(B[bx * bn, k * bk], B_s)
+                else:
+                    T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=trans_b, policy=policy)
+            if epilogue:
+                T.copy(Bias[bx * bn], bias)
+                for i, j in T.Parallel(bm, bn):
+                    D_f[i, j] = T.max(C_f[i, j] + bias[j], 0.0)
+                T.copy(D_f, C[by * bm, bx * bn])
+            else:
+                T.copy(C_f, C[by * bm, bx * bn])
+
+    return main
+
+
+POLICIES = [  # (bm, bn, threads, policy) -> the warp grid
+    (64, 64, 128, "Square", (2, 2)),
+    (64, 64, 128, "FullRow", (4, 1)),
+    (64, 64, 128, "FullCol", (1, 4)),
+    (128, 64, 256, "Square", (4, 2)),
+    (128, 128, 256, "FullRow", (8, 1)),
+    (128, 128, 256, "FullCol", (1, 8)),
+    (32, 64, 128, "FullRow", (2, 2)),  # 32 rows take at most 2 warps of 16: the others go to the columns
+    (64, 16, 128, "FullCol", (2, 2)),  # 16 columns take at most 2 warps of 8
+    (16, 8, 32, "Square", (1, 1)),
+]
+
+
+@pytest.mark.parametrize(("bm", "bn", "threads", "policy", "grid"), POLICIES)
+def test_gemm_accumulator_is_the_mma_c_fragment_of_the_policys_warp_grid(bm, bn, threads, policy, grid):
+    p = Plan(gemm(bm, bn, 32, threads, getattr(T.GemmWarpPolicy, policy)))
+    (g,) = p.gemms()
+    assert (g.instr, g.warp_m, g.warp_n) == ("mma", *grid)
+    want = make_mma_c_fragment(bm, bn, *grid)
+    assert p.frag("C_f").equals(want)
+    assert p.origin("C_f") == ("strict", f"mma.m16n8k16 accumulator, {grid[0]}x{grid[1]} warps")
+    # independently: warp (wm, wn) = thread // 32 holds the (wm, wn) sub-tile of C
+    t, _ = p.frag("C_f").eval_tables()
+    i, j = np.indices((bm, bn))
+    warp = (i // (bm // grid[0])) * grid[1] + j // (bn // grid[1])
+    np.testing.assert_array_equal(t[..., 0] // 32, warp)
+
+
+@pytest.mark.parametrize(("bm", "bn", "bk", "trans_b", "a_bytes", "b_bytes"), [
+    (64, 64, 32, False, 64, 128),  # A_s rows of 32 halves = 64 B; B_s rows of 64 halves = 128 B
+    (64, 64, 64, False, 128, 128),
+    (64, 32, 16, False, 32, 64),
+    (64, 64, 32, True, 64, 64),  # B_s stored N x K
+])
+def test_gemm_shared_operands_get_the_widest_swizzle_their_rows_allow(bm, bn, bk, trans_b, a_bytes, b_bytes):
+    p = Plan(gemm(bm, bn, bk, 128, trans_b=trans_b))
+    bs_shape = (bn, bk) if trans_b else (bk, bn)
+    assert p.shared("A_s").equals(swizzle((bm, bk), 16, a_bytes))
+    assert p.shared("B_s").equals(swizzle(bs_shape, 16, b_bytes))
+    assert p.origin("A_s") == p.origin("B_s") == ("strict", "tensor-core operand")
+    # what the swizzle is for: the 8 rows one ldmatrix matrix reads (16 bytes each) hit 8 different 16-byte
+    # bank groups, for every 16-byte column chunk and every group of 8 rows
+    for name, shape in (("A_s", (bm, bk)), ("B_s", bs_shape)):
+        table = p.shared(name).eval_table()
+        for r0 in range(0, shape[0], 8):
+            for c in range(0, shape[1], 8):
+                groups = (table[r0 : r0 + 8, c] * 2 // 16) % 8
+                assert len(set(groups.tolist())) == 8, (name, r0, c)
+
+
+def test_gemm_epilogue_loop_and_its_fragments_take_the_accumulator_layout():
+    p = Plan(gemm(64, 64, 32, 128, epilogue=True))
+    c = make_mma_c_fragment(64, 64, 2, 2)
+    (loop,) = p.loops()
+    assert loop.equals(c)
+    assert p.frag("D_f").equals(c)
+    assert p.origin("D_f")[0] == "common" and p.origin("D_f")[1].startswith("indexed by the loop at line")
+    # the bias row vector, indexed by j only, is held by exactly the threads holding its column of C
+    bias = p.frag("bias")
+    assert bias.equals(project(c, (1,)))
+    t, _ = c.eval_tables()
+    for j, hs in enumerate(holders(bias)):
+        assert hs == set(t[:, j, 0].tolist())
+    assert (bias.num_threads, bias.num_locals, bias.replicate) == (128, 8, 16)  # 2 warp rows x 8 lane groups
+
+
+def test_gemm_fallback_to_simt_for_float32_operands_and_free_accumulator():
+    p = Plan(gemm(32, 32, 16, 128, dtype="float32"))
+    (g,) = p.gemms()
+    assert g.instr == "simt" and "operand dtype float32" in g.why
+    assert p.frag("C_f").equals(default_fragment((32, 32), 128, 4))
+    assert p.origin("C_f") == ("free", "spread over the threads")
+    assert not p.plan.shared  # no tensor-core operands: shared buffers stay row-major (lowering's default)
+
+
+def test_register_operands_of_a_gemm():
+    """``T.gemm(P_f, V_s, O_f)``: the register A operand is the mma A fragment of O's warp grid, replicated over
+    the warps of a row; a register B operand the B fragment replicated over the warps of a column."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_f = T.alloc_fragment((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_f = T.alloc_fragment((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            C2 = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_f)
+            T.copy(B, B_s)
+            T.gemm(A_f, B_s, C_f, clear_accum=True)
+            T.copy(A, A_s)
+            T.copy(B, B_f)
+            T.gemm(A_s, B_f, C2, clear_accum=True)
+            for i, j in T.Parallel(64, 64):
+                C2[i, j] += C_f[i, j]
+            T.copy(C2, C)
+
+    p = Plan(main)
+    assert p.frag("A_f").equals(make_mma_a_fragment(64, 32, 2, 2))
+    assert p.frag("A_f").replicate == 2
+    assert p.frag("B_f").equals(make_mma_b_fragment(32, 64, 2, 2))
+    assert p.frag("C_f").equals(p.frag("C2"))
+
+
+# ------------------------------------------------------------------------------------------------------- softmax
+
+
+def test_softmax_free_spread_rows_and_loops():
+    p = Plan(load_example("02_softmax").softmax(64, 256))  # block 8 x 128 over 128 threads
+    x = p.frag("x")
+    assert p.origin("x") == ("free", "spread over the threads")
+    assert x.equals(default_fragment((8, 128), 128, 4))
+    # evenly: every thread holds 8 elements, as 2 runs of 4 consecutive columns (one 16-byte float32 vector)
+    t, loc = x.eval_tables()
+    t, loc = t[..., 0], loc[..., 0]
+    assert (x.num_threads, x.num_locals, x.replicate) == (128, 8, 1)
+    assert (np.bincount(t.ravel(), minlength=128) == 8).all()
+    assert (t.reshape(8, 32, 4) == t.reshape(8, 32, 4)[:, :, :1]).all()
+    assert (np.diff(loc.reshape(8, 32, 4), axis=-1) == 1).all()
+    # y (float16) is written by the loop over x: same layout, from the common level
+    assert p.frag("y").equals(x) and p.origin("y")[0] == "common"
+    # row vectors: projections of x, each row on the 32 threads holding it (2 rows per thread)
+    for name in ("row_max", "row_sum", "tile_max", "tile_sum"):
+        f = p.frag(name)
+        assert f.equals(project(x, (0,))), name
+        assert (f.num_locals, f.replicate) == (2, 32)
+        for i, hs in enumerate(holders(f)):
+            assert hs == set(range(32 * (i % 4), 32 * (i % 4) + 32))
+    loops = p.loops()
+    assert [lp.shape for lp in loops] == [(8, 128), (8,), (8, 128), (8,), (8, 128)]
+    for lp in loops:
+        assert lp.equals(x if lp.ndim == 2 else p.frag("row_max"))
+
+
+# ----------------------------------------------------------------------------------------------- flash attention
+
+
+@pytest.mark.parametrize("dim", [32, 64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_layouts(dim, causal):
+    p = Plan(load_example("03_flash_attention").flash_attention(1, 2, 128, dim, causal))
+    assert [(g.instr, g.warp_m, g.warp_n) for g in p.gemms()] == [("mma", 4, 1), ("mma", 4, 1)]  # FullRow
+    s = make_mma_c_fragment(64, 64, 4, 1)
+    assert p.frag("S").equals(s)
+    assert p.frag("O_f").equals(make_mma_c_fragment(64, dim, 4, 1))
+    assert p.frag("P").equals(make_mma_a_fragment(64, 64, 4, 1))  # the A operand of P @ V
+    for name in ("Q_s", "K_s", "V_s"):
+        assert p.shared(name).equals(swizzle((64, dim), 16, 2 * dim))
+    # row statistics: the projection of S; with FullRow each row lives on the 4 lanes of one quad of one warp
+    for name in ("m", "m_prev", "rescale", "l_tile", "l"):
+        f = p.frag(name)
+        assert f.equals(project(s, (0,))), name
+        assert (f.num_threads, f.num_locals, f.replicate) == (128, 2, 4)
+        t, loc = f.eval_tables()
+        for i in range(64):
+            quad = 32 * (i // 16) + 4 * (i % 8)
+            assert set(t[i].tolist()) == {quad, quad + 1, quad + 2, quad + 3}
+            assert set(loc[i].tolist()) == {(i % 16) // 8}  # rows g and g + 8 of an m16 atom
+    assert p.origin("m") == ("common", "rows of S")
+    # each loop takes the layout of the fragment it indexes by all its variables, or the row projection
+    want = [s, p.frag("m"), s, p.frag("m"), p.frag("O_f"), p.frag("O_f")]
+    loops = p.loops()
+    assert len(loops) == len(want)
+    for got, w in zip(loops, want):
+        assert got.equals(w)
+
+
+# ----------------------------------------------------------------------------------------------------- the free level
+
+
+def test_free_default_spreads_evenly_and_vectorizes():
+    @T.prim_func
+    def main(X: T.Tensor((32, 64), "float32"), Y: T.Tensor((32, 64), "float16"), Z: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((32, 64), "float32")
+            small = T.alloc_fragment((8, 8), "float32")
+            T.copy(X, x)
+            for i, j in T.Parallel(32, 64):
+                Y[i, j] = x[i, j] * 2.0
+            for i, j in T.Parallel(16, 64):  # touches only global memory: the narrowest element is a half
+                Y[i, j] = Y[i + 16, j]
+            T.copy(Z, small)
+            T.copy(small, Z)
+
+    p = Plan(main)
+    x = p.frag("x")
+    assert x.equals(default_fragment((32, 64), 128, 4))
+    t, loc = x.eval_tables()
+    assert (np.bincount(t.ravel(), minlength=128) == 16).all()  # 2048 elements, 16 per thread
+    flat = np.arange(2048)
+    np.testing.assert_array_equal(t.ravel(), (flat // 4) % 128)  # runs of 4 float32 = 16 bytes
+    np.testing.assert_array_equal(loc.ravel(), (flat // 512) * 4 + flat % 4)
+    loops = p.loops()
+    assert loops[0].equals(x)
+    assert p.plan.origin[[op for op in p.ops if isinstance(op, Parallel)][1]] == ("free", "spread over the threads")
+    assert loops[1].equals(default_fragment((16, 64), 128, 8))  # 8 halves = 16 bytes
+    # 64 elements on 128 threads: each on 2 threads
+    small = p.frag("small")
+    assert (small.num_threads, small.num_locals, small.replicate) == (128, 1, 2) and small.is_valid()
+
+
+# ---------------------------------------------------------------------------------------------------- conflicts
+
+
+def two_gemms_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)  # first gemm
+            T.gemm(A_s, B_s, C_f, policy=T.GemmWarpPolicy.FullCol)  # second gemm
+            T.copy(C_f, C)
+
+    return main
+
+
+def test_two_gemms_demanding_different_accumulator_layouts_conflict():
+    with pytest.raises(LayoutConflictError) as e:
+        Plan(two_gemms_kernel())
+    first, second = line_of(two_gemms_kernel, "# first gemm"), line_of(two_gemms_kernel, "# second gemm")
+    msg = str(e.value)
+    assert "fragment 'C_f' needs two different layouts" in msg
+    assert f"mma.m16n8k16 accumulator, 4x1 warps (gemm at line {first})" in msg
+    assert f"mma.m16n8k16 accumulator, 1x4 warps (gemm at line {second})" in msg
+    assert e.value.loc is not None and e.value.loc.line == second
+
+
+def annotated_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.annotate_layout({C_f: make_mma_c_fragment(64, 64, 4, 1)})  # annotation
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True)  # the gemm
+            T.copy(C_f, C)
+
+    return main
+
+
+def test_annotate_layout_against_a_gemm_conflicts():
+    with pytest.raises(LayoutConflictError) as e:
+        Plan(annotated_kernel())
+    msg = str(e.value)
+    assert f"T.annotate_layout (at line {line_of(annotated_kernel, '# annotation')})" in msg
+    assert f"mma.m16n8k16 accumulator, 2x2 warps (gemm at line {line_of(annotated_kernel, '# the gemm')})" in msg
+
+
+def test_annotate_layout_that_agrees_with_the_gemm_is_kept():
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.annotate_layout({C_f: make_mma_c_fragment(64, 64, 2, 2), B_s: swizzle((32, 64), 16, 64)})
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.copy(C_f, C)
+
+    p = Plan(main)
+    assert p.origin("C_f") == ("strict", "T.annotate_layout")
+    assert p.shared("B_s").equals(swizzle((32, 64), 16, 64))  # the user's swizzle, not the widest
+    assert p.shared("A_s").equals(swizzle((64, 32), 16, 64))
+
+
+def row_vector_broadcast_kernel(width: int):
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), Y: T.Tensor((64, width), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C = T.alloc_fragment((64, 64), "float32")
+            r = T.alloc_fragment((64,), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C, clear_accum=True)
+            T.reduce_max(C, r, dim=1)
+            for i, j in T.Parallel(64, width):  # indexes only the row vector
+                Y[i, j] = r[i] + j
+
+    return main
+
+
+@pytest.mark.parametrize("width", [64, 6])
+def test_a_loop_indexing_only_a_row_vector_runs_around_it(width, rng):
+    """The loop's iterations run where ``r[i]`` is held (the 8 replicas of each row of the 2x2-warp accumulator
+    share its columns; 6 columns do not split 8 ways, so the loop is replicated 4 times)."""
+    from tilec.lower.layouts import around
+
+    from .helpers import simt
+
+    func = row_vector_broadcast_kernel(width)
+    p = Plan(func)
+    r = p.frag("r")
+    assert r.equals(project(make_mma_c_fragment(64, 64, 2, 2), (0,))) and r.replicate == 8
+    (loop,) = p.loops()
+    assert loop.equals(around(r, (0,), (64, width)))
+    assert loop.replicate == (1 if width == 64 else 4) and loop.is_valid()
+    t, _ = loop.eval_tables()
+    rt, _ = r.eval_tables()
+    for i in range(64):
+        assert set(t[i].ravel().tolist()) <= set(rt[i].tolist())
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in ((64, 32), (32, 64)))
+    y = np.full((64, width), np.nan, np.float32)
+    simt(func)(a, b, y)
+    ref = (a.astype(np.float64) @ b.astype(np.float64)).max(axis=1)[:, None] + np.arange(width)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+def loop_over_two_accumulators_kernel():
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C1 = T.alloc_fragment((64, 64), "float32")
+            C2 = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C1, clear_accum=True, policy=T.GemmWarpPolicy.FullRow)  # gemm 1
+            T.gemm(A_s, B_s, C2, clear_accum=True, policy=T.GemmWarpPolicy.FullCol)  # gemm 2
+            for i, j in T.Parallel(64, 64):  # the loop
+                C1[i, j] += C2[i, j]
+            T.copy(C1, C)
+
+    return main
+
+
+def test_a_loop_over_two_fragments_of_incompatible_layouts_conflicts():
+    f = loop_over_two_accumulators_kernel
+    with pytest.raises(LayoutConflictError) as e:
+        Plan(f())
+    msg = str(e.value)
+    assert (f"fragment 'C2' (mma.m16n8k16 accumulator, 1x4 warps, gemm at line {line_of(f, '# gemm 2')}) is not held "
+            f"where the loop at line {line_of(f, '# the loop')} runs (the layout of C1: mma.m16n8k16 accumulator, "
+            f"4x1 warps (gemm at line {line_of(f, '# gemm 1')}))") in msg
+    assert e.value.loc.line == line_of(f, "# the loop")
+
+
+def test_which_fragments_a_loop_can_read():
+    """A loop laid out like an accumulator can read the accumulator's row and column projections (by i, by j), but
+    not an accumulator of another warp grid, nor the mma A operand layout (its registers hold other columns)."""
+    from tilec.lower.layouts import holds
+
+    c = make_mma_c_fragment(64, 64, 2, 2)
+    assert holds(c, project(c, (0,)), (0,)) and holds(c, project(c, (1,)), (1,))
+    assert not holds(c, make_mma_c_fragment(64, 64, 4, 1), (0, 1))
+    assert not holds(c, make_mma_a_fragment(64, 64, 2, 2), (0, 1))
+    assert holds(c, c, (0, 1))

@@ -1,0 +1,211 @@
+"""Tile ops lowered to the thread IR and run by the thread interpreter (target ``simt:sm_80``) against float64
+numpy, at small and ragged shapes; the kernels are those of the tile-interpreter tests where they exist."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_close, poisoned, randn
+from test_interp import _COMBINE, _NP_REDUCE, gemm_kernel, reduce_kernel
+
+import tilec.language as T
+
+from .helpers import plan_of, simt
+
+
+def test_one_dimensional_parallel_loop_with_a_free_layout(rng):
+    N, blk = 100, 32
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32"), C: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, blk), threads=32) as bx:
+            for i in T.Parallel(blk):
+                C[bx * blk + i] = A[bx * blk + i] * 2.0 + B[bx * blk + i + 3]  # B reads past N are 0
+
+    a, b = randn(rng, (N,), "float32"), randn(rng, (N,), "float32")
+    c = poisoned((N,), "float32")
+    simt(main)(a, b, c)
+    b_shift = np.concatenate([b[3:], np.zeros(3)]).astype(np.float64)
+    assert_close(c, a.astype(np.float64) * 2 + b_shift, "float32")
+
+
+@pytest.mark.parametrize("kind", ["max", "sum", "abssum"])
+@pytest.mark.parametrize("clear", [True, False])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("shape", [(24, 40), (16, 64)], ids=["replicated", "spread"])
+def test_reductions(rng, kind, clear, dim, shape):
+    """24 x 40 does not spread evenly over 128 threads, so the tile is replicated: a sum must count each element
+    once however many threads hold it."""
+    M, N = shape
+    kernel = simt(reduce_kernel(kind, M, N, dim, clear, "float16"))
+    x = randn(rng, (M, N), "float16")
+    init = randn(rng, (N if dim == 0 else M,), "float32") * 3
+    out = poisoned(init.shape, "float32")
+    kernel(x, init, out)
+    ref = _NP_REDUCE[kind](x.astype(np.float64), dim)
+    if not clear:
+        ref = _COMBINE[kind](init.astype(np.float64), ref)
+    scale = float(np.abs(x.astype(np.float64)).sum(axis=dim).max())
+    assert_close(out, ref, "float32", scale=scale)
+
+
+@pytest.mark.parametrize(("dtype", "layout", "mnk"), [
+    ("float16", "NT", (100, 130, 70)),
+    ("float16", "TN", (64, 64, 64)),
+    ("bfloat16", "NN", (100, 130, 70)),
+    ("bfloat16", "TT", (64, 96, 32)),
+    ("float32", "NN", (70, 40, 50)),  # no tensor cores for float32 operands: the scalar FMA fallback
+])
+def test_gemm_operand_layouts_and_dtypes(rng, dtype, layout, mnk):
+    M, N, K = mnk
+    ta, tb = layout[0] == "T", layout[1] == "T"
+    kernel = simt(gemm_kernel(M, N, K, 64, 64, 32, dtype, dtype, trans_a=ta, trans_b=tb))
+    (g,) = plan_of(kernel).gemms.values()
+    assert g.instr == ("simt" if dtype == "float32" else "mma")
+    a = randn(rng, (K, M) if ta else (M, K), dtype)
+    b = randn(rng, (N, K) if tb else (K, N), dtype)
+    c = poisoned((M, N), dtype)
+    kernel(a, b, c)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    assert_close(c, (a64.T if ta else a64) @ (b64.T if tb else b64), dtype)
+
+
+def test_gemm_int8_scalar_path_accumulates_in_int32(rng):
+    M, N, K = 40, 24, 48
+    kernel = simt(gemm_kernel(M, N, K, 32, 32, 16, "int8", "int32", accum="int32"))
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    c = poisoned((M, N), "int32")
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+
+
+def test_gemm_with_a_bias_relu_epilogue_ragged(rng):
+    M, N, K, bm, bn, bk = 80, 72, 40, 64, 64, 32
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), Bias: T.Tensor((N,), "float32"),
+             C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            D_f = T.alloc_fragment((bm, bn), "float16")
+            bias = T.alloc_fragment((bn,), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(Bias[bx * bn], bias)
+            for i, j in T.Parallel(bm, bn):
+                D_f[i, j] = T.max(C_f[i, j] + bias[j], 0.0)
+            T.copy(D_f, C[by * bm, bx * bn])
+
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    bias = randn(rng, (N,), "float32")
+    c = poisoned((M, N), "float16")
+    simt(main)(a, b, bias, c)
+    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
+    assert_close(c, ref, "float16")
+
+
+def test_register_operand_gemm_and_fragment_layout_conversion(rng):
+    """A register A operand (loaded with T.copy from global) and a copy between two fragments of different
+    layouts (an accumulator to an A operand: converted through shared memory)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), W: T.Tensor((64, 32), "float16"),
+             C: T.Tensor((64, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_f = T.alloc_fragment((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            W_s = T.alloc_shared((64, 32), "float16")
+            S = T.alloc_fragment((64, 64), "float32")
+            P = T.alloc_fragment((64, 64), "float16")
+            O = T.alloc_fragment((64, 32), "float32")
+            T.copy(A, A_f)
+            T.copy(B, B_s)
+            T.copy(W, W_s)
+            T.gemm(A_f, B_s, S, clear_accum=True)
+            T.copy(S, P)
+            T.gemm(P, W_s, O, clear_accum=True)
+            T.copy(O, C)
+
+    a, b, w = randn(rng, (64, 32), "float16"), randn(rng, (32, 64), "float16"), randn(rng, (64, 32), "float16")
+    c = poisoned((64, 32), "float32")
+    kernel = simt(main)
+    kernel(a, b, w, c)
+    assert any("layout conversion through shared memory" in n for n in kernel.state.report)
+    s = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16).astype(np.float64)
+    assert_close(c, s @ w.astype(np.float64), "float16")
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_cumsum(rng, reverse, dim):
+    M, N, bm, bn = 20, 50, 16, 64
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            x = T.alloc_fragment((bm, bn), "float32")
+            T.copy(X[bx * bm, 0], x)
+            T.cumsum(x, dim=dim, reverse=reverse)
+            T.copy(x, Y[bx * bm, 0])
+
+    x = randn(rng, (M, N), "float32")
+    y = poisoned((M, N), "float32")
+    simt(main)(x, y)
+    ref = np.zeros((M, N))
+    for b0 in range(0, M, bm):
+        tile = np.zeros((bm, bn))
+        rows = x[b0 : b0 + bm].astype(np.float64)
+        tile[: rows.shape[0], :N] = rows
+        t = np.flip(np.cumsum(np.flip(tile, dim), dim), dim) if reverse else np.cumsum(tile, dim)
+        ref[b0 : b0 + bm] = t[: rows.shape[0], :N]
+    assert_close(y, ref, "float32", scale=float(np.abs(x).sum()))
+
+
+def test_atomic_adds_from_many_blocks(rng):
+    nb, M, N = 3, 8, 16
+
+    @T.prim_func
+    def main(X: T.Tensor((nb, M, N), "float32"), Acc: T.Tensor((M, N), "float32"), Rows: T.Tensor((M,), "float32"),
+             Count: T.Tensor((1,), "int32")):
+        with T.Kernel(nb, threads=128) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            T.copy(X[bx, 0, 0], x)
+            T.atomic_add(Acc, x)
+            for i, j in T.Parallel(M, N):
+                T.atomic_add(Rows[i], x[i, j])
+            T.atomic_add(Count[0], 1)
+
+    x = randn(rng, (nb, M, N), "float32")
+    acc, rows, count = np.zeros((M, N), np.float32), np.zeros(M, np.float32), np.array([7], np.int32)
+    simt(main)(x, acc, rows, count)
+    x64 = x.astype(np.float64)
+    assert_close(acc, x64.sum(axis=0), "float32", scale=float(np.abs(x64).sum(axis=0).max()))
+    assert_close(rows, x64.sum(axis=(0, 2)), "float32", scale=float(np.abs(x64).sum(axis=(0, 2)).max()))
+    assert count[0] == 7 + nb
+
+
+def test_shared_memory_elementwise_with_conditions(rng):
+    @T.prim_func
+    def main(A: T.Tensor((16, 24), "float16"), B: T.Tensor((16, 24), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_shared((16, 24), "float16")
+            T.copy(A, s)
+            for i, j in T.Parallel(16, 24):
+                if (i + j) % 3 == 0:
+                    B[i, j] = T.exp2(T.cast(s[i, j], "float32"))
+                else:
+                    B[i, j] = T.if_then_else(j < 12, T.tanh(T.cast(s[i, j], "float32")), -1.0)
+
+    a = randn(rng, (16, 24), "float16")
+    b = poisoned((16, 24), "float32")
+    simt(main)(a, b)
+    x = a.astype(np.float64)
+    i, j = np.indices((16, 24))
+    ref = np.where((i + j) % 3 == 0, np.exp2(x), np.where(j < 12, np.tanh(x), -1.0))
+    assert_close(b, ref, "float32", scale=1.0)
