@@ -1,5 +1,9 @@
 """Barrier placement (after lowering): the barriers a kernel gets, and that each one is needed: taking any one
-out of a lowered example makes the thread interpreter's race checker fire, naming the buffer and the line."""
+out of a lowered example makes the thread interpreter's race checker fire, naming the buffer and the line.
+
+The GEMM example's K loop is ``T.Pipelined(..., num_stages=3)``: the pipelining pass turns its copies into
+cp.async into 3 versions of ``A_s`` / ``B_s`` (see :mod:`tilec.passes.pipelining`), and that loop needs one
+barrier per trip. ``num_stages=1`` keeps the plain loop, which needs two."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from tilec.backends.simt import SimtExecutable
 from tilec.errors import RaceError
 from tilec.ir.expr import Var, binop, const
 from tilec.ir.visit import transform, walk
-from tilec.lower.tir import Group, Loop, Mem, MemRef, Seq, Sync, ThreadKernel, Write, seq
+from tilec.lower.tir import CpAsyncWait, Group, If, Loop, Mem, MemRef, Seq, Sync, ThreadKernel, Write, seq
 from tilec.passes.barriers import count_syncs, place_barriers
 from tilec.runtime.args import allocate_like, bind
 
@@ -39,13 +43,36 @@ def without(k: ThreadKernel, target: Sync) -> ThreadKernel:
     return out
 
 
+def moved_before(k: ThreadKernel, target: Sync, cls: type) -> ThreadKernel:
+    """``k`` with the barrier ``target`` moved, within its statement list, to just before the first ``cls``
+    statement after it."""
+
+    def move(n):
+        if isinstance(n, Seq) and any(c is target for c in n.stmts):
+            pos = next(i for i, c in enumerate(n.stmts) if c is target)
+            rest = [c for c in n.stmts if c is not target]
+            at = next(i for i, c in enumerate(rest) if i >= pos and isinstance(c, cls))
+            return seq(rest[:at] + [target] + rest[at:])
+        return None
+
+    out = dataclasses.replace(k, body=transform(k.body, move))
+    assert count_syncs(out.body) == count_syncs(k.body)
+    return out
+
+
 def run_thread_ir(kernel, tk: ThreadKernel, *arrays) -> None:
     """Run thread IR ``tk`` in the place of ``kernel``'s on the inputs (outputs are allocated as the kernel does)."""
     SimtExecutable(tk, kernel.prim_func)(bind(kernel.prim_func, arrays, "cpu", allocate_like))
 
 
-def gemm(k_tiles: int = 3):
-    return simt(load_example("01_gemm").matmul(100, 72, 32 * k_tiles, block_M=64, block_N=64))
+def gemm(k_tiles: int = 3, num_stages: int = 3):
+    return simt(load_example("01_gemm").matmul(100, 72, 32 * k_tiles, block_M=64, block_N=64,
+                                               num_stages=num_stages))
+
+
+def k_loop(tk: ThreadKernel) -> Loop:
+    (loop,) = [n for n in walk(tk.body) if isinstance(n, Loop) and n.var.name == "k"]
+    return loop
 
 
 def flash(causal: bool = False):
@@ -59,19 +86,68 @@ def labels_in(s) -> list[str]:
             if isinstance(x, (Sync, Group))]
 
 
+def trip(s) -> list:
+    """The statements of a loop body (one level): ``"sync"``, a tile op's name (``T.ptx_wait_group(n)`` with its
+    count), and ``(condition, [...])`` for an ``if``."""
+    out: list = []
+    for x in s.stmts if isinstance(s, Seq) else (s,):
+        if isinstance(x, Sync):
+            out.append("sync")
+        elif isinstance(x, Group):
+            wait = x.body if isinstance(x.body, CpAsyncWait) else None
+            name = x.label.split(":")[1].strip().split("(")[0]
+            out.append(f"{name}({wait.n})" if wait is not None else name)
+        elif isinstance(x, If):
+            assert x.else_body is None
+            out.append((str(x.cond), trip(x.then_body)))
+        else:
+            out.append(type(x).__name__)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- the barrier pass
 
 
 def test_gemm_loop_body_has_exactly_the_two_needed_barriers():
-    k = gemm()
-    (loop,) = [n for n in walk(thread_ir(k).body) if isinstance(n, Loop) and n.var.name == "k"]
+    """The plain loop (``num_stages=1``, no pipelining)."""
+    k = gemm(num_stages=1)
+    loop = k_loop(thread_ir(k))
+    assert str(loop.extent) == "3"
     # before the copies (last iteration's gemm has read A_s/B_s) and before the gemm (it reads the copies)
     assert labels_in(loop.body) == ["sync", "T.copy", "T.copy", "sync", "T.gemm"]
     assert count_syncs(thread_ir(k).body) == 2
 
 
-def test_a_one_step_k_loop_needs_no_loop_carried_barrier():
-    k = gemm(k_tiles=1)
+@pytest.mark.parametrize("stages", [2, 3])
+def test_pipelined_gemm_loop_has_one_barrier_per_trip(stages):
+    """Each trip waits for the group its gemm needs (``stages - 2`` groups may stay in flight), then one barrier:
+    it makes the landed copies visible to every thread (RAW of this trip's gemm) and orders last trip's reads
+    of the version the cp.async copies now overwrite (WAR); the gemm runs from trip ``stages - 1`` on."""
+    k = gemm(k_tiles=3, num_stages=stages)
+    tk = thread_ir(k)
+    loop = k_loop(tk)
+    assert str(loop.extent) == str(3 + stages - 1)
+    assert trip(loop.body) == [f"T.ptx_wait_group({stages - 2})", "sync", "T.async_copy", "T.async_copy",
+                               "T.ptx_commit_group", (f"k >= {stages - 1}", ["T.gemm"])]
+    assert count_syncs(tk.body) == 1
+    # after the loop, the copies still in flight (reloads nobody reads) are waited for, with no barrier
+    assert trip(tk.body) == ["Decl", "Decl", "T.fill", "Loop", "T.ptx_wait_group(0)", "T.copy"]
+    # the shared buffers hold `stages` versions of the tile
+    shared = {m.name: (int(m.size), off) for m, off in tk.shared}
+    assert shared == {"A_s": (stages * 64 * 32, 0), "B_s": (stages * 32 * 64, stages * 64 * 32 * 2)}
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_a_one_step_k_loop_needs_no_loop_carried_barrier(stages):
+    k = gemm(k_tiles=1, num_stages=stages)
+    loop = k_loop(thread_ir(k))
+    if stages == 1:  # one trip: the gemm waits for the copies, nothing waits for the gemm
+        assert str(loop.extent) == "1"
+        assert labels_in(loop.body) == ["T.copy", "T.copy", "sync", "T.gemm"]
+    else:  # pipelined, 1 + 2 trips: still the one barrier per trip
+        assert str(loop.extent) == "3"
+        assert trip(loop.body) == ["T.ptx_wait_group(1)", "sync", "T.async_copy", "T.async_copy",
+                                   "T.ptx_commit_group", ("k >= 2", ["T.gemm"])]
     assert count_syncs(thread_ir(k).body) == 1
 
 
@@ -154,25 +230,64 @@ def test_place_barriers_on_hand_built_thread_ir():
 # -------------------------------------------------------------------------- take one barrier out: the race checker
 
 
-@pytest.mark.parametrize("which", [0, 1])
-def test_removing_a_gemm_barrier_is_a_race_naming_buffer_and_line(rng, which):
-    k = gemm()
-    tk = thread_ir(k)
-    a, b = randn(rng, (100, 96), "float16"), randn(rng, (96, 72), "float16")
-    run_thread_ir(k, tk, a, b)  # as placed: no race
+def gemm_lines() -> tuple[int, int]:
     src = open(load_example("01_gemm").__file__).read().splitlines()
     copy_line = next(i + 1 for i, t in enumerate(src) if "T.copy(A[" in t)
     gemm_line = next(i + 1 for i, t in enumerate(src) if "T.gemm(" in t)
+    return copy_line, gemm_line
+
+
+def assert_war(e, copy_line: int) -> None:
+    """The copy overwrites A_s while other threads' ldmatrix (last iteration's gemm) may still read it."""
+    msg = str(e.value)
+    assert "race on shared A_s[" in msg and "writes what several threads read" in msg, msg
+    assert e.value.loc.line == copy_line and e.value.loc.file.endswith("01_gemm.py")
+
+
+def assert_raw(e, gemm_line: int) -> None:
+    """The gemm reads A_s before the other threads' copies of it are ordered before it."""
+    msg = str(e.value)
+    assert "race on shared A_s[" in msg and "reads what thread" in msg, msg
+    assert e.value.loc.line == gemm_line and e.value.loc.file.endswith("01_gemm.py")
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_removing_a_gemm_barrier_is_a_race_naming_buffer_and_line(rng, which):
+    """The plain loop (``num_stages=1``): each of its two barriers is needed."""
+    k = gemm(num_stages=1)
+    tk = thread_ir(k)
+    assert len(syncs(tk)) == 2
+    a, b = randn(rng, (100, 96), "float16"), randn(rng, (96, 72), "float16")
+    run_thread_ir(k, tk, a, b)  # as placed: no race
+    copy_line, gemm_line = gemm_lines()
     with pytest.raises(RaceError) as e:
         run_thread_ir(k, without(tk, syncs(tk)[which]), a, b)
-    msg = str(e.value)
-    if which == 0:  # the next iteration's copy overwrites A_s while other threads' ldmatrix may still read it
-        assert "race on shared A_s[" in msg and "writes what several threads read" in msg
-        assert e.value.loc.line == copy_line
-    else:  # the gemm reads A_s before the other threads' copies are done
-        assert "race on shared A_s[" in msg and "reads what thread" in msg
-        assert e.value.loc.line == gemm_line
-    assert e.value.loc.file.endswith("01_gemm.py")
+    if which == 0:
+        assert_war(e, copy_line)
+    else:
+        assert_raw(e, gemm_line)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_the_pipelined_gemm_barrier_serves_both_the_raw_and_the_war(rng, stages):
+    """Removing the one barrier of the pipelined loop is a race (the gemm reads the landed copies of other
+    threads); keeping it but moving it after the cp.async copies (just before the guarded gemm) still orders
+    the RAW, but then the copies overwrite the version last trip's gemm read: a WAR race at the copy."""
+    k = gemm(k_tiles=3, num_stages=stages)
+    tk = thread_ir(k)
+    (sync,) = syncs(tk)
+    a, b = randn(rng, (100, 96), "float16"), randn(rng, (96, 72), "float16")
+    run_thread_ir(k, tk, a, b)  # as placed: no race
+    copy_line, gemm_line = gemm_lines()
+    with pytest.raises(RaceError) as e:
+        run_thread_ir(k, without(tk, sync), a, b)
+    assert_raw(e, gemm_line)
+    late = moved_before(tk, sync, If)
+    assert trip(k_loop(late).body) == [f"T.ptx_wait_group({stages - 2})", "T.async_copy", "T.async_copy",
+                                       "T.ptx_commit_group", "sync", (f"k >= {stages - 1}", ["T.gemm"])]
+    with pytest.raises(RaceError) as e:
+        run_thread_ir(k, late, a, b)
+    assert_war(e, copy_line)
 
 
 @pytest.mark.parametrize("causal", [False, True])
