@@ -5,6 +5,7 @@ that fixed each one, and the conflicts it reports. Expected layouts are built wi
 from __future__ import annotations
 
 import inspect
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from conftest import load_example
 import tilec
 import tilec.language as T
 from tilec.errors import LayoutConflictError
-from tilec.ir.stmt import Gemm, Parallel
+from tilec.ir.stmt import Fill, Gemm, Parallel
 from tilec.layout import (
     Fragment,
     make_mma_a_fragment,
@@ -44,6 +45,9 @@ class Plan:
     def origin(self, name: str) -> tuple[str, str]:
         return next(o for b, o in self.plan.origin.items() if getattr(b, "name", None) == name)
 
+    def ops_of(self, cls: type) -> list:
+        return [op for op in self.ops if isinstance(op, cls)]
+
     def gemms(self) -> list:
         return [self.plan.gemms[op] for op in self.ops if isinstance(op, Gemm)]
 
@@ -67,7 +71,7 @@ def holders(frag: Fragment) -> list[set[int]]:
 # ---------------------------------------------------------------------------------------------------------- GEMM
 
 
-def gemm(bm, bn, bk, threads, policy="Square", dtype="float16", trans_b=False, epilogue=False):
+def gemm(bm, bn, bk, threads, policy="Square", dtype="float16", trans_b=False, epilogue=False, num_stages=2):
     M, N, K = 2 * bm, 2 * bn, 2 * bk
     b_shape, bs_shape = ((N, K), (bn, bk)) if trans_b else ((K, N), (bk, bn))
 
@@ -81,7 +85,7 @@ def gemm(bm, bn, bk, threads, policy="Square", dtype="float16", trans_b=False, e
             D_f = T.alloc_fragment((bm, bn), "float32")
             bias = T.alloc_fragment((bn,), "float32")
             T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=num_stages):
                 T.copy(A[by * bm, k * bk], A_s)
                 if trans_b:
                     T.copy(B[bx * bn, k * bk], B_s)
@@ -127,26 +131,39 @@ def test_gemm_accumulator_is_the_mma_c_fragment_of_the_policys_warp_grid(bm, bn,
     np.testing.assert_array_equal(t[..., 0] // 32, warp)
 
 
+@pytest.mark.parametrize("stages", [1, 2, 3])
 @pytest.mark.parametrize(("bm", "bn", "bk", "trans_b", "a_bytes", "b_bytes"), [
     (64, 64, 32, False, 64, 128),  # A_s rows of 32 halves = 64 B; B_s rows of 64 halves = 128 B
     (64, 64, 64, False, 128, 128),
     (64, 32, 16, False, 32, 64),
     (64, 64, 32, True, 64, 64),  # B_s stored N x K
 ])
-def test_gemm_shared_operands_get_the_widest_swizzle_their_rows_allow(bm, bn, bk, trans_b, a_bytes, b_bytes):
-    p = Plan(gemm(bm, bn, bk, 128, trans_b=trans_b))
+def test_gemm_shared_operands_get_the_widest_swizzle_their_rows_allow(bm, bn, bk, trans_b, a_bytes, b_bytes,
+                                                                       stages):
+    """With ``num_stages >= 2`` the pipelining pass (before layout inference) makes each operand a
+    ``(stages,) + tile`` buffer: its layout is the tile's swizzle stacked ``stages`` times (version ``v`` at
+    offset ``v * tile size``); with ``num_stages=1`` the buffer stays the 2-D tile."""
+    p = Plan(gemm(bm, bn, bk, 128, trans_b=trans_b, num_stages=stages))
     bs_shape = (bn, bk) if trans_b else (bk, bn)
-    assert p.shared("A_s").equals(swizzle((bm, bk), 16, a_bytes))
-    assert p.shared("B_s").equals(swizzle(bs_shape, 16, b_bytes))
-    assert p.origin("A_s") == p.origin("B_s") == ("strict", "tensor-core operand")
-    # what the swizzle is for: the 8 rows one ldmatrix matrix reads (16 bytes each) hit 8 different 16-byte
-    # bank groups, for every 16-byte column chunk and every group of 8 rows
-    for name, shape in (("A_s", (bm, bk)), ("B_s", bs_shape)):
-        table = p.shared(name).eval_table()
-        for r0 in range(0, shape[0], 8):
-            for c in range(0, shape[1], 8):
-                groups = (table[r0 : r0 + 8, c] * 2 // 16) % 8
-                assert len(set(groups.tolist())) == 8, (name, r0, c)
+    versions = () if stages == 1 else (stages,)
+    for name, shape, row_bytes in (("A_s", (bm, bk), a_bytes), ("B_s", bs_shape, b_bytes)):
+        want = swizzle(shape, 16, row_bytes)
+        lay = p.shared(name)
+        assert lay.shape == versions + shape, name
+        assert lay.equals(want.stack(stages) if versions else want), name
+        assert p.origin(name) == ("strict", "tensor-core operand")
+        table = lay.eval_table().reshape((-1,) + shape)
+        # the versions are disjoint, one after another: together a permutation of the buffer's elements
+        np.testing.assert_array_equal(np.sort(table.ravel()), np.arange(table.size))
+        for v in range(table.shape[0]):
+            assert table[v].min() == v * math.prod(shape), (name, v)
+        # what the swizzle is for: the 8 rows one ldmatrix matrix reads (16 bytes each) hit 8 different 16-byte
+        # bank groups, for every 16-byte column chunk and every group of 8 rows, in every version
+        for v in range(table.shape[0]):
+            for r0 in range(0, shape[0], 8):
+                for c in range(0, shape[1], 8):
+                    groups = (table[v, r0 : r0 + 8, c] * 2 // 16) % 8
+                    assert len(set(groups.tolist())) == 8, (name, v, r0, c)
 
 
 def test_gemm_epilogue_loop_and_its_fragments_take_the_accumulator_layout():
@@ -238,9 +255,9 @@ def test_softmax_free_spread_rows_and_loops():
 
 
 @pytest.mark.parametrize("dim", [32, 64])
-@pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_layouts(dim, causal):
-    p = Plan(load_example("03_flash_attention").flash_attention(1, 2, 128, dim, causal))
+@pytest.mark.parametrize(("causal", "seq_len"), [(False, 128), (False, 100), (True, 128)])
+def test_flash_attention_layouts(dim, causal, seq_len):
+    p = Plan(load_example("03_flash_attention").flash_attention(1, 2, seq_len, dim, causal))
     assert [(g.instr, g.warp_m, g.warp_n) for g in p.gemms()] == [("mma", 4, 1), ("mma", 4, 1)]  # FullRow
     s = make_mma_c_fragment(64, 64, 4, 1)
     assert p.frag("S").equals(s)
@@ -259,8 +276,12 @@ def test_flash_attention_layouts(dim, causal):
             assert set(t[i].tolist()) == {quad, quad + 1, quad + 2, quad + 3}
             assert set(loc[i].tolist()) == {(i % 16) // 8}  # rows g and g + 8 of an m16 atom
     assert p.origin("m") == ("common", "rows of S")
-    # each loop takes the layout of the fragment it indexes by all its variables, or the row projection
-    want = [s, p.frag("m"), s, p.frag("m"), p.frag("O_f"), p.frag("O_f")]
+    # each loop takes the layout of the fragment it indexes by all its variables, or the row projection; the
+    # scores are masked by a loop when causal or when the sequence is ragged, else cleared (T.clear, no loop)
+    masked = causal or seq_len % 64 != 0
+    before_gemm = p.ops[p.ops.index(p.ops_of(Gemm)[0]) - 1]
+    assert isinstance(before_gemm, Parallel if masked else Fill) and before_gemm.writes()[0].buffer.name == "S"
+    want = ([s] if masked else []) + [p.frag("m"), s, p.frag("m"), p.frag("O_f"), p.frag("O_f")]
     loops = p.loops()
     assert len(loops) == len(want)
     for got, w in zip(loops, want):
