@@ -1,6 +1,6 @@
 """Tables from benchmark results (the JSON that ``benchmarks/run.py --json`` writes).
 
-    python benchmarks/report.py benchmarks/results/2026-12-02-h200.json > BENCHMARKS.md
+    python benchmarks/report.py benchmarks/results/2026-12-02-h200.json [more.json ...] > BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -62,5 +62,13 @@ def render_table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge(results: list[dict]) -> dict:
+    """One result from several runs of the suite (e.g. ``--only gemm`` and ``--only attention``)."""
+    out = dict(results[0])
+    out["rows"] = [r for res in results for r in res["rows"]]
+    out["notes"] = list(dict.fromkeys(n for res in results for n in res.get("notes", [])))
+    return out
+
+
 if __name__ == "__main__":
-    print(render_table(json.loads(open(sys.argv[1]).read())))
+    print(render_table(merge([json.loads(open(p).read()) for p in sys.argv[1:]])))
