@@ -7,9 +7,12 @@ moves and computes, and :mod:`tilec.passes.trip_counts` how many times each bloc
 ``T.min`` trip count is exact for every block). Summed over the blocks: bytes of global loads and stores per
 tensor, shared-memory reads and writes (ldmatrix traffic from the gemm warp partition), register traffic,
 tensor-core FLOPs per instruction and dtype, SIMT lane operations, SFU operations. Shared memory per block is
-the sum of the shared buffers (pipelined ones hold their stages), each aligned to 1024 bytes as lowering places
-them. Registers per thread are estimated as the fragments' registers (their locals, two 16-bit values per
-register) plus the operand registers the ops' lowering adds (see :data:`REGISTER_OVERHEAD`).
+the sum of the shared buffers (pipelined ones hold their stages) and of the scratch tiles lowering adds
+(cross-warp reductions, layout conversions), each aligned to 1024 bytes as lowering places them. Registers per
+thread: the fragments' locals (two 16-bit values per register), plus the ldmatrix operands of the largest gemm
+for up to three k-steps (one when that would pass the limit: then ptxas trades in-flight loads for registers),
+plus :data:`REGISTER_OVERHEAD`; over the limit even with one k-step, the candidate is rejected. Barriers: one per
+trip of each loop in which an op consumes or overwrites shared memory another op of the loop touches.
 
 **Residency.** Blocks per SM = the least of the thread, block, shared-memory (with the per-block reservation)
 and register limits (registers allocated per warp in units of ``reg_alloc_unit``); with fewer blocks than
@@ -26,8 +29,9 @@ that fills, ``B = min(blocks per SM, ceil(blocks / SMs))`` are resident per SM a
 * compute, per block, on its share ``1 / slots`` of the device: tensor ``flops / (peak * f_tc)`` with
   ``f_tc = min(1, resident warps / subpartitions)``, shared ``bytes / smem_bandwidth``, SIMT
   ``ops / (fp32_lanes * SMs * clock)``, SFU likewise; the units overlap across warps:
-  ``t = max + (1 - o) * (sum - max)`` with ``o = 1 - 1 / (resident warps per subpartition)`` (clamped at 0);
-  the blocks then run on the slots in launch order (list scheduling; uniform blocks give
+  ``t = max + (1 - o) * (sum - max)`` with ``o = 1 - 1 / (resident warps per subpartition)`` (clamped at 0),
+  plus ``barriers * sync_ns`` (a block waiting at a barrier leaves the SM to the other resident blocks); the
+  blocks then run on the slots in launch order (list scheduling; uniform blocks give
   ``ceil(waves) / waves``) and ``t_comp`` is when the last one ends (tail and imbalance included);
 * ``time = max(t_mem, t_comp) + (1 - o_m) * min(t_mem, t_comp) + launch_us``, with ``o_m = 1`` when the loads
   are pipelined (cp.async into >= 2 buffers) and ``1 - 1 / B`` when only other resident blocks hide them.
@@ -35,7 +39,7 @@ that fills, ``B = min(blocks per SM, ceil(blocks / SMs))`` are resident per SM a
 With every factor at 1 this is the roofline ``max_i(traffic_i / bandwidth_i, max_j flops_j / peak_j)`` over
 waves, plus the launch. ``roofline_s`` is the bound at the device's best rates (e.g. wgmma's peak), and
 ``utilization = roofline_s / time_s``. Not modeled: L2 re-fetch across waves (rasterization), bank conflicts,
-instruction overhead of address arithmetic, register spills (a candidate estimated over the limit is rejected).
+instruction overhead of address arithmetic, the cost of register spills.
 """
 
 from __future__ import annotations
