@@ -79,6 +79,7 @@ def test_gemm_counts_equal_the_formulas(case):
     assert c.flops["tensor"] == 2 * M * N * K and c.tensor_flops == {"mma.sync:float16": 2 * M * N * K}
     assert c.bytes["global_load"] == blocks * copies * tile
     assert c.bytes["global_store"] == M * N * 2
+    assert c.per_block["global_load"] == copies * tile and c.per_block["tensor_flops"] == 2 * bm * bn * K
     assert c.bytes["dram"] == (M * K + K * N + M * N) * 2
     assert c.bytes["smem_write"] == blocks * copies * tile
     assert c.bytes["smem_read"] == blocks * n * (wn * bm * bk + wm * bk * bn) * 2  # ldmatrix of the warp grid

@@ -117,6 +117,12 @@ class KernelCost:
         return self.flops["total"] / self.bytes["dram"] if self.bytes["dram"] else math.inf
 
     @property
+    def per_block(self) -> dict[str, float]:
+        """Bytes per level and FLOPs of the mean block (the totals over the number of blocks)."""
+        out = {k: v / self.blocks for k, v in self.bytes.items()}
+        return out | {f"{k}_flops": v / self.blocks for k, v in self.flops.items()}
+
+    @property
     def tflops(self) -> float:
         return self.flops["total"] / self.time_s / 1e12 if self.time_s > 0 else 0.0
 
