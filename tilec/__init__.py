@@ -21,6 +21,25 @@ from tilec.target import Target, parse_target  # noqa: F401
 
 __version__ = "0.1.0"
 
+# Imported on first use (``import tilec`` stays light): tile recommendation and autotuning (tilec.tune).
+_LAZY = {"recommend": "tilec.tune.recommend", "Recommendation": "tilec.tune.recommend",
+         "autotune": "tilec.tune.autotune", "AutotunedFunction": "tilec.tune.autotune",
+         "device_model": "tilec.arch", "DeviceModel": "tilec.arch"}
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562 lazy attributes
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'tilec' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 def dump(kernel, after: str = "parse") -> str:
     """The IR or FTG of a kernel after a pipeline stage, as text (see :func:`tilec.passes.pipeline.dump`)."""

@@ -10,7 +10,8 @@ variable                 meaning                                                
                          ``<kernel>.<NN>.<stage>.txt``
 =======================  ========================================================  ====================
 
-(*) read by the GPU backends, which are being built; the ``cpu`` target compiles nothing and caches nothing on disk.
+(*) read by the GPU backends and by ``tilec.autotune`` (its results, under ``autotune/``); the ``cpu`` target
+compiles nothing and caches nothing on disk.
 """
 
 from __future__ import annotations

@@ -54,8 +54,11 @@ def test_ptxas_output_is_parsed():
     assert ptxas_info(text) == {"registers": 255, "stack": 16, "spill_stores": 8, "spill_loads": 12}
 
 
+NO_KERNEL_OF_THEIR_OWN = {"04_recommend"}  # examples that use the kernels of the others
+
+
 def test_every_example_is_compiled():
-    assert {c[0] for c in CASES.values()} == {p.stem for p in EXAMPLES.glob("*.py")}
+    assert {c[0] for c in CASES.values()} == {p.stem for p in EXAMPLES.glob("*.py")} - NO_KERNEL_OF_THEIR_OWN
 
 
 @pytest.mark.parametrize("case", list(CASES))

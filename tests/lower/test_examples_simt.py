@@ -65,7 +65,17 @@ def test_flash_attention(rng, b, h, n, d, causal, tiles):
 
 
 def test_every_example_is_covered():
-    assert {p.stem for p in EXAMPLES.glob("*.py")} == {"01_gemm", "02_softmax", "03_flash_attention"}
+    # 01-03 are kernels (run above and below); 04 ranks their configurations and runs as a script below
+    assert {p.stem for p in EXAMPLES.glob("*.py")} == {"01_gemm", "02_softmax", "03_flash_attention", "04_recommend"}
+
+
+def test_recommend_example_runs_on_the_simt_target():
+    env = dict(os.environ, TILEC_TARGET="simt:sm_80")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    res = subprocess.run([sys.executable, str(EXAMPLES / "04_recommend.py")], capture_output=True, text=True,
+                         env=env, timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "block_M" in res.stdout
 
 
 @pytest.mark.parametrize("args", [["01_gemm.py"], ["02_softmax.py"], ["03_flash_attention.py"],

@@ -27,3 +27,13 @@ def executable_for(state: Any, options: dict | None = None) -> Any:
         return SimtExecutable(state.artifacts["thread_ir"], state.func)
     raise TilecRuntimeError(f"target {state.target} cannot run kernels in this version of tilec; the CPU tile "
                             "interpreter (target='cpu') can")
+
+
+def prebuild(state: Any) -> None:
+    """The part of building the executable that needs no device, done ahead (NVRTC for CUDA; nothing for the
+    interpreters), so that a later :func:`executable_for` only loads it. Safe to call from a worker thread."""
+    if state.target.kind == "cuda":
+        from tilec.backends.cemit import kernel_name
+        from tilec.backends.cuda.runtime import build_binary
+
+        build_binary(state.artifacts["source"], state.target.arch, kernel_name(state.artifacts["thread_ir"]))

@@ -48,7 +48,7 @@ from tilec.ir.stmt import (
 from tilec.ir.visit import walk
 
 
-@dataclass
+@dataclass(eq=False)  # identity: nodes are compared (list.index) by what they are, not their fields
 class _Node:
     nid: str
     stmt: Stmt
@@ -214,6 +214,7 @@ def _edges(nodes: list[_Node]) -> list[tuple[str, str, Dep]]:
             for buf, kind in _kinds(u, v):
                 if not any(_kills(w, buf, u, v) for w in nodes[i + 1 : j]):
                     out.append((u.nid, v.nid, Dep(buf, kind)))
+    pos = {id(w): k for k, w in enumerate(nodes)}
     for i, u in enumerate(nodes):  # carried by the innermost common serial loop
         for j in range(0, i + 1):
             v = nodes[j]
@@ -222,8 +223,8 @@ def _edges(nodes: list[_Node]) -> list[tuple[str, str, Dep]]:
                 continue
             loop = common[-1]
             body = [w for w in nodes if w.loops[: len(common)] == common]
-            after_u = [w for w in body if nodes.index(w) > i]
-            before_v = [w for w in body if nodes.index(w) < j]
+            after_u = [w for w in body if pos[id(w)] > i]
+            before_v = [w for w in body if pos[id(w)] < j]
             for buf, kind in _kinds(u, v):
                 killers = [w for w in after_u if _prefix(w.conds, u.conds)] + \
                     [w for w in before_v if _prefix(w.conds, v.conds)]

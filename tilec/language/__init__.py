@@ -83,6 +83,7 @@ from tilec.language.types import (  # noqa: F401
     dynamic,
     symbolic,
 )
+from tilec.tune.knobs import auto  # noqa: F401
 
 float8_e4m3fn = float8_e4m3
 half = float16

@@ -15,6 +15,7 @@ waiting for the group its consumers need. Barriers are placed later, by the barr
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from tilec.errors import TilecValueError
@@ -41,7 +42,8 @@ def supports_async_copy(target: Target) -> bool:
     return target.backend == "cuda" and (not target.sm or target.sm >= 80)
 
 
-def _reads(s: Stmt) -> set[int]:
+@functools.lru_cache(maxsize=4096)  # statements hash by identity; the pass asks about each pair of them
+def _reads(s: Stmt) -> frozenset[int]:
     from tilec.ir.stmt import TileOp
 
     out: set[int] = set()
@@ -50,10 +52,11 @@ def _reads(s: Stmt) -> set[int]:
             out.add(id(n.buffer))
         if isinstance(n, TileOp):
             out |= {id(r.buffer) for r in n.reads()}
-    return out
+    return frozenset(out)
 
 
-def _writes(s: Stmt) -> set[int]:
+@functools.lru_cache(maxsize=4096)
+def _writes(s: Stmt) -> frozenset[int]:
     from tilec.ir.stmt import AtomicRMW, TileOp
 
     out: set[int] = set()
@@ -62,7 +65,7 @@ def _writes(s: Stmt) -> set[int]:
             out.add(id(n.buffer))
         if isinstance(n, TileOp):
             out |= {id(r.buffer) for r in n.writes()}
-    return out
+    return frozenset(out)
 
 
 class _Pipeliner:

@@ -80,3 +80,25 @@ def put_meta(key: str, meta_json: str) -> None:
         _atomic_write(d / f"{key}.json", meta_json.encode())
     except OSError:
         pass
+
+
+def read_json(subdir: str, name: str) -> str | None:
+    """The text of ``<cache>/<subdir>/<name>.json`` (autotuning results), or None."""
+    d = _dir()
+    if d is None:
+        return None
+    try:
+        return (d / subdir / f"{name}.json").read_text()
+    except OSError:
+        return None
+
+
+def write_json(subdir: str, name: str, text: str) -> None:
+    """Write ``<cache>/<subdir>/<name>.json`` atomically (a failure to write costs a re-run, never an error)."""
+    d = _dir()
+    if d is None:
+        return
+    try:
+        _atomic_write(d / subdir / f"{name}.json", text.encode())
+    except OSError:
+        pass

@@ -19,6 +19,7 @@ from tilec.errors import TilecTypeError, TilecValueError
 from tilec.ir.kernel import PrimFunc
 from tilec.runtime.arrays import array_info
 from tilec.target import Target, parse_target
+from tilec.tune.knobs import auto_params, is_auto
 
 
 class JITKernel:
@@ -194,6 +195,7 @@ class JITFunction:
         self.target = target
         self.pass_configs = pass_configs
         self.eager = _is_eager(fn)
+        self.auto_params = auto_params(fn)  # parameters defaulting to T.auto, filled by the cost model's pick
         self._kernels: dict[Any, JITKernel] = {}
         self._dynamic: dict[Any, list[JITKernel]] = {}  # eager kernels with T.dynamic sizes, by their loose key
         functools.update_wrapper(self, fn)
@@ -205,12 +207,29 @@ class JITFunction:
         key = _freeze((args, kwargs), f"arguments of {self.fn.__name__}")
         kernel = self._kernels.get(key)
         if kernel is None:
-            func = self.fn(*args, **kwargs)
+            func = self.fn(*args, **self.resolve_auto(args, kwargs))
             if not isinstance(func, PrimFunc):
                 raise TilecTypeError(f"@tilec.jit function {self.fn.__name__!r} must return a @T.prim_func kernel, "
                                      f"got {type(func).__name__}")
             kernel = self._kernels[key] = JITKernel(func, self.target, self.out_idx, self.pass_configs)
         return kernel
+
+    def resolve_auto(self, args: tuple, kwargs: dict) -> dict:
+        """``kwargs`` with every ``T.auto`` parameter the call leaves open set to the cost model's top pick
+        (:func:`tilec.recommend` for this function's target, the other knobs as given or defaulted)."""
+        import inspect
+
+        if not self.auto_params:
+            return kwargs
+        bound = inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments
+        open_ = [n for n in self.auto_params if n not in bound or is_auto(bound[n])]
+        if not open_:
+            return kwargs
+        from tilec.tune.recommend import recommend
+
+        given = {k: v for k, v in kwargs.items() if k not in open_}
+        rec = recommend(self, *args, knobs=open_, **given)
+        return {**given, **rec.best.config}
 
     def _eager_kernel(self, args: tuple, kwargs: dict) -> tuple[JITKernel, list[Any]]:
         """The kernel for these arguments: one already compiled for the same shapes, or one whose T.dynamic sizes
@@ -238,7 +257,7 @@ class JITFunction:
         if kernel is None:
             from tilec.frontend.entry import parse_eager
 
-            func, _, _ = parse_eager(self.fn, args, kwargs)
+            func, _, _ = parse_eager(self.fn, args, self.resolve_auto(args, kwargs))
             # A kernel compiled for other sizes is reused when its T.dynamic sizes accept these arrays and the
             # kernel parsed for them is the same program (a size read into Python would make them differ).
             text = str(func)

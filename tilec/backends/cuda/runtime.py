@@ -157,13 +157,18 @@ def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | No
                           meta["spills"], meta["arch"], _current_device(), tuple(tuple(a) for a in meta["align"]))
 
 
-def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: dict) -> CompiledKernel:
-    """Compile (or fetch from the disk cache) and load ``kernel``; records the front key for next time."""
-    import cupy
+_BUILT: dict[str, tuple[bytes, int]] = {}  # binaries this process compiled (key -> cubin, spills), newest last
+_BUILT_KEEP = 256
 
-    arch = target.arch or device_arch(cupy.cuda.Device().id)
+
+def build_binary(source: str, arch: str, name: str) -> tuple[str, bytes, int]:
+    """(cache key, cubin, spill bytes) of ``source`` for ``arch``: from this process's recent builds, the disk cache,
+    or NVRTC. Needs no GPU context, so it may run in a worker thread (NVRTC releases the GIL); the autotuner
+    compiles its candidates this way, in parallel, before loading them."""
     key = "b" + hashlib.sha256("\0".join([source, arch, _nvrtc_version(), tilec.__version__]).encode()).hexdigest()
-    name = kernel_name(kernel)
+    built = _BUILT.get(key)
+    if built is not None:
+        return key, built[0], built[1]
     entry = cache.get(key)
     if entry is None:
         cubin, log = nvrtc_compile(source, arch, name)
@@ -172,6 +177,19 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
     else:
         cubin, meta_text = entry
         spills = json.loads(meta_text)["spills"]
+    _BUILT[key] = (cubin, spills)
+    while len(_BUILT) > _BUILT_KEEP:
+        _BUILT.pop(next(iter(_BUILT)))
+    return key, cubin, spills
+
+
+def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: dict) -> CompiledKernel:
+    """Compile (or fetch from the disk cache) and load ``kernel``; records the front key for next time."""
+    import cupy
+
+    arch = target.arch or device_arch(cupy.cuda.Device().id)
+    name = kernel_name(kernel)
+    key, cubin, spills = build_binary(source, arch, name)
     fn, regs = _load_module(cubin, name, kernel.smem_bytes)
     meta = {"binary": key, "name": name, "smem": kernel.smem_bytes, "threads": kernel.threads, "spills": spills,
             "arch": arch, "align": [list(a) for a in kernel.align]}

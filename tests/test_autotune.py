@@ -1,0 +1,171 @@
+"""tilec.autotune on the CPU: an injected timer, the output check, the disk cache, explicit arguments, tilec.jit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import load_example
+
+import tilec
+import tilec.language as T
+from tilec.errors import TilecRuntimeError
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TILEC_DISABLE_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def _axpy():
+    """A fresh @tilec.jit function each time (so no memoized kernels or results carry over)."""
+
+    @tilec.jit(out_idx=[-1], target="cpu")
+    def axpy(N, block_N=64, bias=0.0):
+        if block_N == 48:
+            raise ValueError("block_N must be a power of two")
+
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(T.ceildiv(N, block_N), threads=32) as bx:
+                for i in T.Parallel(block_N):
+                    B[bx * block_N + i] = A[bx * block_N + i] * 2.0 + bias
+
+        return main
+
+    return axpy
+
+
+class FakeTimer:
+    """Milliseconds by block_N; records what it timed."""
+
+    def __init__(self, ms: dict[int, float]) -> None:
+        self.ms, self.calls = ms, []
+
+    def __call__(self, run, config):
+        run()
+        self.calls.append(dict(config))
+        return self.ms[config["block_N"]]
+
+
+CONFIGS = [{"block_N": 32}, {"block_N": 64}, {"block_N": 16, "bias": 1.0}, {"block_N": 48}, {"block_N": 128}]
+
+
+def _tuned(timer, **kw):
+    return tilec.autotune(configs=CONFIGS, timer=timer, progress=False, **kw)(_axpy())
+
+
+def test_autotune_picks_the_fastest_matching_candidate():
+    timer = FakeTimer({32: 3.0, 64: 2.0, 16: 1.0, 128: 2.5})
+    tuned = _tuned(timer)
+    kernel = tuned(256)
+    result = tuned.last
+    assert result.best == {"block_N": 64}  # block_N=16 is fastest but adds a bias: its output differs
+    status = {json.dumps(t.config, sort_keys=True): (t.status, t.note) for t in result.trials}
+    assert status['{"bias": 1.0, "block_N": 16}'][0] == "mismatch"
+    assert "relative error" in status['{"bias": 1.0, "block_N": 16}'][1]
+    assert status['{"block_N": 48}'] == ("build error", "ValueError: block_N must be a power of two")
+    assert [c["block_N"] for c in timer.calls] == [32, 64, 128]  # excluded candidates are not timed
+    a = np.arange(256, dtype=np.float32)
+    np.testing.assert_array_equal(kernel(a), a * 2)
+    assert "best {'block_N': 64}" in str(result) and "mismatch" in str(result)
+
+
+def test_the_kernel_is_the_jit_functions_kernel_and_a_second_call_does_not_retune():
+    timer = FakeTimer({32: 3.0, 64: 2.0, 16: 1.0, 128: 2.5})
+    tuned = _tuned(timer)
+    kernel = tuned(256)
+    n = len(timer.calls)
+    assert tuned(256) is kernel and len(timer.calls) == n
+    assert tuned.jit_fn(256, block_N=64) is kernel  # the same memoized JITKernel
+    assert tuned.get_kernel(256) is kernel
+    tuned(512)  # another key: tuned again
+    assert len(timer.calls) == 2 * n and len(tuned.results) == 2
+
+
+def test_explicit_config_arguments_skip_tuning():
+    def never(run, config):
+        raise AssertionError("tuned although the call gave a config argument")
+
+    tuned = _tuned(never)
+    assert "T.Kernel(8, threads=32)" in str(tuned(256, block_N=32).prim_func)
+    assert "T.Kernel(16, threads=32)" in str(tuned(256, 16).prim_func)  # by position
+    assert tuned.results == {}
+
+
+def test_the_best_config_is_cached_on_disk(_cache_dir):
+    timer = FakeTimer({32: 1.0, 64: 2.0, 16: 3.0, 128: 2.5})
+    _tuned(timer)(256)
+    files = list((_cache_dir / "autotune").glob("*.json"))
+    assert len(files) == 1
+    saved = json.loads(files[0].read_text())
+    assert saved["best"] == {"block_N": 32} and len(saved["trials"]) == len(CONFIGS)
+
+    def never(run, config):
+        raise AssertionError("tuned although the disk cache has the answer")
+
+    again = _tuned(never)  # as a new process would: nothing in memory
+    assert "T.Kernel(8, threads=32)" in str(again(256).prim_func)
+    assert again.last.from_cache and "from the cache" in str(again.last)
+    _tuned(FakeTimer({32: 1.0, 64: 2.0, 16: 3.0, 128: 2.5}), cache=False)(256)
+    assert len(list((_cache_dir / "autotune").glob("*.json"))) == 1
+
+
+def test_the_disk_cache_is_off_when_disabled(_cache_dir, monkeypatch):
+    monkeypatch.setenv("TILEC_DISABLE_CACHE", "1")
+    _tuned(FakeTimer({32: 1.0, 64: 2.0, 16: 3.0, 128: 2.5}))(256)
+    assert not (_cache_dir / "autotune").exists()
+
+
+def test_without_a_gpu_the_default_timer_says_tuning_needs_one():
+    tuned = tilec.autotune(configs=CONFIGS, progress=False)(_axpy())
+    with pytest.raises(TilecRuntimeError, match="tuning needs a GPU"):
+        tuned(256)
+
+
+def test_configs_from_a_function_and_from_a_recommendation():
+    timer = FakeTimer({16: 1.0, 32: 2.0, 64: 3.0, 128: 4.0, 256: 5.0})
+    tuned = tilec.autotune(configs=lambda N: [{"block_N": N // 8}, {"block_N": N // 4}], timer=timer,
+                           progress=False)(_axpy())
+    tuned(256)
+    assert tuned.last.best == {"block_N": 32}
+    rec = tilec.recommend(_axpy(), 256, space={"block_N": [16, 32, 64]}, top_k=2)
+    tuned = tilec.autotune(configs=rec, timer=timer, progress=False)(_axpy())
+    tuned(256)
+    assert [t.config for t in tuned.last.trials] == list(rec) and len(rec) == 2
+
+
+def test_autotune_a_gemm_on_the_thread_interpreter(rng):
+    matmul = tilec.jit(out_idx=[-1], target="simt:sm_80")(load_example("01_gemm").matmul.fn)
+    configs = [dict(block_M=16, block_N=n, block_K=32, num_stages=2, threads=128) for n in (64, 32)]
+    timer = FakeTimer({64: 2.0, 32: 1.0})
+    kernel = tilec.autotune(configs=configs, timer=timer, progress=False)(matmul)(32, 48, 64)
+    assert [c["block_N"] for c in timer.calls] == [64, 32] and kernel.prim_func.launch.threads == (128,)
+    assert "T.Kernel(2, 2, threads=128)" in str(kernel.prim_func)  # block_N=32 over N=48
+    a = rng.standard_normal((32, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 48)).astype(np.float16)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(kernel(a, b) - ref).max() / np.abs(ref).max() < 2e-3
+
+
+def test_autotune_an_eager_kernel(rng):
+    @tilec.jit(target="cpu")
+    def add(A, B, block_M: int = 16):
+        M, N = T.const("M N")
+        A: T.Tensor[[M, N], T.float32]
+        B: T.Tensor[[M, N], T.float32]
+        C = T.empty((M, N), "float32")
+        with T.Kernel(T.ceildiv(M, block_M), threads=32) as bx:
+            for i, j in T.Parallel(block_M, N):
+                C[bx * block_M + i, j] = A[bx * block_M + i, j] + B[bx * block_M + i, j]
+        return C
+
+    timer = lambda run, config: {8: 2.0, 16: 1.0}[config["block_M"]]  # noqa: E731
+    tuned = tilec.autotune(configs=[{"block_M": 8}, {"block_M": 16}], timer=timer, progress=False)(add)
+    a, b = (rng.standard_normal((40, 8)).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(tuned(a, b), a + b)
+    assert tuned.last.best == {"block_M": 16}
+    assert tuned.key((a[:20], b[:20]), {})[0] != tuned.key((a, b), {})[0]  # the shapes are part of the key

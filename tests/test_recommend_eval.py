@@ -1,0 +1,57 @@
+"""The GPU evaluation script of the cost model, on the CPU: its statistics, and one evaluation with a fake timer."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+from conftest import ROOT, load_example
+
+import tilec
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("recommend_eval", ROOT / "benchmarks" / "recommend_eval.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_spearman():
+    ev = _script()
+    assert ev.ranks([3.0, 1.0, 2.0, 1.0]) == [4.0, 1.5, 3.0, 1.5]
+    assert ev.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert ev.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert math.isnan(ev.spearman([1, 2], [1, 2]))
+
+
+def test_evaluation_with_a_timer_that_agrees_with_the_model(capsys):
+    ev = _script()
+    matmul = tilec.jit(out_idx=[-1], target="cpu")(load_example("01_gemm").matmul.fn)
+    space = {"block_M": [32, 64], "block_N": [32, 64], "block_K": [32], "num_stages": [2], "threads": [128]}
+    predicted = {}
+
+    def timer(run, config):  # the model's own estimate: a perfect model
+        return predicted[tuple(sorted(config.items()))]
+
+    rec = tilec.recommend(matmul, 64, 64, 64, space=space)
+    predicted.update({tuple(sorted(c.config.items())): c.cost.time_s * 1e3 for c in rec.ranked})
+    entry = ev.evaluate("gemm 64^3", matmul, (64, 64, 64), space, 1, 1, False, timer=timer)
+    assert entry["top1_ratio"] == pytest.approx(1.0) and entry["spearman"] == pytest.approx(1.0)
+    assert entry["timed"] == entry["model_ranked"] == 4 and entry["measured_best"] == rec[0]
+    assert "ratio 1.000 [ok], Spearman rho 1.000 over 4 [ok]" in capsys.readouterr().out
+
+
+def test_model_only_run_writes_its_json(tmp_path, monkeypatch):
+    ev = _script()
+    monkeypatch.setattr(ev, "GEMM_SHAPES", [(256, 256, 256)])
+    monkeypatch.setattr(ev, "QUICK", {"block_M": [64], "block_N": [64, 128], "block_K": [32], "num_stages": [2],
+                                      "threads": [128]})
+    out = tmp_path / "r.json"
+    ev.main(["--only", "gemm", "--model-only", "--quick", "--json", str(out)])
+    import json
+
+    report = json.loads(out.read_text())
+    (entry,) = report["gemm"]
+    assert entry["candidates"] == 2 and entry["rows"][0]["model_rank"] == 1 and "terms_us" in entry["rows"][0]
