@@ -158,4 +158,4 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKern
     shared, nbytes = _place_shared(lw.shared)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), launch.num_threads, lw.tx, shared,
-                        tuple(lw.regs), body, nbytes, tuple(lw.notes), align)
+                        tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size)
