@@ -16,7 +16,7 @@ from tilec.ir.expr import Expr, Load, Var, binop
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp
 from tilec.ir.visit import transform
-from tilec.lower import gemm, ops, reduce  # noqa: F401 - register the lowering rules
+from tilec.lower import gemm, mfma, ops, reduce  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.tir import AtomicAddOp, Decl, Group, If, Loop, Mem, MemRef, ThreadKernel, TStmt, Write, seq
