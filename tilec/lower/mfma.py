@@ -8,9 +8,11 @@ gets them swapped, B's registers as its A operand and A's as its B operand: it t
 registers are exactly B^T in the A layout, and A's exactly A^T in the B layout), so lane ``l`` accumulates
 ``C[m0 + l % 16, n0 + 4 (l // 16) + v]`` (:func:`~tilec.layout.make_mfma_c_fragment` with ``swapped=True``): four
 consecutive columns per lane, which stores as one vector, and the A operand layout, so a result such as flash
-attention's P feeds the next MFMA from registers with no conversion. From shared memory the four values are one 8-byte vector load where they are contiguous and aligned
-in the shared layout (A stored M x K, B stored N x K), else four element loads (CDNA has no transposing LDS load
-like ``ldmatrix.trans``); a register fragment operand is used in place (:func:`~tilec.layout.make_mfma_a_fragment`,
+attention's P feeds the next MFMA from registers with no conversion.
+
+From shared memory a lane's four values are one 8-byte vector load where they are contiguous and aligned in the
+shared layout (A stored M x K, B stored N x K), else four element loads (CDNA has no transposing LDS load like
+``ldmatrix.trans``); a register fragment operand is used in place (:func:`~tilec.layout.make_mfma_a_fragment`,
 :func:`~tilec.layout.make_mfma_b_fragment`).
 """
 
