@@ -10,7 +10,8 @@ string                  meaning
 ``hip``                 AMD CDNA (MFMA, 64-lane wavefronts), architecture read from the device at compile time
 ``hip:gfx90a``          AMD MI200 (MFMA); ``hip:gfx942`` for MI300
 ``simt:<arch>``         lower for ``<arch>`` and run the thread interpreter on the CPU
-``auto``                ``cuda`` when a GPU is present, else ``cpu``
+``auto``                ``cuda`` when an NVIDIA GPU is present, else ``hip`` when an AMD GPU and hip-python
+                        are, else ``cpu``
 ======================  ==================================================================
 """
 
@@ -83,7 +84,9 @@ def parse_target(value: str | Target | None) -> Target:
         value = config().target
     text = value.strip().lower()
     if text == "auto":
-        return Target("cuda") if gpu_available() else Target("cpu")
+        if gpu_available():
+            return Target("cuda")
+        return Target("hip") if amd_gpu_available() else Target("cpu")
     kind, _, arch = text.partition(":")
     if kind == "cpu" and not arch:
         return Target("cpu")
@@ -118,3 +121,12 @@ def _has_libcuda() -> bool:
     import ctypes.util
 
     return ctypes.util.find_library("cuda") is not None
+
+
+@functools.lru_cache(maxsize=1)
+def amd_gpu_available() -> bool:
+    """True when the ROCm kernel driver is present and hip-python is installed (neither is loaded to find out)."""
+    import importlib.util
+    import os
+
+    return os.path.exists("/dev/kfd") and importlib.util.find_spec("hip") is not None
