@@ -86,3 +86,21 @@ def test_example_compiles_with_hipcc(case, tmp_path):
 def test_bf16_gemm_compiles_for_cdna3(tmp_path):
     info = compile_hip(source_of("gemm 4096^3 128x128x32 bf16 256 threads", "hip:gfx942"), "gfx940", tmp_path)
     assert info["mfma"] > 0 and info["scratch"] == 0, info
+
+
+def test_atomic_adds_of_16_bit_floats_compile(tmp_path):
+    """HIP's atomicAdd has no half / bfloat16 overloads: the header's tl::atomic_add does them by CAS."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(X: T.Tensor((256,), "float32"), H: T.Tensor((16,), "float16"), B: T.Tensor((16,), "bfloat16"),
+             F: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(256):
+                T.atomic_add(H[i % 16], X[i])
+                T.atomic_add(B[i % 16], X[i])
+                T.atomic_add(F[i % 16], X[i])
+
+    source = tilec.JITKernel(main, "hip:gfx90a").get_kernel_source()
+    assert source.count("tl::atomic_add(&") == 3
+    compile_hip(source, "gfx90a", tmp_path)

@@ -62,6 +62,7 @@ class CTable:
     align: str = "__align__({n})"  # the alignment attribute of a declaration
     warp_size: int = 32  # a shuffle's width when the IR gives none
     vector_of: str = ""  # when set, vector moves use this type of {t} x {n} elements instead of vector_types
+    atomic_add: str = "atomicAdd"
 
 
 EMIT_RULES: dict[type, Callable[[CEmitter, Any, int], None]] = {}
@@ -250,7 +251,7 @@ class CEmitter:
         elif isinstance(s, CpAsyncWait):
             self.emit(d, f"tl::cp_async_wait<{s.n}>();")
         elif isinstance(s, AtomicAddOp):
-            self.emit(d, f"atomicAdd(&{n(s.mem)}[{self.e(s.offset)}], {self.e(s.value)});")
+            self.emit(d, f"{self.t.atomic_add}(&{n(s.mem)}[{self.e(s.offset)}], {self.e(s.value)});")
         elif isinstance(s, PrintOp):
             args = "".join(f", {self._printf_arg(a)}" for a in s.args)
             self.emit(d, f'printf("{s.fmt}\\n"{args});')

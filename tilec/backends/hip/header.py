@@ -57,6 +57,23 @@ __device__ __forceinline__ bf16 operator-(bf16 a, bf16 b) { return bf16(float(a)
 __device__ __forceinline__ bf16 operator*(bf16 a, bf16 b) { return bf16(float(a) * float(b)); }
 __device__ __forceinline__ bf16 operator/(bf16 a, bf16 b) { return bf16(float(a) / float(b)); }
 
+// atomic adds: HIP's for 32/64-bit types; 16-bit floats by compare-and-swap of the 32-bit word holding them
+template <class T> __device__ __forceinline__ void atomic_add(T* p, T v) { atomicAdd(p, v); }
+template <class T> __device__ __forceinline__ void atomic_add_16(T* p, T v) {
+  const unsigned long long at = reinterpret_cast<unsigned long long>(p);
+  unsigned* word = reinterpret_cast<unsigned*>(at & ~3ull);
+  const unsigned shift = (at & 2ull) ? 16u : 0u;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    const T sum = T(float(__builtin_bit_cast(T, static_cast<unsigned short>(assumed >> shift))) + float(v));
+    const unsigned bits = __builtin_bit_cast(unsigned short, sum);
+    old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | (bits << shift));
+  } while (old != assumed);
+}
+__device__ __forceinline__ void atomic_add(_Float16* p, _Float16 v) { atomic_add_16(p, v); }
+__device__ __forceinline__ void atomic_add(bf16* p, bf16 v) { atomic_add_16(p, v); }
+
 // vector moves: n elements of T (bf16 as its 16-bit pattern)
 template <class T, int N> struct vec_of { typedef T type __attribute__((ext_vector_type(N))); };
 template <int N> struct vec_of<bf16, N> { typedef unsigned short type __attribute__((ext_vector_type(N))); };

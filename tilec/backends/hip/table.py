@@ -38,4 +38,5 @@ HIP = CTable(
     align="__attribute__((aligned({n})))",
     warp_size=64,
     vector_of="tl::vec<{t}, {n}>",  # element-typed, so that register staging arrays stay in registers
+    atomic_add="tl::atomic_add",  # HIP's atomicAdd has no 16-bit float overloads
 )
