@@ -148,3 +148,43 @@ def test_target_hip_takes_the_architecture_from_the_device():
     assert (t.kind, t.arch, t.backend, t.warp_size) == ("hip", "", "hip", 64)
     assert tilec.target.parse_target("simt:gfx942").warp_size == 64
     assert tilec.target.parse_target("simt:sm_80").warp_size == 32
+
+
+def test_register_operands_replicated_over_waves(rng):
+    """Register A and B operands loaded with T.copy (replicated over the waves of a wave row / column: 2 x 2 waves),
+    and an accumulator copied to an A operand of another wave grid (converted through shared memory)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), W: T.Tensor((64, 32), "float16"),
+             C: T.Tensor((64, 32), "float32"), D: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_f = T.alloc_fragment((64, 32), "float16")
+            B_f = T.alloc_fragment((32, 64), "float16")
+            A_s = T.alloc_shared((64, 32), "float16")
+            W_s = T.alloc_shared((64, 32), "float16")
+            S = T.alloc_fragment((64, 64), "float32")
+            S2 = T.alloc_fragment((64, 64), "float32")
+            P = T.alloc_fragment((64, 64), "float16")
+            O = T.alloc_fragment((64, 32), "float32")
+            T.copy(A, A_f)
+            T.copy(B, B_f)
+            T.copy(A, A_s)
+            T.copy(W, W_s)
+            T.gemm(A_f, B_f, S, clear_accum=True)  # both operands from registers
+            T.gemm(A_s, B_f, S2, clear_accum=True)  # B from registers
+            T.copy(S2, D)
+            T.copy(S, P)
+            T.gemm(P, W_s, O, clear_accum=True)
+            T.copy(O, C)
+
+    a, b, w = randn(rng, (64, 32), "float16"), randn(rng, (32, 64), "float16"), randn(rng, (64, 32), "float16")
+    c, d = poisoned((64, 32), "float32"), poisoned((64, 64), "float32")
+    kernel = hip_simt(main)
+    kernel(a, b, w, c, d)
+    assert_mfma(kernel)
+    plans = [(p.warp_m, p.warp_n) for p in kernel.layouts.gemms.values()]
+    assert plans == [(2, 2), (2, 2), (4, 1)]
+    assert any("layout conversion through shared memory" in n for n in kernel.state.report)
+    s = a.astype(np.float64) @ b.astype(np.float64)
+    assert_close(d, s, "float32")
+    assert_close(c, s.astype(np.float16).astype(np.float64) @ w.astype(np.float64), "float16")
