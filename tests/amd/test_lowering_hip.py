@@ -33,7 +33,7 @@ def test_gemm_plans_mfma_on_a_grid_of_waves(threads, bm, bn, grid):
     assert sum(isinstance(n, Mfma) for n in walk(thread_ir(k).body)) == (bm // grid[0] // 16) * (bn // grid[1] // 16)
 
 
-@pytest.mark.parametrize(("kwargs", "why"), [({"threads": 96}, "96 threads"), ({"block_K": 8}, "K=8 is not"),
+@pytest.mark.parametrize(("kwargs", "why"), [({"threads": 32}, "32 threads"), ({"block_K": 8}, "K=8 is not"),
                                              ({"block_N": 24}, "no Square partition of 2 waves tiles 64x24")])
 def test_gemm_fallbacks_are_reported(kwargs, why):
     tiles = {"block_M": 64, "block_N": 64} | kwargs
