@@ -36,7 +36,7 @@ def main(argv: list[str]) -> None:
     rng = np.random.default_rng()
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
-    if kernel.target.kind == "cuda":
+    if kernel.target.kind in ("cuda", "hip"):  # torch on ROCm names AMD GPUs "cuda" too
         import torch
 
         c = kernel(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()).cpu().numpy()

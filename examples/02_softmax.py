@@ -54,7 +54,7 @@ def main(argv: list[str]) -> None:
     M, N = (int(x) for x in argv[:2]) if len(argv) >= 2 else (37, 300)
     kernel = softmax(M, N)
     x = (np.random.default_rng().standard_normal((M, N)) * 3).astype(np.float16)
-    if kernel.target.kind == "cuda":
+    if kernel.target.kind in ("cuda", "hip"):  # torch on ROCm names AMD GPUs "cuda" too
         import torch
 
         y = kernel(torch.from_numpy(x).cuda()).cpu().numpy()

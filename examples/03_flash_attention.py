@@ -89,7 +89,7 @@ def main(argv: list[str]) -> None:
     kernel = flash_attention(b, h, n, d, causal)
     rng = np.random.default_rng()
     q, k, v = (rng.standard_normal((b, h, n, d)).astype(np.float16) for _ in range(3))
-    if kernel.target.kind == "cuda":
+    if kernel.target.kind in ("cuda", "hip"):  # torch on ROCm names AMD GPUs "cuda" too
         import torch
 
         o = kernel(*(torch.from_numpy(x).cuda() for x in (q, k, v))).cpu().numpy()

@@ -7,9 +7,11 @@ string                  meaning
 ``cuda``                NVIDIA, architecture read from the device at compile time
 ``cuda:sm_80``          NVIDIA Ampere-class instructions (mma.sync, cp.async, ldmatrix)
 ``cuda:sm_90a``         NVIDIA Hopper (wgmma, TMA, mbarrier, warp specialization)
+``hip``                 AMD CDNA (MFMA, 64-lane wavefronts), architecture read from the device at compile time
 ``hip:gfx90a``          AMD MI200 (MFMA); ``hip:gfx942`` for MI300
 ``simt:<arch>``         lower for ``<arch>`` and run the thread interpreter on the CPU
-``auto``                ``cuda`` when a GPU is present, else ``cpu``
+``auto``                ``cuda`` when an NVIDIA GPU is present, else ``hip`` when an AMD GPU and hip-python
+                        are, else ``cpu``
 ======================  ==================================================================
 """
 
@@ -36,8 +38,8 @@ class Target:
     kind : str
         ``"cpu"``, ``"cuda"``, ``"hip"`` or ``"simt"``.
     arch : str
-        The GPU architecture (``"sm_90a"``, ``"gfx90a"``); ``""`` for ``cpu`` and for ``cuda`` before the
-        device is known.
+        The GPU architecture (``"sm_90a"``, ``"gfx90a"``); ``""`` for ``cpu`` and for ``cuda`` / ``hip`` before
+        the device is known.
     """
 
     kind: str
@@ -59,6 +61,7 @@ class Target:
 
     @property
     def warp_size(self) -> int:
+        """Lanes of a warp (NVIDIA) or wavefront (AMD CDNA): 32 or 64."""
         return 64 if self.backend == "hip" else 32
 
     def __str__(self) -> str:
@@ -81,7 +84,9 @@ def parse_target(value: str | Target | None) -> Target:
         value = config().target
     text = value.strip().lower()
     if text == "auto":
-        return Target("cuda") if gpu_available() else Target("cpu")
+        if gpu_available():
+            return Target("cuda")
+        return Target("hip") if amd_gpu_available() else Target("cpu")
     kind, _, arch = text.partition(":")
     if kind == "cpu" and not arch:
         return Target("cpu")
@@ -89,8 +94,6 @@ def parse_target(value: str | Target | None) -> Target:
         if arch and arch not in _ARCHS[kind]:
             raise TilecValueError(f"target {value!r}: unknown {kind} architecture {arch!r}; expected one of "
                                   f"{', '.join(_ARCHS[kind])}")
-        if kind == "hip" and not arch:
-            arch = "gfx90a"
         return Target(kind, arch)
     if kind == "simt":
         arch = arch or "sm_80"
@@ -118,3 +121,12 @@ def _has_libcuda() -> bool:
     import ctypes.util
 
     return ctypes.util.find_library("cuda") is not None
+
+
+@functools.lru_cache(maxsize=1)
+def amd_gpu_available() -> bool:
+    """True when the ROCm kernel driver is present and hip-python is installed (neither is loaded to find out)."""
+    import importlib.util
+    import os
+
+    return os.path.exists("/dev/kfd") and importlib.util.find_spec("hip") is not None

@@ -21,6 +21,13 @@ def executable_for(state: Any, options: dict | None = None) -> Any:
         kernel = state.artifacts["thread_ir"]
         func = state.artifacts["input_func"]
         return CudaExecutable(load(kernel, state.artifacts["source"], state.target, func, options), func)
+    if kind == "hip":
+        from tilec.backends.hip.runtime import HipExecutable
+        from tilec.backends.hip.runtime import load as hip_load
+
+        func = state.artifacts["input_func"]
+        return HipExecutable(hip_load(state.artifacts["thread_ir"], state.artifacts["source"], state.target, func,
+                                      options), func)
     if kind == "simt":
         from tilec.backends.simt import SimtExecutable
 

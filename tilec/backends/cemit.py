@@ -1,17 +1,21 @@
 """Emit C-like GPU source (CUDA or HIP) from the thread IR (pipeline stage 8).
 
 One emitter; the two languages differ by a :class:`CTable` (type names, intrinsic spellings, barrier, the
-device header), not by control flow. Each tile op's code starts with a comment naming its kernel line.
+device header, the shared-memory and alignment declarations), not by control flow. Each tile op's code starts with
+a comment naming its kernel line. Intrinsic nodes owned by one instruction family register their printing in
+:data:`EMIT_RULES` (``@emit_rule(Node)``), next to their lowering.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tilec import dtypes as dt
 from tilec.dtypes import DType
+from tilec.errors import TilecError
 from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Select, UnOp, Var
 from tilec.ir.printer import Names
 from tilec.lower.tir import (
@@ -53,6 +57,25 @@ class CTable:
     kernel_prefix: str
     math32: dict[str, str] = field(default_factory=dict)  # intrinsic -> float32 function
     math64: dict[str, str] = field(default_factory=dict)
+    launch_bounds: str = "__launch_bounds__({threads})"
+    smem_decl: str = "extern __shared__ __align__(1024) unsigned char smem[];"
+    align: str = "__align__({n})"  # the alignment attribute of a declaration
+    warp_size: int = 32  # a shuffle's width when the IR gives none
+    vector_of: str = ""  # when set, vector moves use this type of {t} x {n} elements instead of vector_types
+    atomic_add: str = "atomicAdd"
+
+
+EMIT_RULES: dict[type, Callable[[CEmitter, Any, int], None]] = {}
+
+
+def emit_rule(cls: type) -> Callable:
+    """Register how a thread-IR statement class is printed: ``fn(emitter, stmt, depth)`` (``emitter.emit``)."""
+
+    def deco(fn: Callable) -> Callable:
+        EMIT_RULES[cls] = fn
+        return fn
+
+    return deco
 
 
 _MATH32 = {
@@ -119,7 +142,10 @@ class CEmitter:
     # ------------------------------------------------------------------------------------------------ types
 
     def ctype(self, d: DType) -> str:
-        return self.t.types[d.name]
+        name = self.t.types.get(d.name)
+        if name is None:
+            raise TilecError(f"dtype {d} is not supported by the {self.t.name} backend")
+        return name
 
     # ---------------------------------------------------------------------------------------------- kernel
 
@@ -134,15 +160,15 @@ class CEmitter:
                 params.append(f"{self.ctype(p.dtype)} {self.names(p)}")
         params += [f"int {self.names(v)}" for v in k.dyn_vars]
         out = [self.t.header, ""]
-        out.append(f'extern "C" {self.t.kernel_prefix} __launch_bounds__({k.threads}) void {kernel_name(k)}('
-                   + ", ".join(params) + ") {")
+        bounds = self.t.launch_bounds.format(threads=k.threads)
+        out.append(f'extern "C" {self.t.kernel_prefix} {bounds} void {kernel_name(k)}(' + ", ".join(params) + ") {")
         if k.smem_bytes:
-            out.append("  extern __shared__ __align__(1024) unsigned char smem[];")
+            out.append(f"  {self.t.smem_decl}")
         for m, off in k.shared:
             ct = self.ctype(m.dtype)
             out.append(f"  {ct}* {self.names(m)} = reinterpret_cast<{ct}*>(smem + {off});")
         for m in k.regs:
-            out.append(f"  __align__(16) {self.ctype(m.dtype)} {self.names(m)}[{m.size}];")
+            out.append(f"  {self.t.align.format(n=16)} {self.ctype(m.dtype)} {self.names(m)}[{m.size}];")
         out.append(f"  const int {self.names(k.tx)} = {self.t.thread_idx};")
         for v, b in zip(k.block_idx, self.t.block_idx):
             out.append(f"  const int {self.names(v)} = {b};")
@@ -194,7 +220,8 @@ class CEmitter:
             self.emit(d, f"{self.names(s.mem)}[{self.e(s.offset)}] = {self.e(s.value)};")
             return
         nbytes = s.lanes * s.mem.dtype.bits // 8
-        vt = self.t.vector_types[nbytes]
+        vt = self.t.vector_of.format(t=self.ctype(s.mem.dtype), n=s.lanes) if self.t.vector_of else \
+            self.t.vector_types[nbytes]
         if isinstance(s.value, Const):  # a vector of zeros
             self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = {vt}{{}};")
             return
@@ -204,6 +231,10 @@ class CEmitter:
                      f"*reinterpret_cast<const {vt}*>(&{self.names(src.mem)}[{self.e(src.offset)}]);")
 
     def intrinsic(self, s: TStmt, d: int) -> None:
+        rule = EMIT_RULES.get(type(s))
+        if rule is not None:
+            rule(self, s, d)
+            return
         n = self.names
         if isinstance(s, Mma):
             fn = "tl::mma_m16n8k16_bf16" if s.a.dtype is dt.bfloat16 else "tl::mma_m16n8k16_f16"
@@ -220,7 +251,7 @@ class CEmitter:
         elif isinstance(s, CpAsyncWait):
             self.emit(d, f"tl::cp_async_wait<{s.n}>();")
         elif isinstance(s, AtomicAddOp):
-            self.emit(d, f"atomicAdd(&{n(s.mem)}[{self.e(s.offset)}], {self.e(s.value)});")
+            self.emit(d, f"{self.t.atomic_add}(&{n(s.mem)}[{self.e(s.offset)}], {self.e(s.value)});")
         elif isinstance(s, PrintOp):
             args = "".join(f", {self._printf_arg(a)}" for a in s.args)
             self.emit(d, f'printf("{s.fmt}\\n"{args});')
@@ -265,7 +296,7 @@ class CEmitter:
             return self.call(x)
         if isinstance(x, TCall):
             fmt = self.t.shfl[x.name]
-            w = self.e(x.args[2]) if len(x.args) > 2 else "32"
+            w = self.e(x.args[2]) if len(x.args) > 2 else str(self.t.warp_size)
             return fmt.format(v=self.e(x.args[0]), a=self.e(x.args[1]), w=w)
         raise TypeError(f"cannot emit {type(x).__name__}")
 

@@ -98,6 +98,7 @@ class ThreadInterpreter:
     def __init__(self, kernel: ThreadKernel, check_races: bool = True) -> None:
         self.k = kernel
         self.T = kernel.threads
+        self.W = kernel.warp_size  # lanes of a warp (NVIDIA) or wavefront (AMD)
         self.check_races = check_races
         self.loc: SourceLoc | None = None
         self.block: tuple[int, ...] = ()
@@ -299,12 +300,15 @@ class ThreadInterpreter:
         raise TypeError(f"the thread interpreter cannot evaluate {type(e).__name__}")
 
     def shuffle(self, e: TCall, env: dict, mask: np.ndarray | None) -> np.ndarray:
+        W = self.W
         value = np.broadcast_to(self.eval(e.args[0], env, mask), (self.T,))
         arg = np.broadcast_to(np.asarray(self.eval(e.args[1], env, mask), np.int64), (self.T,))
-        width = int(self.eval(e.args[2], env, mask)) if len(e.args) > 2 else 32
-        if mask is not None and not np.all(mask.reshape(-1, 32).all(axis=1) | ~mask.reshape(-1, 32).any(axis=1)):
-            self.fail(f"{e.name} reached by only part of a warp (all 32 lanes must execute it)", RaceError)
-        lane = self.tids % 32
+        width = int(self.eval(e.args[2], env, mask)) if len(e.args) > 2 else W
+        if width > W or W % width:
+            self.fail(f"{e.name} of width {width} on {W}-lane warps")
+        if mask is not None and not np.all(mask.reshape(-1, W).all(axis=1) | ~mask.reshape(-1, W).any(axis=1)):
+            self.fail(f"{e.name} reached by only part of a warp (all {W} lanes must execute it)", RaceError)
+        lane = self.tids % W
         seg = (lane // width) * width
         if e.name == "shfl_xor":
             src_lane = seg + ((lane % width) ^ arg) % width
@@ -314,7 +318,7 @@ class ThreadInterpreter:
             src_lane = np.where(lane % width + arg < width, lane + arg, lane)
         else:
             raise TypeError(f"unknown value intrinsic {e.name}")
-        src = (self.tids // 32) * 32 + src_lane
+        src = (self.tids // W) * W + src_lane
         return value[src]
 
 
@@ -410,9 +414,9 @@ def _print(it: ThreadInterpreter, s: PrintOp, env: dict, mask: np.ndarray) -> No
 
 @stmt_rule(Mma)
 def _mma(it: ThreadInterpreter, s: Mma, env: dict, mask: np.ndarray) -> None:
-    warps = _full_warps(it, mask, "mma.sync")
+    warps = full_warps(it, mask, "mma.sync")
     a_lane, a_reg, b_lane, b_reg, c_lane, c_reg = _MMA
-    ao, bo, co = (_uniform(it, x, env, mask, "mma.sync") for x in (s.a_off, s.b_off, s.c_off))
+    ao, bo, co = (uniform_offset(it, x, env, mask, "mma.sync") for x in (s.a_off, s.b_off, s.c_off))
     ra = it.regs[s.a][:, ao : ao + 8].astype(np.float32).reshape(-1, 32, 8)
     rb = it.regs[s.b][:, bo : bo + 4].astype(np.float32).reshape(-1, 32, 4)
     rc = it.regs[s.c][:, co : co + 4].astype(np.float32).reshape(-1, 32, 4)
@@ -428,7 +432,7 @@ def _mma(it: ThreadInterpreter, s: Mma, env: dict, mask: np.ndarray) -> None:
 
 @stmt_rule(LdMatrix)
 def _ldmatrix(it: ThreadInterpreter, s: LdMatrix, env: dict, mask: np.ndarray) -> None:
-    warps = _full_warps(it, mask, "ldmatrix")
+    warps = full_warps(it, mask, "ldmatrix")
     addr = np.broadcast_to(np.asarray(it.eval(s.src_off, env, mask), np.int64), (it.T,)).reshape(-1, 32)
     sh = it.shared[s.src]
     rows_from = addr[:, : 8 * s.num]  # lane 8*m + r gives row r of matrix m
@@ -451,11 +455,11 @@ def _ldmatrix(it: ThreadInterpreter, s: LdMatrix, env: dict, mask: np.ndarray) -
         else:
             out[:, :, 2 * m], out[:, :, 2 * m + 1] = mats[:, m, r, c], mats[:, m, r, c + 1]
     tid = (sel_w[:, None] * 32 + lane[None, :]).reshape(-1)
-    do = _uniform(it, s.dst_off, env, mask, "ldmatrix")
+    do = uniform_offset(it, s.dst_off, env, mask, "ldmatrix")
     it.regs[s.dst][tid, do : do + 2 * s.num] = typed(out.reshape(-1, 2 * s.num), s.dst.dtype)
 
 
-def _uniform(it: ThreadInterpreter, e: Any, env: dict, mask: np.ndarray, what: str) -> int:
+def uniform_offset(it: ThreadInterpreter, e: Any, env: dict, mask: np.ndarray, what: str) -> int:
     """A register offset, which must be the same on every thread."""
     v = np.asarray(it.eval(e, env, mask))
     if v.ndim and not np.all(v[mask] == v[mask][0]):
@@ -463,11 +467,12 @@ def _uniform(it: ThreadInterpreter, e: Any, env: dict, mask: np.ndarray, what: s
     return int(v if v.ndim == 0 else v[mask][0])
 
 
-def _full_warps(it: ThreadInterpreter, mask: np.ndarray, what: str) -> np.ndarray:
-    per_warp = mask.reshape(-1, 32)
+def full_warps(it: ThreadInterpreter, mask: np.ndarray, what: str, lanes: int = 32) -> np.ndarray:
+    """Which ``lanes``-lane warps execute a warp-wide instruction (a partly active warp is an error)."""
+    per_warp = mask.reshape(-1, lanes)
     full, any_ = per_warp.all(axis=1), per_warp.any(axis=1)
     if np.any(any_ & ~full):
-        it.fail(f"{what} reached by only part of a warp (all 32 lanes must execute it)", RaceError)
+        it.fail(f"{what} reached by only part of a warp (all {lanes} lanes must execute it)", RaceError)
     return full
 
 
@@ -504,3 +509,6 @@ def _wait(it: ThreadInterpreter, s: CpAsyncWait, env: dict, mask: np.ndarray) ->
             it.track_write(sh, mem, t, o)  # the data becomes visible now, written by the issuing thread
             sh.data[o.ravel()] = vals.ravel().astype(sh.data.dtype)
     it.groups = committed[len(done) :] + [it.groups[-1]]
+
+
+from tilec.interp import mfma as _mfma  # noqa: E402, F401 - registers the MFMA rule (it imports this module)

@@ -39,6 +39,8 @@ from .named import (
     wgmma_m64nNk16_c,
 )
 from .partition import (
+    make_mfma_a_fragment,
+    make_mfma_b_fragment,
     make_mfma_c_fragment,
     make_mma_a_fragment,
     make_mma_b_fragment,
@@ -63,6 +65,8 @@ __all__ = [
     "floordiv",
     "floormod",
     "ldmatrix",
+    "make_mfma_a_fragment",
+    "make_mfma_b_fragment",
     "make_mfma_c_fragment",
     "make_mma_a_fragment",
     "make_mma_b_fragment",

@@ -24,9 +24,19 @@ import functools
 
 from .expr import FloorDiv, FloorMod, index_symbols
 from .fragment import Fragment
-from .named import mfma_16x16x16_c, mma_m16n8k16_a, mma_m16n8k16_b, mma_m16n8k16_c, wgmma_m64nNk16_c
+from .named import (
+    mfma_16x16x16_a,
+    mfma_16x16x16_b,
+    mfma_16x16x16_c,
+    mma_m16n8k16_a,
+    mma_m16n8k16_b,
+    mma_m16n8k16_c,
+    wgmma_m64nNk16_c,
+)
 
 __all__ = [
+    "make_mfma_a_fragment",
+    "make_mfma_b_fragment",
     "make_mfma_c_fragment",
     "make_mma_a_fragment",
     "make_mma_b_fragment",
@@ -82,7 +92,8 @@ def _mma_c(block_m: int, block_n: int, warp_m: int, warp_n: int, tm: int, tn: in
 
 
 def _replicated_over_warps(
-    per_warp: Fragment, shape: tuple[int, int], tile: tuple[int, int], a_side: bool, warp_m: int, warp_n: int
+    per_warp: Fragment, shape: tuple[int, int], tile: tuple[int, int], a_side: bool, warp_m: int, warp_n: int,
+    lanes: int = 32,
 ) -> Fragment:
     """Place ``per_warp`` (a warp's operand) on every warp that needs it (see module docstring)."""
     i, j, rep = index_symbols(3)
@@ -95,7 +106,7 @@ def _replicated_over_warps(
         warp = rep * warp_n + FloorDiv(j, tile[1])
         copies = warp_m
     return Fragment.from_exprs(
-        shape, t + 32 * warp, loc, copies, num_threads=32 * warp_m * warp_n, num_locals=per_warp.num_locals
+        shape, t + lanes * warp, loc, copies, num_threads=lanes * warp_m * warp_n, num_locals=per_warp.num_locals
     )
 
 
@@ -157,17 +168,58 @@ def _wgmma(block_m: int, block_n: int, gm: int, gn: int, tm: int, tn: int, n_ato
     return _warps(_atoms(wgmma_m64nNk16_c(n_atom), (tm, tn)), (gm, gn))
 
 
-def make_mfma_c_fragment(block_m: int, block_n: int, waves_m: int, waves_n: int) -> Fragment:
+def make_mfma_c_fragment(block_m: int, block_n: int, waves_m: int, waves_n: int, *, swapped: bool = False) -> Fragment:
     """fp32 accumulator of a tile built from AMD ``v_mfma_f32_16x16x16f16`` atoms (64-lane waves).
 
     Wave ``(wm, wn)`` is wave ``wm * waves_n + wn`` (threads ``64 * wave + lane``); locals
-    ``(mi * atoms_n + ni) * 4 + v``.
+    ``(mi * atoms_n + ni) * 4 + v``.  In an atom lane ``l`` holds ``C[4 * (l // 16) + v][l % 16]``; with
+    ``swapped`` (the accumulator of the instruction given B as its A operand and A as its B operand, which
+    computes ``C^T += B^T A^T``) it holds ``C[l % 16][4 * (l // 16) + v]``: the A operand layout, so the
+    result feeds another MFMA from registers, and four consecutive columns per lane.
     """
     tm = _tile(block_m, waves_m, 16, "block_m", "waves_m")
     tn = _tile(block_n, waves_n, 16, "block_n", "waves_n")
-    return _mfma_c(block_m, block_n, waves_m, waves_n, tm, tn)
+    return _mfma_c(block_m, block_n, waves_m, waves_n, tm, tn, bool(swapped))
 
 
 @functools.lru_cache(maxsize=256)
-def _mfma_c(block_m: int, block_n: int, wm: int, wn: int, tm: int, tn: int) -> Fragment:
-    return _warps(_atoms(mfma_16x16x16_c(), (tm, tn)), (wm, wn))
+def _mfma_c(block_m: int, block_n: int, wm: int, wn: int, tm: int, tn: int, swapped: bool) -> Fragment:
+    atom = mfma_16x16x16_a() if swapped else mfma_16x16x16_c()
+    return _warps(_atoms(atom, (tm, tn)), (wm, wn))
+
+
+def make_mfma_a_fragment(block_m: int, block_k: int, waves_m: int, waves_n: int) -> Fragment:
+    """Register-resident A operand (``block_m x block_k``, f16/bf16) for ``v_mfma_f32_16x16x16`` (64-lane waves).
+
+    Wave row ``wm`` holds rows ``[wm*tile_m, (wm+1)*tile_m)`` and all of K, replicated over the ``waves_n`` waves
+    of the row (replica ``rep`` in wave ``wm * waves_n + rep``).  Locals: ``(mi * (block_k/16) + ki) * 4 + v``
+    for 16x16 atom ``(mi, ki)`` and lane value ``v``.
+    """
+    tm = _tile(block_m, waves_m, 16, "block_m", "waves_m")
+    _tile(block_k, 1, 16, "block_k", None)
+    _check_int(waves_n, "waves_n")
+    return _mfma_a(block_m, block_k, waves_m, waves_n, tm)
+
+
+@functools.lru_cache(maxsize=256)
+def _mfma_a(block_m: int, block_k: int, wm: int, wn: int, tm: int) -> Fragment:
+    per_wave = _atoms(mfma_16x16x16_a(), (tm, block_k))
+    return _replicated_over_warps(per_wave, (block_m, block_k), (tm, block_k), True, wm, wn, lanes=64)
+
+
+def make_mfma_b_fragment(block_k: int, block_n: int, waves_m: int, waves_n: int) -> Fragment:
+    """Register-resident B operand (``block_k x block_n``, K x N) for ``v_mfma_f32_16x16x16`` (64-lane waves).
+
+    Wave column ``wn`` holds columns ``[wn*tile_n, (wn+1)*tile_n)``, replicated over the ``waves_m`` waves of the
+    column.  Locals: ``(ki * (tile_n/16) + ni) * 4 + v``.
+    """
+    tn = _tile(block_n, waves_n, 16, "block_n", "waves_n")
+    _tile(block_k, 1, 16, "block_k", None)
+    _check_int(waves_m, "waves_m")
+    return _mfma_b(block_k, block_n, waves_m, waves_n, tn)
+
+
+@functools.lru_cache(maxsize=256)
+def _mfma_b(block_k: int, block_n: int, wm: int, wn: int, tn: int) -> Fragment:
+    per_wave = _atoms(mfma_16x16x16_b(), (block_k, tn))
+    return _replicated_over_warps(per_wave, (block_k, block_n), (block_k, tn), False, wm, wn, lanes=64)

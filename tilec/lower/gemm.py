@@ -1,4 +1,5 @@
-"""Lowering of ``T.gemm``.
+"""Lowering of ``T.gemm``: one rule per instruction in :data:`GEMM_INSTRS` (``mfma`` registers from
+:mod:`tilec.lower.mfma`).
 
 ``mma``: each warp of the ``warp_m x warp_n`` grid computes its ``tile_m x tile_n`` part of C with
 ``mma.sync.m16n8k16``; per k-step of 16, operands come from shared memory through ``ldmatrix`` (``.trans``
@@ -7,6 +8,8 @@ accumulates its elements of C with scalar multiply-adds (the fallback for other 
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -18,30 +21,46 @@ from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.tir import LdMatrix, Loop, Mem, Mma, TStmt, Write, seq
 
+GEMM_INSTRS: dict[str, Callable[[Lowerer, Gemm, int, int], TStmt]] = {}
+
+
+def gemm_instr(name: str) -> Callable:
+    """Register the lowering of ``T.gemm`` with instruction ``name``: ``fn(lowerer, gemm, warp_m, warp_n)``."""
+
+    def deco(fn: Callable) -> Callable:
+        GEMM_INSTRS[name] = fn
+        return fn
+
+    return deco
+
 
 @lower_rule(Gemm)
 def lower_gemm(lw: Lowerer, g: Gemm) -> TStmt:
     plan = lw.plan.gemms[g]
-    if plan.instr == "mma":
-        return _mma(lw, g, plan.warp_m, plan.warp_n)
+    rule = GEMM_INSTRS.get(plan.instr)
+    if rule is not None:
+        return rule(lw, g, plan.warp_m, plan.warp_n)
     lw.notes.append(f"T.gemm at line {g.loc.line if g.loc else 0}: scalar FMA path {plan.why}")
     return _simt(lw, g)
 
 
-class _Warp:
+class Warp:
+    """This thread's lane, and its warp's place ``(wm, wn)`` in the warp grid (``target.warp_size`` lanes)."""
+
     def __init__(self, lw: Lowerer, warp_n: int) -> None:
-        tx = lw.tx
-        self.lane = binop("%", tx, 32)
-        warp = binop("//", tx, 32)
+        tx, ws = lw.tx, lw.target.warp_size
+        self.lane = binop("%", tx, ws)
+        warp = binop("//", tx, ws)
         self.wm = binop("//", warp, warp_n)
         self.wn = binop("%", warp, warp_n)
 
 
+@gemm_instr("mma")
 def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     m, n, k = (int(x) for x in g.mnk)
     tm, tn = m // warp_m, n // warp_n
     am, an, ks = tm // 16, tn // 8, k // 16
-    w = _Warp(lw, warp_n)
+    w = Warp(lw, warp_n)
     c = lw.mem_of(g.C.buffer)
     parts: list[TStmt] = []
     if g.clear_accum:
@@ -57,17 +76,18 @@ def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
             b_off = binop("+", b_base, ni * 4)
             step.append(Mma(a_regs, a_off, b_regs, b_off, c, const((mi * an + ni) * 4)))
     body = seq(step)
-    parts.append(Loop(kk, const(ks), body, unroll=True) if ks > 1 else _at(body, kk))
+    parts.append(Loop(kk, const(ks), body, unroll=True) if ks > 1 else at(body, kk))
     return seq(parts)
 
 
-def _at(stmt: TStmt, v: Var) -> TStmt:
+def at(stmt: TStmt, v: Var) -> TStmt:
+    """``stmt`` with ``v`` replaced by 0 (a loop of one trip)."""
     from tilec.ir.visit import substitute
 
     return substitute(stmt, {v: const(0)})
 
 
-def _operand_a(lw: Lowerer, g: Gemm, w: _Warp, am: int, kk: Var, k: int, out: list[TStmt]) -> tuple[Mem, Expr]:
+def _operand_a(lw: Lowerer, g: Gemm, w: Warp, am: int, kk: Var, k: int, out: list[TStmt]) -> tuple[Mem, Expr]:
     """Registers holding A's atoms for this k-step (loading them from shared memory into ``out``)."""
     if g.A.buffer.scope == "fragment":
         return lw.mem_of(g.A.buffer), binop("*", kk, 8)
@@ -86,7 +106,7 @@ def _operand_a(lw: Lowerer, g: Gemm, w: _Warp, am: int, kk: Var, k: int, out: li
     return regs, const(0)
 
 
-def _operand_b(lw: Lowerer, g: Gemm, w: _Warp, an: int, kk: Var, tn: int, out: list[TStmt]) -> tuple[Mem, Expr]:
+def _operand_b(lw: Lowerer, g: Gemm, w: Warp, an: int, kk: Var, tn: int, out: list[TStmt]) -> tuple[Mem, Expr]:
     if g.B.buffer.scope == "fragment":
         return lw.mem_of(g.B.buffer), binop("*", kk, an * 4)
     regs = lw.scratch_reg("b_frag", g.B.dtype, an * 4)
@@ -141,9 +161,9 @@ def _simt(lw: Lowerer, g: Gemm) -> TStmt:
     m, n, k = (int(x) for x in g.mnk)
     i, j, kv = Var("i"), Var("j"), Var(lw.fresh("k"))
     acc = g.C.dtype
-    a_idx = _index(g.A, [kv, i] if g.transpose_A else [i, kv])
-    b_idx = _index(g.B, [j, kv] if g.transpose_B else [kv, j])
-    c_idx = _index(g.C, [i, j])
+    a_idx = region_index(g.A, [kv, i] if g.transpose_A else [i, kv])
+    b_idx = region_index(g.B, [j, kv] if g.transpose_B else [kv, j])
+    c_idx = region_index(g.C, [i, j])
     prod = binop("*", cast(acc, Load(g.A.buffer, tuple(a_idx))), cast(acc, Load(g.B.buffer, tuple(b_idx))))
     update = Store(g.C.buffer, tuple(c_idx), binop("+", Load(g.C.buffer, tuple(c_idx)), prod))
     body: list = [For(kv, const(k), "serial", update)]
@@ -155,7 +175,8 @@ def _simt(lw: Lowerer, g: Gemm) -> TStmt:
     return lower_parallel(lw, p, lw.fragment(g.C.buffer))
 
 
-def _index(r: Region, local: list[Expr]) -> list[Expr]:
+def region_index(r: Region, local: list[Expr]) -> list[Expr]:
+    """Buffer indices of the element at tile coordinates ``local`` of region ``r`` (its non-unit dimensions)."""
     out, k = [], 0
     for s, e in zip(r.starts, r.extents):
         if isinstance(e, int) and e == 1:

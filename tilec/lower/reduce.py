@@ -2,9 +2,10 @@
 
 From a fragment: each thread folds the elements it holds into its part of the result (straight-line code,
 registers known at compile time), then the threads holding one result element combine their partials with
-XOR shuffles over the lane bits that tell them apart, and, when they sit in several warps, through a
-shared scratch buffer. From shared memory: the threads holding each result element loop over the reduced
-dimension. Which threads and registers take part is worked out by enumerating the layouts.
+XOR shuffles over the lane bits that tell them apart (the bits below the warp size: 32 lanes on NVIDIA, 64 on
+AMD wavefronts), and, when they sit in several warps, through a shared scratch buffer. From shared memory: the
+threads holding each result element loop over the reduced dimension. Which threads and registers take part is
+worked out by enumerating the layouts.
 """
 
 from __future__ import annotations
@@ -92,13 +93,15 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
             e = _fold(r.red, e, _source(lw, F, r.red, src, sl, work))
         out.append(Write(acc, const(dl), e))
     masks = _xor_masks(D)
-    for m in (m for m in masks if m < 32):
+    ws = lw.target.warp_size  # thread-id bits below it are lanes of one warp (wavefront): shuffles reach them
+    for m in (m for m in masks if m < ws):
         for dl in range(D.num_locals):
             mine = MemRef(acc, const(dl))
-            out.append(Write(acc, const(dl), binop(_COMBINE[r.red], mine, TCall("shfl_xor", (mine, const(m)), work))))
-    warp_bits = [m for m in masks if m >= 32]
+            shfl = TCall("shfl_xor", (mine, const(m), const(ws)), work)
+            out.append(Write(acc, const(dl), binop(_COMBINE[r.red], mine, shfl)))
+    warp_bits = [m for m in masks if m >= ws]
     if warp_bits:
-        out.append(_across_warps(lw, D, acc, warp_bits, [m for m in masks if m < 32], r.red, work))
+        out.append(_across_warps(lw, D, acc, warp_bits, [m for m in masks if m < ws], r.red, work))
     out.append(_store(lw, r, D, acc))
     return seq(out)
 

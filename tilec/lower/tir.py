@@ -165,6 +165,20 @@ class Mma(TStmt):
 
 
 @dataclass(frozen=True, eq=False)
+class Mfma(TStmt):
+    """``v_mfma_f32_16x16x16{f16,bf16_1k}`` of one 64-lane wavefront: C[c:c+4] += A[a:a+4] x B[b:b+4] (register
+    offsets). ``a.dtype`` is float16 or bfloat16, the accumulator float32. Lane ``l`` holds A[l % 16, 4 (l // 16) + v],
+    B[4 (l // 16) + v, l % 16] and C[4 (l // 16) + v, l % 16] in its register ``v`` (AMD CDNA ISA)."""
+
+    a: Mem
+    a_off: Expr
+    b: Mem
+    b_off: Expr
+    c: Mem
+    c_off: Expr
+
+
+@dataclass(frozen=True, eq=False)
 class LdMatrix(TStmt):
     """``ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16``: this lane's row address is
     ``src[src_off]``; lane results go to ``dst[dst_off : dst_off + 2 * num]``."""
@@ -211,7 +225,8 @@ class ThreadKernel:
 
     ``params`` are the global mems and scalar variables in the Tile IR's parameter order; ``dyn_vars`` the
     symbolic sizes, passed after them. ``grid`` is in terms of ``dyn_vars``. ``block_idx`` are the hardware
-    block indices (blockIdx.x, .y, .z) and ``tx`` the thread index; the body starts by declaring the kernel's
+    block indices (blockIdx.x, .y, .z) and ``tx`` the thread index (``warp_size`` lanes to a warp or wavefront,
+    which shuffles and warp-wide instructions work over); the body starts by declaring the kernel's
     own block variables from them (after rasterization, with ``T.use_swizzle``). ``shared`` lists shared mems
     with their byte offsets in the arena of ``smem_bytes``.
     """
@@ -229,6 +244,7 @@ class ThreadKernel:
     smem_bytes: int
     notes: tuple[str, ...] = ()
     align: tuple[tuple[int, int], ...] = ()  # (parameter index, bytes): alignment the tensor's data needs
+    warp_size: int = 32
 
     __hash__ = object.__hash__
 

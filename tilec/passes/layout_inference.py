@@ -5,7 +5,8 @@ Post: a :class:`LayoutPlan`; the IR is unchanged.
 Constraint propagation in three levels, each a fixpoint over the FTG's ops in program order:
 
 * *strict*: ``T.annotate_layout``; ``T.gemm`` operands and accumulators (the instruction's fragment layouts
-  for the chosen warp partition, swizzled shared memory for tensor-core operands);
+  for the chosen warp partition, swizzled shared memory for tensor-core operands): ``mma.m16n8k16`` on CUDA,
+  ``v_mfma_f32_16x16x16`` over 64-lane wavefronts on HIP (:data:`TENSOR_CORES`);
 * *common*: through fragment-to-fragment copies, reductions (the result lives on the threads of its rows)
   and parallel loops (a loop takes the layout of a fragment it indexes by exactly its variables; row
   vectors it indexes by some of them take the projection);
@@ -16,7 +17,9 @@ A buffer given two different layouts raises :class:`~tilec.errors.LayoutConflict
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +29,52 @@ from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load, Var
 from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store
 from tilec.ir.visit import walk
-from tilec.layout import Fragment, Layout, make_mma_a_fragment, make_mma_b_fragment, make_mma_c_fragment
+from tilec.layout import (
+    Fragment,
+    Layout,
+    make_mfma_a_fragment,
+    make_mfma_b_fragment,
+    make_mfma_c_fragment,
+    make_mma_a_fragment,
+    make_mma_b_fragment,
+    make_mma_c_fragment,
+)
 from tilec.lower.layouts import around, default_fragment, holds, operand_layout, project, vector_width
 from tilec.target import Target
 
 
+@dataclass(frozen=True)
+class TensorCore:
+    """A tensor-core instruction family as layout inference sees it: its lanes per warp, its accumulator atom
+    (rows x columns one warp's instruction covers) and the block-level fragment constructors of C, A and B
+    (``(rows, cols, warp_m, warp_n) -> Fragment``)."""
+
+    instr: str
+    name: str
+    unit: str  # what its warps are called in messages
+    lanes: int
+    atom: tuple[int, int]
+    c: Callable[..., Fragment]
+    a: Callable[..., Fragment]
+    b: Callable[..., Fragment]
+
+
+TENSOR_CORES = {
+    "mma": TensorCore("mma", "mma.m16n8k16", "warps", 32, (16, 8), make_mma_c_fragment, make_mma_a_fragment,
+                      make_mma_b_fragment),
+    # MFMA accumulators are the operand-swapped product's (lane l holds C[l % 16, 4 (l // 16) + v], see
+    # tilec.lower.mfma): the A operand's layout, so a gemm result (flash attention's P) feeds the next from registers
+    "mfma": TensorCore("mfma", "v_mfma_f32_16x16x16", "waves", 64, (16, 16),
+                       functools.partial(make_mfma_c_fragment, swapped=True), make_mfma_a_fragment,
+                       make_mfma_b_fragment),
+}
+_INSTR_OF = {"cuda": "mma", "hip": "mfma"}  # a backend's tensor-core instruction
+
+
 @dataclass
 class GemmPlan:
-    """How one ``T.gemm`` runs: a ``warp_m x warp_n`` grid of warps, and the instruction (``mma`` or ``simt``)."""
+    """How one ``T.gemm`` runs: a ``warp_m x warp_n`` grid of warps (64-lane wavefronts on AMD), and the
+    instruction (``mma``, ``mfma`` or ``simt``)."""
 
     warp_m: int
     warp_n: int
@@ -137,23 +178,25 @@ class _Inference:
     def gemm(self, g: Gemm) -> None:
         m, n, k = (int(x) for x in g.mnk)
         plan = self.plan.gemms[g] = self.partition(g, m, n, k)
-        if plan.instr != "mma":
+        tc = TENSOR_CORES.get(plan.instr)
+        if tc is None:
             return
         c, a, b = g.C.buffer, g.A.buffer, g.B.buffer
-        self.set_fragment(c, make_mma_c_fragment(m, n, plan.warp_m, plan.warp_n), "strict", g,
-                          f"mma.m16n8k16 accumulator, {plan.warp_m}x{plan.warp_n} warps")
+        self.set_fragment(c, tc.c(m, n, plan.warp_m, plan.warp_n), "strict", g,
+                          f"{tc.name} accumulator, {plan.warp_m}x{plan.warp_n} {tc.unit}")
         for buf, is_a in ((a, True), (b, False)):
             if buf.scope == "shared" and buf not in self.annotations:
                 self.set_shared(buf, operand_layout(tuple(buf.shape), buf.dtype), "strict", g, "tensor-core operand")
             elif buf.scope == "fragment":
-                frag = (make_mma_a_fragment(m, k, plan.warp_m, plan.warp_n) if is_a
-                        else make_mma_b_fragment(k, n, plan.warp_m, plan.warp_n))
-                self.set_fragment(buf, frag, "strict", g, f"mma.m16n8k16 {'A' if is_a else 'B'} operand")
+                frag = tc.a(m, k, plan.warp_m, plan.warp_n) if is_a else tc.b(k, n, plan.warp_m, plan.warp_n)
+                self.set_fragment(buf, frag, "strict", g, f"{tc.name} {'A' if is_a else 'B'} operand")
 
     def partition(self, g: Gemm, m: int, n: int, k: int) -> GemmPlan:
-        warps = self.T // 32
+        tc = TENSOR_CORES.get(_INSTR_OF.get(self.target.backend, ""))
+        lanes = tc.lanes if tc is not None else 32
+        warps = self.T // lanes
         reasons = []
-        if self.target.backend != "cuda" or (self.target.sm and self.target.sm < 80):
+        if tc is None or (self.target.sm and self.target.sm < 80):
             reasons.append(f"target {self.target}")
         if g.A.dtype not in (dt.float16, dt.bfloat16) or g.B.dtype is not g.A.dtype:
             reasons.append(f"operand dtype {g.A.dtype}")
@@ -163,14 +206,15 @@ class _Inference:
             reasons.append("a transposed register operand")
         if not g.C.is_full() or g.C.buffer.scope != "fragment":
             reasons.append("C is not a whole fragment")
-        if self.T % 32 or k % 16:
+        if self.T % lanes or k % 16:
             reasons.append(f"K={k} is not a multiple of 16" if k % 16 else f"{self.T} threads")
-        grid = None if reasons else _warp_grid(g.policy, warps, m, n)
+        grid = None if reasons or tc is None else _warp_grid(g.policy, warps, m, n, tc.atom)
         if grid is None:
-            if not reasons:
-                reasons.append(f"no {g.policy} partition of {warps} warps tiles {m}x{n} in 16x8 atoms")
+            if not reasons and tc is not None:
+                reasons.append(f"no {g.policy} partition of {warps} {tc.unit} tiles {m}x{n} in "
+                               f"{tc.atom[0]}x{tc.atom[1]} atoms")
             return GemmPlan(1, 1, "simt", "(fallback: " + ", ".join(reasons) + ")")
-        return GemmPlan(grid[0], grid[1], "mma", f"({g.policy})")
+        return GemmPlan(grid[0], grid[1], tc.instr, f"({g.policy})")
 
     # ------------------------------------------------------------------------------------------- common
 
@@ -293,10 +337,11 @@ def _line(op: Any) -> int:
     return op.loc.line if op.loc else 0
 
 
-def _warp_grid(policy: str, warps: int, m: int, n: int) -> tuple[int, int] | None:
-    """(warp_m, warp_n) with warp_m * warp_n == warps tiling m x n in 16x8 atoms, following the policy."""
+def _warp_grid(policy: str, warps: int, m: int, n: int, atom: tuple[int, int] = (16, 8)) -> tuple[int, int] | None:
+    """(warp_m, warp_n) with warp_m * warp_n == warps tiling m x n in atoms (16x8 for mma, 16x16 for MFMA),
+    following the policy."""
     options = [(wm, warps // wm) for wm in range(1, warps + 1) if warps % wm == 0]
-    ok = [(wm, wn) for wm, wn in options if m % (16 * wm) == 0 and n % (8 * wn) == 0]
+    ok = [(wm, wn) for wm, wn in options if m % (atom[0] * wm) == 0 and n % (atom[1] * wn) == 0]
     if not ok:
         return None
     if policy == "FullRow":

@@ -16,7 +16,7 @@ from tilec.ir.expr import Expr, Load, Var, binop
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp
 from tilec.ir.visit import transform
-from tilec.lower import gemm, ops, reduce  # noqa: F401 - register the lowering rules
+from tilec.lower import gemm, mfma, ops, reduce  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.tir import AtomicAddOp, Decl, Group, If, Loop, Mem, MemRef, ThreadKernel, TStmt, Write, seq
@@ -158,4 +158,4 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKern
     shared, nbytes = _place_shared(lw.shared)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), launch.num_threads, lw.tx, shared,
-                        tuple(lw.regs), body, nbytes, tuple(lw.notes), align)
+                        tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size)

@@ -10,6 +10,10 @@ logical iteration ``k' - st`` (guarded to ``0 <= k' - st < n``). A shared buffer
 consumed in stage ``b > a`` gets ``b - a + 1`` versions, version ``j % versions`` for iteration ``j``.
 Producers become asynchronous copies (cp.async) committed as one group per trip; each trip starts by
 waiting for the group its consumers need. Barriers are placed later, by the barrier pass.
+
+Targets without asynchronous copies (HIP) get the register prefetch of :mod:`tilec.passes.prefetch` instead
+(the next tile loaded into registers during the compute, stored to shared memory after it), unless the loop
+gives ``stage=[...]`` by hand, which keeps the multi-buffered schedule above with synchronous copies.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from tilec.ir.stmt import (
     Store,
 )  # fmt: skip
 from tilec.ir.visit import substitute, transform, walk
+from tilec.passes.prefetch import prefetch_loop
 from tilec.target import Target
 
 
@@ -73,10 +78,15 @@ class _Pipeliner:
         self.func = func
         self.target = target
         self.replaced: dict[Buffer, Buffer] = {}
+        self.new_allocs: list[Buffer] = []
         self.notes: list[str] = []
 
     def loop(self, loop: For, outside: Stmt) -> Stmt:
         body = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
+        if not supports_async_copy(self.target) and loop.ann("stage") is None and (loop.ann("num_stages") or 0) >= 2:
+            producers = [st for st in body if self.is_producer(st, body, outside)]
+            if producers:
+                return prefetch_loop(loop, body, producers, self.new_allocs, self.notes)
         stages, order = self.schedule(loop, body, outside)
         depth = max(stages) + 1
         if depth < 2:
@@ -238,7 +248,7 @@ def pipeline_loops(func: PrimFunc, target: Target) -> tuple[PrimFunc, list[str]]
         return s
 
     body = rewrite(launch.body)
-    allocs = tuple(p.replaced.get(b, b) for b in launch.allocs)
+    allocs = tuple(p.replaced.get(b, b) for b in launch.allocs) + tuple(p.new_allocs)
     layout_map = tuple((p.replaced[b], lay.stack(p.replaced[b].shape[0])) if b in p.replaced else (b, lay)
                        for b, lay in launch.layout_map)
     new_launch: KernelLaunch = dataclasses.replace(launch, body=body, allocs=allocs, layout_map=layout_map)

@@ -162,6 +162,10 @@ def allocate_like(buf: Buffer, shape: tuple[int, ...], like: Any) -> Any:
 
         name = {"float8_e4m3": "float8_e4m3fn", "bool": "bool"}.get(storage.name, storage.name)
         return torch.empty(shape, dtype=getattr(torch, name), device=like.device)
+    if fw == "hip":
+        from tilec.backends.hip.runtime import hip_empty
+
+        return hip_empty(shape, storage.np)
     if fw == "cupy":
         import cupy
 

@@ -18,7 +18,8 @@ from tilec import dtypes as dt
 class ArrayInfo:
     """Shape, dtype, element strides and place of an array.
 
-    ``device`` is ``"cpu"`` or ``"cuda:N"``; ``framework`` is ``"numpy"``, ``"torch"`` or ``"cupy"``.
+    ``device`` is ``"cpu"`` or ``"cuda:N"`` (AMD GPUs too, as torch on ROCm names them); ``framework`` is
+    ``"numpy"``, ``"torch"``, ``"cupy"`` or ``"hip"`` (hip-python's ``DeviceArray``).
     """
 
     shape: tuple[int, ...]
@@ -37,6 +38,8 @@ def framework_of(value: Any) -> str | None:
         return "torch"
     if mod == "cupy" and type(value).__name__ == "ndarray":
         return "cupy"
+    if mod in ("hip", "rocm") and type(value).__name__ == "DeviceArray":
+        return "hip"
     return None
 
 
@@ -54,9 +57,24 @@ def array_info(value: Any) -> ArrayInfo | None:
         device = "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
         return ArrayInfo(tuple(value.shape), dt.dtype(value.dtype), tuple(value.stride()), device, fw,
                          value.data_ptr())
+    if fw == "hip":
+        return _hip_array_info(value)
     item = value.itemsize
     return ArrayInfo(value.shape, _dtype(value.dtype), tuple(s // item for s in value.strides),
                      f"cuda:{value.device.id}", fw, value.data.ptr)
+
+
+def _hip_array_info(value: Any) -> ArrayInfo:
+    """A hip-python ``DeviceArray`` (``hipMalloc(n).configure(typestr=..., shape=...)``), by its CUDA array
+    interface; its device is the current HIP device (the interface does not say)."""
+    from tilec.backends.hip.runtime import current_device
+
+    cai = value.__cuda_array_interface__
+    np_dtype = np.dtype(cai["typestr"])
+    shape = tuple(int(d) for d in cai["shape"])
+    strides = cai.get("strides")
+    strides = contiguous_strides(shape) if strides is None else tuple(int(s) // np_dtype.itemsize for s in strides)
+    return ArrayInfo(shape, _dtype(np_dtype), strides, f"cuda:{current_device()}", "hip", int(cai["data"][0]))
 
 
 def _dtype(np_dtype: Any) -> dt.DType:

@@ -1,0 +1,220 @@
+"""GPU numerics of the HIP backend on an AMD GPU (CDNA2/CDNA3) with torch on ROCm and hip-python, against float64
+references on fresh random inputs: the kernels of ``tests/gpu/test_cuda.py``. Run with ``pytest -m hip``; skipped
+elsewhere (nothing here has run yet: no AMD GPU was available when it was written). Outputs are passed in
+poisoned with NaN, so an element the kernel never writes fails the comparison."""
+
+import pytest
+
+import tilec
+import tilec.language as T
+
+pytestmark = pytest.mark.hip
+torch = pytest.importorskip("torch")
+DEV = "cuda"  # torch on ROCm names AMD GPUs "cuda"
+
+
+def _rel(out, ref):
+    out = out.double().cpu()
+    ref = ref.double().cpu()
+    assert not torch.isnan(out).any(), "unwritten (NaN) elements in the output"
+    return (torch.linalg.norm(out - ref) / torch.linalg.norm(ref)).item()
+
+
+def _poisoned(shape, dtype):
+    return torch.full(shape, float("nan"), dtype=dtype, device=DEV)
+
+
+@pytest.fixture(scope="module")
+def examples():
+    from conftest import load_example
+
+    return {n: load_example(n) for n in ("01_gemm", "02_softmax", "03_flash_attention")}
+
+
+@tilec.jit(target="hip")
+def gemm(M, N, K, trans_a, trans_b, bm=128, bn=128, bk=32, stages=3, threads=256, dtype="float16", relu=False):
+    a_shape = (K, M) if trans_a else (M, K)
+    b_shape = (N, K) if trans_b else (K, N)
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bk, bm) if trans_a else (bm, bk), dtype)
+            B_s = T.alloc_shared((bn, bk) if trans_b else (bk, bn), dtype)
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                if trans_a:
+                    T.copy(A[k * bk, by * bm], A_s)
+                else:
+                    T.copy(A[by * bm, k * bk], A_s)
+                if trans_b:
+                    T.copy(B[bx * bn, k * bk], B_s)
+                else:
+                    T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_A=trans_a, transpose_B=trans_b)
+            if relu:
+                for i, j in T.Parallel(bm, bn):
+                    C_f[i, j] = T.max(C_f[i, j], 0)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    return main
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False)])
+@pytest.mark.parametrize("mnk", [(256, 256, 256), (1000, 1000, 1000), (4096, 4096, 1000), (1, 4096, 4096)])
+def test_gemm(dtype, ta, tb, mnk):
+    M, N, K = mnk
+    if (ta or tb) and (M % 8 or K % 8):
+        pytest.skip("transposed operands with rows not 16-byte aligned")
+    tdt = getattr(torch, dtype)
+    a = torch.randn((K, M) if ta else (M, K), device=DEV).to(tdt)
+    b = torch.randn((N, K) if tb else (K, N), device=DEV).to(tdt)
+    c = _poisoned((M, N), tdt)
+    gemm(M, N, K, ta, tb, dtype=dtype)(a, b, c)
+    ref = (a.double().T if ta else a.double()) @ (b.double().T if tb else b.double())
+    assert _rel(c, ref) < (3e-3 if dtype == "float16" else 1.5e-2)
+
+
+def test_gemm_relu():
+    a = torch.randn(512, 384, device=DEV).half()
+    b = torch.randn(384, 640, device=DEV).half()
+    c = _poisoned((512, 640), torch.float16)
+    gemm(512, 640, 384, False, False, relu=True)(a, b, c)
+    assert _rel(c, torch.relu(a.double() @ b.double())) < 3e-3
+
+
+@pytest.mark.parametrize("shape", [(37, 300), (1024, 4096)])
+def test_softmax(examples, shape):
+    M, N = shape
+    x = torch.randn(M, N, device=DEV).half() * 3
+    y = tilec.JITKernel(examples["02_softmax"].softmax(M, N).prim_func, "hip", [-1])(x)
+    assert _rel(y, torch.softmax(x.double(), dim=-1)) < 3e-3
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(1, 2, 1000, 64), (2, 4, 512, 128)])
+def test_flash_attention(examples, causal, shape):
+    b, h, n, d = shape
+    fa = examples["03_flash_attention"]
+    q, k, v = (torch.randn(b, h, n, d, device=DEV).half() for _ in range(3))
+    kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, causal, num_stages=2).prim_func, "hip", [3])
+    out = kernel(q, k, v)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    assert _rel(out, ref) < 3e-3
+
+
+@tilec.jit(target="hip", out_idx=[1])
+def reductions(M, N, red, bm=16, dtype="float32"):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M,), dtype)):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            x = T.alloc_fragment((bm, N), dtype)
+            y = T.alloc_fragment((bm,), dtype)
+            T.copy(X[bx * bm, 0], x)
+            getattr(T, f"reduce_{red}")(x, y, dim=1)
+            T.copy(y, Y[bx * bm])
+
+    return main
+
+
+@pytest.mark.parametrize("bm", [16, 2])  # 2 rows of 256 over 128 threads: 64 lanes per row, one wavefront
+@pytest.mark.parametrize("red", ["sum", "max", "min", "abssum", "absmax"])
+def test_reductions(red, bm):
+    x = torch.randn(100, 256, device=DEV)
+    y = reductions(100, 256, red, bm=bm)(x)
+    xd = x.double()
+    ref = {"sum": xd.sum(1), "max": xd.max(1).values, "min": xd.min(1).values, "abssum": xd.abs().sum(1),
+           "absmax": xd.abs().max(1).values}[red]
+    assert _rel(y, ref) < 1e-5
+
+
+@tilec.jit(target="hip", out_idx=[1])
+def cumsum(M, N, reverse, bm=8):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=64) as bx:
+            s = T.alloc_shared((bm, N), "float32")
+            T.copy(X[bx * bm, 0], s)
+            T.cumsum(s, dim=1, reverse=reverse)
+            T.copy(s, Y[bx * bm, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumsum(reverse):
+    x = torch.randn(37, 128, device=DEV)
+    y = cumsum(37, 128, reverse)(x)
+    xd = x.double()
+    ref = xd.flip(1).cumsum(1).flip(1) if reverse else xd.cumsum(1)
+    assert _rel(y, ref) < 1e-5
+
+
+@tilec.jit(target="hip", out_idx=[2])
+def axpy(N, block=1024):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float16"), Y: T.Tensor((N,), "float16"), Z: T.Tensor((N,), "float16")):
+        with T.Kernel(T.ceildiv(N, block), threads=256) as bx:
+            for i in T.Parallel(block):
+                Z[bx * block + i] = X[bx * block + i] * 2.0 + T.exp(Y[bx * block + i])
+
+    return main
+
+
+def test_elementwise_ragged():
+    n = 100_003
+    x, y = (torch.randn(n, device=DEV).half() for _ in range(2))
+    z = axpy(n)(x, y)
+    assert _rel(z, x.double() * 2 + torch.exp(y.double())) < 2e-3
+
+
+def test_launch_checks():
+    k = axpy(1000)
+    x = torch.randn(1000, device=DEV).half()
+    with pytest.raises(TypeError, match="dtype"):
+        k(x.float(), x)
+    with pytest.raises(ValueError, match="dimension 0"):
+        k(x[:999], x)
+    with pytest.raises(ValueError, match="CUDA device|host"):
+        k(x.cpu(), x)
+
+
+def test_kernel_report_and_registers():
+    k = gemm(256, 256, 256, False, False, bm=64, bn=64, bk=32, threads=128)
+    k.compile()
+    assert k.n_regs > 0 and k.n_spills == 0
+    assert "mfma" in k.report()
+
+
+def test_misaligned_tensor_is_refused():
+    k = gemm(256, 256, 256, False, False, bm=64, bn=64, bk=32, threads=128)
+    base = torch.randn(256 * 256 + 1, device=DEV).half()
+    a = base[1:].view(256, 256)  # contiguous, but its data starts 2 bytes past a 16-byte boundary
+    b = torch.randn(256, 256, device=DEV).half()
+    c = _poisoned((256, 256), torch.float16)
+    with pytest.raises(ValueError, match="16-byte vectors"):
+        k(a, b, c)
+    k(a.clone(), b, c)
+    assert _rel(c, a.double() @ b.double()) < 3e-3
+
+
+def test_hip_python_arrays():
+    """hip-python DeviceArrays in and out (the output allocated with hipMalloc; freed here with hipFree)."""
+    import numpy as np
+    from hip import hip
+
+    n = 4096
+    x, y = (np.random.default_rng(i).standard_normal(n).astype(np.float16) for i in (0, 1))
+    dx, dy = (hip.hipMalloc(n * 2)[1].configure(typestr="float16", shape=(n,)) for _ in range(2))
+    for d, h in ((dx, x), (dy, y)):
+        hip.hipMemcpy(d, h, n * 2, hip.hipMemcpyKind.hipMemcpyHostToDevice)
+    dz = axpy(n)(dx, dy)
+    hip.hipDeviceSynchronize()
+    z = np.empty(n, np.float16)
+    hip.hipMemcpy(z, dz, n * 2, hip.hipMemcpyKind.hipMemcpyDeviceToHost)
+    for d in (dx, dy, dz):
+        hip.hipFree(d)
+    ref = x.astype(np.float64) * 2 + np.exp(y.astype(np.float64))
+    assert np.abs(z - ref).max() / np.abs(ref).max() < 2e-3

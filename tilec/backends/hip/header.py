@@ -1,0 +1,107 @@
+"""tilec's own HIP device header: MFMA wrappers, a bfloat16 storage type, vector types and small helpers.
+
+It includes ``hip/hip_runtime.h`` only outside hiprtc (which predefines the HIP device API), and nothing else, so
+one source compiles with ``hipcc`` and with hiprtc. The bfloat16 MFMA is ``v_mfma_f32_16x16x16bf16_1k`` (gfx90a;
+gfx94x runs the same builtin as ``v_mfma_f32_16x16x16_bf16``); both take four 16-bit values of A and B and four
+fp32 accumulators per lane.
+"""
+
+HEADER = r"""
+#if !defined(__HIPCC_RTC__)
+#include <hip/hip_runtime.h>
+#endif
+#ifndef INFINITY
+#define INFINITY __builtin_inff()
+#endif
+#ifndef NAN
+#define NAN __builtin_nanf("")
+#endif
+
+namespace tl {
+
+template <class T> __device__ __forceinline__ T min(T a, T b) { return a < b ? a : b; }
+template <class T> __device__ __forceinline__ T max(T a, T b) { return a < b ? b : a; }
+template <> __device__ __forceinline__ float min<float>(float a, float b) { return fminf(a, b); }
+template <> __device__ __forceinline__ float max<float>(float a, float b) { return fmaxf(a, b); }
+template <> __device__ __forceinline__ double min<double>(double a, double b) { return fmin(a, b); }
+template <> __device__ __forceinline__ double max<double>(double a, double b) { return fmax(a, b); }
+
+__device__ __forceinline__ int floordiv(int a, int b) {
+  int q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ int floormod(int a, int b) { return a - floordiv(a, b) * b; }
+__device__ __forceinline__ long long floordiv(long long a, long long b) {
+  long long q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ long long floormod(long long a, long long b) { return a - floordiv(a, b) * b; }
+__device__ __forceinline__ float ffloordiv(float a, float b) { return floorf(a / b); }
+__device__ __forceinline__ float ffloormod(float a, float b) { return a - floorf(a / b) * b; }
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+// bfloat16 storage: the high half of a float; from float rounded to nearest even (NaN stays NaN)
+struct bf16 {
+  unsigned short bits;
+  bf16() = default;
+  __host__ __device__ bf16(float f) {
+    unsigned u = __builtin_bit_cast(unsigned, f);
+    bits = (u & 0x7fffffffu) > 0x7f800000u ? static_cast<unsigned short>((u >> 16) | 0x40u)
+                                           : static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  __host__ __device__ operator float() const { return __builtin_bit_cast(float, static_cast<unsigned>(bits) << 16); }
+};
+__device__ __forceinline__ bf16 operator+(bf16 a, bf16 b) { return bf16(float(a) + float(b)); }
+__device__ __forceinline__ bf16 operator-(bf16 a, bf16 b) { return bf16(float(a) - float(b)); }
+__device__ __forceinline__ bf16 operator*(bf16 a, bf16 b) { return bf16(float(a) * float(b)); }
+__device__ __forceinline__ bf16 operator/(bf16 a, bf16 b) { return bf16(float(a) / float(b)); }
+
+// atomic adds: HIP's for 32/64-bit types; 16-bit floats by compare-and-swap of the 32-bit word holding them
+template <class T> __device__ __forceinline__ void atomic_add(T* p, T v) { atomicAdd(p, v); }
+template <class T> __device__ __forceinline__ void atomic_add_16(T* p, T v) {
+  const unsigned long long at = reinterpret_cast<unsigned long long>(p);
+  unsigned* word = reinterpret_cast<unsigned*>(at & ~3ull);
+  const unsigned shift = (at & 2ull) ? 16u : 0u;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    const T sum = T(float(__builtin_bit_cast(T, static_cast<unsigned short>(assumed >> shift))) + float(v));
+    const unsigned bits = __builtin_bit_cast(unsigned short, sum);
+    old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | (bits << shift));
+  } while (old != assumed);
+}
+__device__ __forceinline__ void atomic_add(_Float16* p, _Float16 v) { atomic_add_16(p, v); }
+__device__ __forceinline__ void atomic_add(bf16* p, bf16 v) { atomic_add_16(p, v); }
+
+// vector moves: n elements of T (bf16 as its 16-bit pattern)
+template <class T, int N> struct vec_of { typedef T type __attribute__((ext_vector_type(N))); };
+template <int N> struct vec_of<bf16, N> { typedef unsigned short type __attribute__((ext_vector_type(N))); };
+template <class T, int N> using vec = typename vec_of<T, N>::type;
+typedef _Float16 f16x4 __attribute__((ext_vector_type(4)));
+typedef short i16x4 __attribute__((ext_vector_type(4)));
+typedef float f32x4 __attribute__((ext_vector_type(4)));
+
+// MFMA 16x16x16, fp32 accumulators, one wavefront: lane l holds A[l%16][4(l/16)+v], B[4(l/16)+v][l%16] and
+// C[4(l/16)+v][l%16] in element v of its 4-value registers
+// C[c:c+4] is 16-byte aligned, A and B 8-byte aligned (register arrays are 16-byte aligned, offsets multiples of
+// 4 values). Whole-vector accesses let the compiler keep the arrays in registers.
+__device__ __forceinline__ void mfma_16x16x16_f16(float* c, const _Float16* a, const _Float16* b) {
+  f32x4 C = *reinterpret_cast<const f32x4*>(c);
+  C = __builtin_amdgcn_mfma_f32_16x16x16f16(*reinterpret_cast<const f16x4*>(a), *reinterpret_cast<const f16x4*>(b),
+                                            C, 0, 0, 0);
+  *reinterpret_cast<f32x4*>(c) = C;
+}
+__device__ __forceinline__ void mfma_16x16x16_bf16(float* c, const bf16* a, const bf16* b) {
+  f32x4 C = *reinterpret_cast<const f32x4*>(c);
+#if defined(__HIP_DEVICE_COMPILE__) && !(defined(__gfx90a__) || defined(__gfx940__) || defined(__gfx941__) || \
+    defined(__gfx942__))
+#error "tilec: bfloat16 MFMA needs gfx90a or gfx94x"
+#endif
+  C = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(*reinterpret_cast<const i16x4*>(a), *reinterpret_cast<const i16x4*>(b),
+                                                C, 0, 0, 0);
+  *reinterpret_cast<f32x4*>(c) = C;
+}
+
+}  // namespace tl
+"""
