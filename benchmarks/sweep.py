@@ -21,16 +21,19 @@ def gemm(M=4096, N=4096, K=4096) -> None:
     ref = torch.matmul(a, b)
     t = do_bench(lambda: torch.matmul(a, b), warmup=25, rep=100, return_mode="median")
     print(f"gemm {M}x{N}x{K} torch {2 * M * N * K / t / 1e9:.1f} TFLOP/s")
-    for bm, bn, bk, st, th in [(128, 128, 32, 3, 128), (128, 128, 64, 3, 128), (128, 256, 32, 3, 256),
-                               (128, 256, 64, 3, 256), (256, 128, 64, 3, 256), (128, 256, 64, 4, 256)]:
+    configs = [(128, 128, 32, 3, 128, False), (128, 128, 64, 3, 128, False), (128, 256, 32, 3, 256, False),
+               (128, 256, 64, 3, 256, False), (256, 128, 64, 3, 256, False), (128, 128, 64, 3, 128, True),
+               (128, 256, 64, 3, 256, True), (128, 256, 64, 4, 256, True)]
+    for bm, bn, bk, st, th, wg in configs:
         try:
             k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th),
-                                "cuda", [-1])
+                                "cuda", [-1], pass_configs={"wgmma": wg})
             c = k(a, b)
             err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
             t = do_bench(lambda k=k: k(a, b), warmup=25, rep=100, return_mode="median")
-            print(f"  tilec {bm}x{bn}x{bk} s{st} t{th}: {2 * M * N * K / t / 1e9:.1f} TFLOP/s regs {k.n_regs} "
-                  f"spills {k.n_spills} err {err:.1e}")
+            tag = f"{bm}x{bn}x{bk} s{st} t{th}{' wgmma' if wg else ''}"
+            print(f"  tilec {tag}: {2 * M * N * K / t / 1e9:.1f} TFLOP/s regs {k.n_regs} spills {k.n_spills} "
+                  f"err {err:.1e}")
         except Exception as e:  # noqa: BLE001
             print(f"  tilec {bm}x{bn}x{bk} s{st} t{th}: {type(e).__name__}: {str(e)[:200]}")
 
@@ -40,13 +43,16 @@ def attention(b=8, h=16, n=2048, d=128) -> None:
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     for causal in (False, True):
         flops = 4 * b * h * n * n * d * (0.5 if causal else 1)
-        for bm, bn, st, th in [(128, 64, 2, 256), (128, 128, 2, 256), (64, 64, 2, 128), (128, 64, 3, 256)]:
+        for bm, bn, st, th, wg in [(128, 64, 2, 256, False), (128, 128, 2, 256, False), (64, 64, 2, 128, False),
+                                   (128, 64, 2, 256, True), (128, 128, 2, 256, True)]:
             try:
                 kern = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
-                                                             num_stages=st, threads=th), "cuda", [3])
+                                                             num_stages=st, threads=th), "cuda", [3],
+                                       pass_configs={"wgmma": wg})
                 kern(q, k_, v)
                 t = do_bench(lambda kern=kern: kern(q, k_, v), warmup=25, rep=100, return_mode="median")
-                print(f"  attention causal={causal} {bm}x{bn} s{st} t{th}: {flops / t / 1e9:.1f} TFLOP/s "
+                print(f"  attention causal={causal} {bm}x{bn} s{st} t{th}{' wgmma' if wg else ''}: "
+                      f"{flops / t / 1e9:.1f} TFLOP/s "
                       f"regs {kern.n_regs} spills {kern.n_spills}")
             except Exception as e:  # noqa: BLE001
                 print(f"  attention {bm}x{bn}: {type(e).__name__}: {str(e)[:200]}")

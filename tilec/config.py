@@ -8,6 +8,7 @@ variable                 meaning                                                
 ``TILEC_DISABLE_CACHE``  ``1`` disables the disk cache (*)                         ``0``
 ``TILEC_DUMP_DIR``       when set, the IR after every stage is written there as    unset
                          ``<kernel>.<NN>.<stage>.txt``
+``TILEC_WGMMA``          ``1``: ``T.gemm`` on sm_90a uses wgmma (experimental)      ``0``
 =======================  ========================================================  ====================
 
 (*) read by the GPU backends and by ``tilec.autotune`` (its results, under ``autotune/``); the ``cpu`` target
@@ -27,6 +28,7 @@ class Config:
     cache_dir: Path
     disable_cache: bool
     dump_dir: Path | None
+    wgmma: bool = False
 
 
 def config() -> Config:
@@ -38,4 +40,5 @@ def config() -> Config:
         cache_dir=Path(env.get("TILEC_CACHE_DIR", Path.home() / ".cache" / "tilec")),
         disable_cache=env.get("TILEC_DISABLE_CACHE", "0") not in ("", "0", "false", "False"),
         dump_dir=Path(dump) if dump else None,
+        wgmma=env.get("TILEC_WGMMA", "0") not in ("", "0", "false", "False"),
     )

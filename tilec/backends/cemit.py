@@ -138,6 +138,7 @@ class CEmitter:
         self.names = _CNames()
         self.lines: list[str] = []
         self.nonneg: set[int] = set(nonneg or ())
+        self.helpers: dict[str, str] = {}  # name -> device function text, printed after the header
 
     # ------------------------------------------------------------------------------------------------ types
 
@@ -175,6 +176,8 @@ class CEmitter:
         self.lines = out
         self.stmt(k.body, 1)
         self.lines.append("}")
+        if self.helpers:  # device functions the body's instructions asked for (one per instruction shape)
+            self.lines[1:1] = list(self.helpers.values())
         return "\n".join(self.lines) + "\n"
 
     def emit(self, depth: int, text: str) -> None:

@@ -512,3 +512,4 @@ def _wait(it: ThreadInterpreter, s: CpAsyncWait, env: dict, mask: np.ndarray) ->
 
 
 from tilec.interp import mfma as _mfma  # noqa: E402, F401 - registers the MFMA rule (it imports this module)
+from tilec.interp import wgmma as _wgmma  # noqa: E402, F401 - registers the wgmma rules

@@ -138,11 +138,17 @@ def operand_layout(shape: tuple[int, ...], dtype: DType) -> Layout:
         return operand_layout(shape[1:], dtype).stack(shape[0])
     if len(shape) != 2:
         return row_major(*shape)
-    row_bytes = shape[1] * dtype.bits // 8
+    sw = swizzle_bytes(shape, dtype)
+    return row_major(*shape) if sw is None else swizzle(shape, dtype.bits, sw)
+
+
+def swizzle_bytes(shape: tuple[int, ...], dtype: DType) -> int | None:
+    """The XOR swizzle width (128, 64 or 32 bytes) :func:`operand_layout` gives a 2-D tile, or None."""
+    row_bytes = shape[-1] * dtype.bits // 8
     for sw in (128, 64, 32):
-        if row_bytes % sw == 0 and shape[0] % 8 == 0:
-            return swizzle(shape, dtype.bits, sw)
-    return row_major(*shape)
+        if row_bytes % sw == 0 and shape[-2] % 8 == 0:
+            return sw
+    return None
 
 
 def vector_width(dtype: DType, inner: int) -> int:

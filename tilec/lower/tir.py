@@ -179,6 +179,65 @@ class Mfma(TStmt):
 
 
 @dataclass(frozen=True, eq=False)
+class WgmmaOperand:
+    """A wgmma operand tile in shared memory, as its matrix descriptor describes it: ``byte_off`` (from the
+    mem's start) of the tile's first element in the canonical layout, leading and stride byte offsets, the
+    swizzle width in bytes (128, 64, 32) and whether K or M/N is the contiguous dimension."""
+
+    mem: Mem
+    byte_off: Expr
+    lbo: int
+    sbo: int
+    swizzle: int
+    k_major: bool
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class Wgmma(TStmt):
+    """``wgmma.mma_async.sync.aligned.m64n{n}k16.f32`` of one warpgroup: C[c_off : c_off + n/2] (+)= A x B.
+
+    A is a :class:`WgmmaOperand` (shared memory) or registers ``a_regs[a_off : a_off + 8]`` (the m16n8k16 A
+    layout in each warp, warp w of the group holding rows 16w..16w+15); B is a :class:`WgmmaOperand`.
+    Asynchronous: its results are defined after :class:`WgmmaWait`."""
+
+    n: int
+    a: WgmmaOperand | None
+    a_regs: Mem | None
+    a_off: Expr
+    b: WgmmaOperand
+    c: Mem
+    c_off: Expr
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class WgmmaFence(TStmt):
+    """``wgmma.fence.sync.aligned``: orders earlier register accesses before the next wgmma."""
+
+
+@dataclass(frozen=True, eq=False)
+class WgmmaCommit(TStmt):
+    """``wgmma.commit_group.sync.aligned``."""
+
+
+@dataclass(frozen=True, eq=False)
+class WgmmaWait(TStmt):
+    """``wgmma.wait_group.sync.aligned n``; ``regs`` (the accumulators) are marked as written here, so the
+    compiler moves no read of them above the wait."""
+
+    n: int = 0
+    regs: Mem | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class FenceProxyAsync(TStmt):
+    """``fence.proxy.async.shared::cta``: this thread's shared-memory writes become visible to the async proxy
+    (wgmma reads shared memory through it)."""
+
+
+@dataclass(frozen=True, eq=False)
 class LdMatrix(TStmt):
     """``ldmatrix.sync.aligned.m8n8.x{num}[.trans].shared.b16``: this lane's row address is
     ``src[src_off]``; lane results go to ``dst[dst_off : dst_off + 2 * num]``."""
@@ -274,6 +333,7 @@ def _register() -> None:
     from tilec.ir.visit import register_leaf_type, register_node_type
 
     register_node_type(TStmt)
+    register_node_type(WgmmaOperand)
     register_leaf_type(Mem)
 
 

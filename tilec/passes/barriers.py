@@ -27,6 +27,7 @@ from tilec.lower.tir import (
     Sync,
     ThreadKernel,
     TStmt,
+    WgmmaOperand,
     Write,
     seq,
 )  # fmt: skip
@@ -66,6 +67,8 @@ def _accesses(s: TStmt) -> tuple[set[int], set[int], bool]:
                 reads.add(id(n.mem))
         elif isinstance(n, CpAsync):
             writes.add(id(n.dst))
+        elif isinstance(n, WgmmaOperand):
+            reads.add(id(n.mem))
         elif isinstance(n, LdMatrix):
             reads.add(id(n.src))
         elif isinstance(n, Sync):

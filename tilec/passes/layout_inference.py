@@ -132,6 +132,7 @@ class _Inference:
         self.annotation_locs = annotation_locs or {}
         self.loop_src: dict[Parallel, Buffer] = {}  # the fragment a loop took its layout from
         self.checked: set[tuple[Parallel, Buffer]] = set()
+        self.wgmma = False  # T.gemm may use wgmma (sm_90a with the "wgmma" pass config)
         self.by: dict[Any, Any] = {}  # buffer -> op that fixed its layout
 
     # ---------------------------------------------------------------------------------------- recording
@@ -178,6 +179,15 @@ class _Inference:
     def gemm(self, g: Gemm) -> None:
         m, n, k = (int(x) for x in g.mnk)
         plan = self.plan.gemms[g] = self.partition(g, m, n, k)
+        if plan.instr == "wgmma":
+            from tilec.lower.wgmma import wgmma_layouts
+
+            for buf, lay, why in wgmma_layouts(g, m, n, k, plan):
+                if buf.scope == "fragment":
+                    self.set_fragment(buf, lay, "strict", g, why)
+                elif buf not in self.annotations:
+                    self.set_shared(buf, lay, "strict", g, why)
+            return
         tc = TENSOR_CORES.get(plan.instr)
         if tc is None:
             return
@@ -192,6 +202,12 @@ class _Inference:
                 self.set_fragment(buf, frag, "strict", g, f"{tc.name} {'A' if is_a else 'B'} operand")
 
     def partition(self, g: Gemm, m: int, n: int, k: int) -> GemmPlan:
+        if self.wgmma:
+            from tilec.lower.wgmma import wgmma_plan
+
+            plan = wgmma_plan(g, m, n, k, self.T)
+            if plan is not None:
+                return plan
         tc = TENSOR_CORES.get(_INSTR_OF.get(self.target.backend, ""))
         lanes = tc.lanes if tc is not None else 32
         warps = self.T // lanes
@@ -381,10 +397,13 @@ def _of_bits(bits: int) -> dt.DType:
     return {8: dt.int8, 16: dt.float16, 32: dt.float32, 64: dt.float64}.get(bits, dt.float32)
 
 
-def infer_layouts(func: Any, ftg: Any, target: Target) -> LayoutPlan:
-    """The :class:`LayoutPlan` of a kernel, from its FTG's ops in program order."""
+def infer_layouts(func: Any, ftg: Any, target: Target, options: dict | None = None) -> LayoutPlan:
+    """The :class:`LayoutPlan` of a kernel, from its FTG's ops in program order. ``options`` are the pass
+    configs: ``{"wgmma": True}`` lets ``T.gemm`` on sm_90a use wgmma where it can."""
     ops = [ftg.node(n)["op"] for n in ftg.nodes]
     launch = func.launch
     annotations = dict(launch.layout_map)
     locs = dict(zip((b for b, _ in launch.layout_map), launch.layout_locs))
-    return _Inference(ops, launch.num_threads, target, annotations, locs).run()
+    inference = _Inference(ops, launch.num_threads, target, annotations, locs)
+    inference.wgmma = bool((options or {}).get("wgmma")) and target.arch == "sm_90a"
+    return inference.run()

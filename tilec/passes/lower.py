@@ -16,10 +16,23 @@ from tilec.ir.expr import Expr, Load, Var, binop
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp
 from tilec.ir.visit import transform
-from tilec.lower import gemm, mfma, ops, reduce  # noqa: F401 - register the lowering rules
+from tilec.lower import gemm, mfma, ops, reduce, wgmma  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
 from tilec.lower.parallel import lower_parallel
-from tilec.lower.tir import AtomicAddOp, Decl, Group, If, Loop, Mem, MemRef, ThreadKernel, TStmt, Write, seq
+from tilec.lower.tir import (
+    AtomicAddOp,
+    Decl,
+    FenceProxyAsync,
+    Group,
+    If,
+    Loop,
+    Mem,
+    MemRef,
+    ThreadKernel,
+    TStmt,
+    Write,
+    seq,
+)
 from tilec.passes.layout_inference import LayoutPlan
 from tilec.target import Target
 
@@ -96,7 +109,10 @@ class _Driver:
             rule = LOWER_RULES.get(type(s))
             if rule is None:
                 raise TilecError(f"T.{s.kind} has no lowering for target {lw.target}", s.loc)
-            return Group(rule(lw, s), _label(s), loc=s.loc)
+            body = rule(lw, s)
+            if _needs_proxy_fence(lw, s):
+                body = seq([body, FenceProxyAsync()])
+            return Group(body, _label(s), loc=s.loc)
         raise TilecError(f"cannot lower {type(s).__name__}", s.loc)
 
     def store(self, s: Store) -> TStmt:
@@ -111,6 +127,17 @@ class _Driver:
             raise TilecError(f"fragment {buf.name!r} can only be written inside T.Parallel or by tile ops", s.loc)
         off = lw.global_offset(buf, idx) if buf.scope == "global" else lw.shared_offset(buf, idx)
         return Group(If(binop("==", lw.tx, 0), Write(mem, off, value, loc=s.loc)), _label(s), loc=s.loc)
+
+
+def _needs_proxy_fence(lw: Lowerer, s: Stmt) -> bool:
+    """In a kernel with wgmma, shared memory written by ordinary stores (or landed by ``cp.async.wait_group``)
+    must be fenced to the async proxy by the writing threads before the barrier that orders the wgmma's reads."""
+    from tilec.ir.stmt import AsyncCopy, AsyncWait
+    from tilec.lower.wgmma import uses_wgmma
+
+    if not uses_wgmma(lw) or isinstance(s, AsyncCopy):
+        return False
+    return isinstance(s, AsyncWait) or any(r.buffer.scope == "shared" for r in s.writes())
 
 
 def _raster(launch: KernelLaunch, hw: list[Var]) -> list[TStmt]:

@@ -28,6 +28,7 @@ class CompileState:
 
     func: PrimFunc
     target: Target
+    options: dict = field(default_factory=dict)  # pass configs (``tilec.jit(pass_configs=...)``)
     ftg: Any = None
     artifacts: dict[str, Any] = field(default_factory=dict)
     report: tuple[str, ...] = ()
@@ -68,7 +69,7 @@ def _pipelining(state: CompileState) -> CompileState:
 def _layouts(state: CompileState) -> CompileState:
     from tilec.passes.layout_inference import infer_layouts
 
-    plan = infer_layouts(state.func, state.ftg, state.target)
+    plan = infer_layouts(state.func, state.ftg, state.target, state.options)
     state.ftg.layouts = dict(plan.fragments) | dict(plan.shared)
     notes = tuple(f"T.gemm at line {g.loc.line if g.loc else 0}: {p.instr} {p.why}" for g, p in plan.gemms.items())
     return state.with_(artifacts={**state.artifacts, "layout_inference": plan}, report=state.report + notes)
@@ -113,12 +114,12 @@ def default_pipeline(target: Target) -> list[Stage]:
 
 
 def run_pipeline(func: PrimFunc, target: Target, stages: list[Stage] | None = None,
-                 until: str | None = None) -> CompileState:
+                 until: str | None = None, options: dict | None = None) -> CompileState:
     """Run the stages (the default pipeline unless given) up to and including ``until``."""
     stages = default_pipeline(target) if stages is None else stages
     if until is not None and until not in [s.name for s in stages]:
         raise TilecValueError(f"unknown stage {until!r}; stages are: parse, {', '.join(s.name for s in stages)}")
-    state = CompileState(func, target, artifacts={"input_func": func})
+    state = CompileState(func, target, dict(options or {}), artifacts={"input_func": func})
     dump_dir = config().dump_dir
     if dump_dir is not None:
         _dump_stage(dump_dir, 0, "parse", state)

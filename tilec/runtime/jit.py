@@ -22,6 +22,13 @@ from tilec.target import Target, parse_target
 from tilec.tune.knobs import auto_params, is_auto
 
 
+def default_pass_configs() -> dict:
+    """Pass configs from the environment (``TILEC_WGMMA=1``: wgmma for T.gemm on sm_90a, experimental)."""
+    from tilec.config import config
+
+    return {"wgmma": True} if config().wgmma else {}
+
+
 class JITKernel:
     """A compiled kernel: call it with arrays; inspect it with ``ftg``, ``report()``, ``get_kernel_source()``."""
 
@@ -31,7 +38,7 @@ class JITKernel:
             raise TilecTypeError(f"expected a @T.prim_func kernel, got {type(func).__name__}")
         self.prim_func = _with_outputs(func, out_idx)
         self.target = parse_target(target)
-        self.pass_configs = dict(pass_configs or {})
+        self.pass_configs = {**default_pass_configs(), **(pass_configs or {})}
         self._state: Any = None
         self._exe: Any = None
         self._fast: Any = None  # the generated launcher (False: this kernel has none)
@@ -48,7 +55,7 @@ class JITKernel:
                 from tilec.backends.cuda.runtime import device_arch
 
                 self.target = Target("cuda", device_arch())
-            self._state = run_pipeline(self.prim_func, self.target)
+            self._state = run_pipeline(self.prim_func, self.target, options=self.pass_configs)
         return self._state
 
     @property

@@ -96,6 +96,15 @@ template <class T> __device__ __forceinline__ void ldmatrix_x4_trans(T* d, const
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
 }
 
+// wgmma matrix descriptor: start address, leading / stride byte offsets (all >> 4) and the swizzle mode
+__device__ __forceinline__ unsigned long long wgmma_desc(const void* base, int byte_off, int lbo, int sbo, int mode) {
+  const unsigned addr = smem_addr(base) + byte_off;
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>((lbo & 0x3FFFF) >> 4) << 16) |
+         (static_cast<unsigned long long>((sbo & 0x3FFFF) >> 4) << 32) |
+         (static_cast<unsigned long long>(mode) << 62);
+}
+
 // cp.async: N bytes global -> shared; when pred is false the destination is zero-filled and nothing is read
 template <int N> __device__ __forceinline__ void cp_async(void* dst, const void* src, bool pred) {
   const int src_size = pred ? N : 0;

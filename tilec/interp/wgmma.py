@@ -1,0 +1,106 @@
+"""Emulation of ``wgmma.mma_async.m64nNk16`` (f16/bf16 → f32) for the thread interpreter.
+
+Written from the PTX ISA's text, independently of :mod:`tilec.layout` and of the lowering:
+
+* shared-memory operands in the canonical layouts of the descriptor: K-major, element (row, k) at byte
+  ``start + (row % 8) S + (row // 8) SBO + k e``; N-major (B stored K x N), element (k, n) at byte
+  ``start + (k % 8) S + (k // 8) SBO + (n % (S / e)) e + (n // (S / e)) LBO`` (S the swizzle width, e the element
+  bytes); then the swizzle XORs byte-address bits [4, 4 + log2(S/16)) with bits [7, ...) — the mems start on 1024-byte
+  boundaries, so offsets from a mem's start swizzle as absolute addresses do;
+* A in registers: each warp w of the warpgroup holds rows 16w..16w+15 in the mma.m16n8k16 A layout;
+* D: thread ``t`` of the warpgroup, register ``i``: row ``16 (t // 32) + (t % 32) // 4 + 8 ((i % 4) // 2)``,
+  column ``8 (i // 4) + 2 (t % 4) + i % 2``.
+
+The emulation computes D at issue; fences, commit and wait are no-ops here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tilec.interp.thread import _MMA, ThreadInterpreter, full_warps, stmt_rule, uniform_offset
+from tilec.interp.tile import typed
+from tilec.lower.tir import FenceProxyAsync, Wgmma, WgmmaCommit, WgmmaFence, WgmmaOperand, WgmmaWait
+
+GROUP = 128
+
+
+def _d_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(thread in the warpgroup, register) of every element of the 64 x n accumulator."""
+    thread, reg = np.zeros((64, n), int), np.zeros((64, n), int)
+    for t in range(GROUP):
+        for i in range(n // 2):
+            row = 16 * (t // 32) + (t % 32) // 4 + 8 * ((i % 4) // 2)
+            col = 8 * (i // 4) + 2 * (t % 4) + i % 2
+            thread[row, col], reg[row, col] = t, i
+    return thread, reg
+
+
+def _gather(it: ThreadInterpreter, op: WgmmaOperand, start: int, rows: int, cols: int, is_b: bool) -> np.ndarray:
+    """The ``rows x cols`` operand matrix (A: M x K; B: K x N) the descriptor describes."""
+    sh = it.shared[op.mem]
+    eb = op.mem.dtype.bits // 8
+    r = np.arange(rows)[:, None]
+    c = np.arange(cols)[None, :]
+    if not op.k_major:  # N-major B: r is k, c is n
+        per = op.swizzle // eb
+        byte = start + (r % 8) * op.swizzle + (r // 8) * op.sbo + (c % per) * eb + (c // per) * op.lbo
+    elif is_b:  # K-major B (stored N x K): element (k = r, n = c) sits in row n
+        byte = start + (c % 8) * op.swizzle + (c // 8) * op.sbo + r * eb
+    else:  # K-major A: element (m = r, k = c)
+        byte = start + (r % 8) * op.swizzle + (r // 8) * op.sbo + c * eb
+    mask = op.swizzle // 16 - 1
+    byte = byte ^ (((byte >> 7) & mask) << 4)
+    idx = byte // eb
+    if idx.min() < 0 or idx.max() >= sh.data.size or np.any(byte % eb):
+        it.fail(f"wgmma operand in {op.mem.name} outside its {sh.data.size} elements or misaligned")
+    if np.any(sh.pending[idx]):
+        from tilec.errors import RaceError
+
+        it.fail(f"wgmma reads {op.mem.name} before the cp.async writing it has completed", RaceError)
+    return sh.data[idx].astype(np.float32)
+
+
+@stmt_rule(Wgmma)
+def _wgmma(it: ThreadInterpreter, s: Wgmma, env: dict, mask: np.ndarray) -> None:
+    warps = full_warps(it, mask, "wgmma")
+    groups = warps.reshape(-1, 4)
+    if np.any(groups.any(axis=1) & ~groups.all(axis=1)):
+        it.fail("wgmma reached by only part of a warpgroup (all 128 threads must execute it)")
+    c_off = uniform_offset(it, s.c_off, env, mask, "wgmma")
+    d_thread, d_reg = _d_tables(s.n)
+    for g in np.flatnonzero(groups.all(axis=1)):
+        base = g * GROUP
+        if s.a is not None:
+            a = _gather(it, s.a, _start(it, s.a, env, mask, base), 64, 16, False)
+        else:
+            a = _register_a(it, s, env, mask, base)
+        b = _gather(it, s.b, _start(it, s.b, env, mask, base), 16, s.n, True)
+        regs = it.regs[s.c]
+        acc = regs[base + d_thread, c_off + d_reg].astype(np.float32) + a @ b
+        regs[base + d_thread, c_off + d_reg] = typed(acc, s.c.dtype)
+
+
+def _start(it: ThreadInterpreter, op: WgmmaOperand, env: dict, mask: np.ndarray, base: int) -> int:
+    v = np.broadcast_to(np.asarray(it.eval(op.byte_off, env, mask), np.int64), (it.T,))[base: base + GROUP]
+    if not np.all(v == v[0]):
+        it.fail(f"wgmma descriptor of {op.mem.name} differs between the threads of a warpgroup")
+    return int(v[0])
+
+
+def _register_a(it: ThreadInterpreter, s: Wgmma, env: dict, mask: np.ndarray, base: int) -> np.ndarray:
+    a_lane, a_reg = _MMA[0], _MMA[1]
+    off = uniform_offset(it, s.a_off, env, mask, "wgmma")
+    regs = it.regs[s.a_regs]
+    a = np.zeros((64, 16), np.float32)
+    for w in range(4):
+        a[16 * w: 16 * w + 16] = regs[base + 32 * w + a_lane, off + a_reg]
+    return a
+
+
+@stmt_rule(WgmmaFence)
+@stmt_rule(WgmmaCommit)
+@stmt_rule(WgmmaWait)
+@stmt_rule(FenceProxyAsync)
+def _no_op(it: ThreadInterpreter, s: object, env: dict, mask: np.ndarray) -> None:
+    pass

@@ -1,0 +1,194 @@
+"""``T.gemm`` on Hopper through ``wgmma.mma_async`` (sm_90a; experimental: the ``wgmma`` pass config).
+
+A block of ``threads / 128`` warpgroups splits the tile along M; each computes ``tile_m x N`` in atoms of
+``m64nNk16`` (N up to 256). A comes from shared memory (K-major: the tile is stored M x K) or from a register
+fragment (each warp's 16 rows in the mma.sync A layout, when a warpgroup's tile is 64 rows); B comes from shared
+memory, K-major (stored N x K, ``transpose_B``) or N-major (stored K x N). Operand tiles use tilec's swizzled
+layouts (:func:`~tilec.lower.layouts.operand_layout`), which are the PTX ISA's canonical layouts: rows of S bytes
+(S = 128, 64 or 32) with the XOR swizzle of bits [4, 4+log2(S/16)) by bits [7, ...), panels of S bytes one after
+another when a row is longer. In those terms, the matrix descriptor of a tile has
+
+* K-major: stride byte offset (between 8-row groups) ``8 S``; leading byte offset unused (K16 = 32 bytes fits a
+  row of the swizzle atom); the start address advances 32 bytes per k-step inside a panel;
+* N-major: stride byte offset (between groups of 8 K-rows) ``8 S``; leading byte offset (between panels of
+  ``S / 2`` columns) ``rows x S``; the start address advances ``16 S`` per k-step.
+
+Shared memory written by ordinary stores or cp.async reaches wgmma through the async proxy: the copy and the
+``cp.async.wait_group`` rules add ``fence.proxy.async.shared::cta`` in kernels that use wgmma. Each gemm ends
+with ``wgmma.wait_group 0``: its results and its shared-memory reads are done when the op is.
+"""
+
+from __future__ import annotations
+
+from tilec import dtypes as dt
+from tilec.backends.cemit import CEmitter, emit_rule
+from tilec.ir.buffer import Buffer, Region
+from tilec.ir.expr import Expr, binop, const
+from tilec.ir.stmt import Gemm
+from tilec.layout import make_mma_a_fragment, make_wgmma_c_fragment
+from tilec.lower.context import Lowerer
+from tilec.lower.gemm import gemm_instr
+from tilec.lower.layouts import operand_layout, swizzle_bytes
+from tilec.lower.tir import FenceProxyAsync, TStmt, Wgmma, WgmmaCommit, WgmmaFence, WgmmaOperand, WgmmaWait, Write
+from tilec.lower.tir import seq as tseq
+
+WARPGROUP = 128
+_MODE = {128: 1, 64: 2, 32: 3}  # the descriptor's swizzle field
+
+
+def _tile(buf: Buffer) -> tuple[int, int]:
+    return int(buf.shape[-2]), int(buf.shape[-1])
+
+
+def wgmma_plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN201 - a GemmPlan or None
+    """The wgmma plan of a gemm (warpgroups along M), or None when wgmma cannot run it."""
+    from tilec.passes.layout_inference import GemmPlan
+
+    groups = threads // WARPGROUP
+    if threads % WARPGROUP or g.A.dtype not in (dt.float16, dt.bfloat16) or g.B.dtype is not g.A.dtype:
+        return None
+    if g.C.dtype is not dt.float32 or g.C.buffer.scope != "fragment" or not g.C.is_full() or k % 16:
+        return None
+    if m % (64 * groups) or n % 8 or (n > 256 and n % 256) or g.transpose_A:
+        return None
+    a, b = g.A.buffer, g.B.buffer
+    if a.scope == "fragment" and m // groups != 64:
+        return None
+    if a.scope == "shared" and swizzle_bytes(_tile(a), a.dtype) is None:
+        return None
+    if b.scope != "shared" or a.scope not in ("shared", "fragment"):
+        return None
+    sw = swizzle_bytes(_tile(b), b.dtype)
+    if sw is None or (not g.transpose_B and min(n, 256) % (sw * 8 // b.dtype.bits)):
+        return None
+    return GemmPlan(groups, 1, "wgmma", f"(m64n{min(n, 256)}k16, {groups} warpgroup(s) along M)")
+
+
+def wgmma_layouts(g: Gemm, m: int, n: int, k: int, plan) -> list:  # noqa: ANN001
+    """(buffer, layout, why) the plan fixes: the accumulator, a register A operand, the shared operand tiles."""
+    out = [(g.C.buffer, make_wgmma_c_fragment(m, n, plan.warp_m, 1), f"wgmma accumulator, {plan.warp_m} warpgroups")]
+    if g.A.buffer.scope == "fragment":
+        out.append((g.A.buffer, make_mma_a_fragment(m, k, 4 * plan.warp_m, 1), "wgmma A operand in registers"))
+    for buf in (g.A.buffer, g.B.buffer):
+        if buf.scope == "shared":
+            out.append((buf, operand_layout(tuple(int(d) for d in buf.shape), buf.dtype), "wgmma operand"))
+    return out
+
+
+def _operand(lw: Lowerer, r: Region, row0: Expr, col0: Expr, k_major: bool) -> WgmmaOperand:
+    """The descriptor of the tile of region ``r`` whose first element is (``row0``, ``col0``) of the 2-D tile."""
+    buf = r.buffer
+    rows, cols = _tile(buf)
+    eb = buf.dtype.bits // 8
+    sw = swizzle_bytes((rows, cols), buf.dtype)
+    assert sw is not None
+    per_row = sw // eb  # elements in one S-byte row of a panel
+    stage: Expr = r.starts[0] if buf.ndim == 3 else const(0)
+    row0 = binop("+", r.starts[-2], row0)
+    col0 = binop("+", r.starts[-1], col0)
+    byte = binop("+", binop("*", stage, rows * cols * eb),
+                 binop("+", binop("*", binop("//", col0, per_row), rows * sw),
+                       binop("+", binop("*", row0, sw), binop("*", binop("%", col0, per_row), eb))))
+    lbo = 16 if k_major else rows * sw
+    lw.mem_of(buf)
+    return WgmmaOperand(lw.mem_of(buf), byte, lbo, 8 * sw, sw, k_major)
+
+
+@gemm_instr("wgmma")
+def lower_wgmma(lw: Lowerer, g: Gemm, groups: int, _: int) -> TStmt:
+    m, n, k = (int(x) for x in g.mnk)
+    tm = m // groups
+    am, n_atom, ks = tm // 64, min(n, 256), k // 16
+    an = n // n_atom
+    wg = binop("//", lw.tx, WARPGROUP)
+    c = lw.mem_of(g.C.buffer)
+    parts: list[TStmt] = []
+    if g.clear_accum:
+        parts += [Write(c, const(i), const(0.0)) for i in range(int(c.size))]
+    parts.append(WgmmaFence())
+    a_regs = lw.mem_of(g.A.buffer) if g.A.buffer.scope == "fragment" else None
+    for kk in range(ks):
+        for mi in range(am):
+            row = binop("+", binop("*", wg, tm), mi * 64)
+            a = None if a_regs is not None else _operand(lw, g.A, row, const(kk * 16), True)
+            a_off = const(kk * 8)  # register A: local (ki * 8 + r), one m-atom (see wgmma_plan)
+            for ni in range(an):
+                if g.transpose_B:  # stored N x K: K-major
+                    b = _operand(lw, g.B, const(ni * n_atom), const(kk * 16), True)
+                else:  # stored K x N: N-major
+                    b = _operand(lw, g.B, const(kk * 16), const(ni * n_atom), False)
+                off = const((mi * an + ni) * (n_atom // 2))
+                parts.append(Wgmma(n_atom, a, a_regs, a_off, b, c, off, g.A.dtype))
+    parts += [WgmmaCommit(), WgmmaWait(0, c)]
+    return tseq(parts)
+
+
+def uses_wgmma(lw: Lowerer) -> bool:
+    """Whether the kernel has a wgmma gemm (then shared-memory writes need the async-proxy fence)."""
+    return any(p.instr == "wgmma" for p in lw.plan.gemms.values())
+
+
+# ------------------------------------------------------------------------------------------------- emission
+
+
+def _helper(e: CEmitter, s: Wgmma) -> str:
+    ty = "f16" if s.dtype is dt.float16 else "bf16"
+    kind = "ss" if s.a is not None else "rs"
+    trans_b = 0 if s.b.k_major else 1
+    name = f"wgmma_m64n{s.n}k16_{kind}_{ty}_t{trans_b}"
+    if name not in e.helpers:
+        regs = s.n // 2
+        d = ", ".join(f"%{i}" for i in range(regs))
+        outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+        if kind == "ss":
+            sig = "float* d, unsigned long long da, unsigned long long db"
+            ops = f"%{regs}, %{regs + 1}, p, 1, 1, 0, {trans_b}"
+            ins = '"l"(da), "l"(db)'
+        else:
+            sig = "float* d, const void* a, unsigned long long db"
+            ops = f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1, {trans_b}"
+            ins = ('"r"(reinterpret_cast<const unsigned*>(a)[0]), "r"(reinterpret_cast<const unsigned*>(a)[1]), '
+                   '"r"(reinterpret_cast<const unsigned*>(a)[2]), "r"(reinterpret_cast<const unsigned*>(a)[3]), '
+                   '"l"(db)')
+        e.helpers[name] = (
+            f"namespace tl {{\n__device__ __forceinline__ void {name}({sig}) {{\n"
+            f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"\n'
+            f'               "wgmma.mma_async.sync.aligned.m64n{s.n}k16.f32.{ty}.{ty} {{{d}}}, {ops};\\n}}\\n"\n'
+            f"               : {outs}\n               : {ins});\n}}\n}}  // namespace tl\n")
+    return name
+
+
+def _desc(e: CEmitter, op: WgmmaOperand) -> str:
+    return f"tl::wgmma_desc({e.names(op.mem)}, {e.e(op.byte_off)}, {op.lbo}, {op.sbo}, {_MODE[op.swizzle]})"
+
+
+@emit_rule(Wgmma)
+def _emit_wgmma(e: CEmitter, s: Wgmma, d: int) -> None:
+    fn = _helper(e, s)
+    a = _desc(e, s.a) if s.a is not None else f"{e.names(s.a_regs)} + {e.e(s.a_off)}"
+    e.emit(d, f"tl::{fn}({e.names(s.c)} + {e.e(s.c_off)}, {a}, {_desc(e, s.b)});")
+
+
+@emit_rule(WgmmaFence)
+def _emit_fence(e: CEmitter, s: WgmmaFence, d: int) -> None:
+    e.emit(d, 'asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");')
+
+
+@emit_rule(WgmmaCommit)
+def _emit_commit(e: CEmitter, s: WgmmaCommit, d: int) -> None:
+    e.emit(d, 'asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");')
+
+
+@emit_rule(WgmmaWait)
+def _emit_wait(e: CEmitter, s: WgmmaWait, d: int) -> None:
+    e.emit(d, f'asm volatile("wgmma.wait_group.sync.aligned {s.n};\\n" ::: "memory");')
+    if s.regs is not None:  # the accumulators are defined only now: no read of them may move above
+        name, size = e.names(s.regs), int(s.regs.size)
+        for i in range(0, size, 32):
+            regs = ", ".join(f'"+f"({name}[{j}])' for j in range(i, min(size, i + 32)))
+            e.emit(d, f'asm volatile("" : {regs} :: "memory");')
+
+
+@emit_rule(FenceProxyAsync)
+def _emit_proxy(e: CEmitter, s: FenceProxyAsync, d: int) -> None:
+    e.emit(d, 'asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");')
