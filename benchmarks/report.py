@@ -65,7 +65,14 @@ def render_table(result: dict) -> str:
 def merge(results: list[dict]) -> dict:
     """One result from several runs of the suite (e.g. ``--only gemm`` and ``--only attention``)."""
     out = dict(results[0])
-    out["rows"] = [r for res in results for r in res["rows"]]
+    seen: set = set()
+    out["rows"] = []
+    for res in results:  # a (kernel, shape, implementation) measured twice keeps its first run's figures
+        for r in res["rows"]:
+            key = (r["kernel"], r["shape"], r["impl"])
+            if key not in seen:
+                seen.add(key)
+                out["rows"].append(r)
     out["notes"] = list(dict.fromkeys(n for res in results for n in res.get("notes", [])))
     return out
 

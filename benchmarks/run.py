@@ -108,7 +108,8 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     if not quick:
         shapes.insert(1, (8192, 8192, 8192))
     configs = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
-               dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256)]
+               dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True)]
     for dtype in (["float16"] if quick else ["float16", "bfloat16"]):
         tdt = getattr(torch, dtype)
         for M, N, K in shapes:
@@ -117,8 +118,11 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             ref = a.double() @ b.double()
             impls: dict[str, Callable] = {"torch": lambda a=a, b=b: torch.matmul(a, b)}
             for cfg in configs:
-                k = tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **cfg), "cuda", [-1])
-                tag = f"tilec {cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']}"
+                cfg = dict(cfg)
+                wg = cfg.pop("wgmma", False)
+                k = tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **cfg), "cuda", [-1],
+                                    pass_configs={"wgmma": wg})
+                tag = f"tilec {cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']}{' wgmma' if wg else ''}"
                 impls[tag] = lambda k=k, a=a, b=b: k(a, b)
             if "triton" in peers:
                 impls["triton"] = lambda a=a, b=b: peers["triton"].matmul(a, b)
@@ -126,7 +130,7 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                 for tag, fn in peers["tilelang"].gemm_impls(M, N, K, dtype).items():
                     impls[tag] = lambda fn=fn, a=a, b=b: fn(a, b)
             _measure(rows, f"gemm {dtype}", f"{M}x{N}x{K}", impls, ref, 2.0 * M * N * K, 0, quick)
-    cfg = configs[0]
+    cfg = {k: v for k, v in configs[0].items() if k != "wgmma"}
     times = _compile_times(lambda: tilec.JITKernel(gemm.matmul.fn(4096, 4096, 4096, **cfg), "cuda", [-1]))
     rows.append(Row("compile", "gemm 4096^3", "tilec", extra=times))
 
@@ -153,10 +157,11 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
 
             impls["sdpa flash"] = lambda: sdpa(SDPBackend.FLASH_ATTENTION)
             impls["sdpa cudnn"] = lambda: sdpa(SDPBackend.CUDNN_ATTENTION)
-            for bm, bn, st, th in ((128, 64, 2, 256), (64, 64, 2, 128)):
+            for bm, bn, st, th, wg in ((64, 64, 2, 128, False), (128, 64, 2, 256, True)):
                 kern = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
-                                                             num_stages=st, threads=th), "cuda", [3])
-                impls[f"tilec {bm}x{bn}"] = lambda kern=kern, q=q, k_=k_, v=v: kern(q, k_, v)
+                                                             num_stages=st, threads=th), "cuda", [3],
+                                       pass_configs={"wgmma": wg})
+                impls[f"tilec {bm}x{bn}{' wgmma' if wg else ''}"] = lambda kern=kern, q=q, k_=k_, v=v: kern(q, k_, v)
             if "triton" in peers:
                 impls["triton"] = lambda q=q, k_=k_, v=v, c=causal: peers["triton"].attention(q, k_, v, c)
             if "tilelang" in peers:
