@@ -1,5 +1,7 @@
 """tilec's own CUDA device header (no CUTLASS, no CuTe): tensor-core, ldmatrix, cp.async and small helpers."""
 
+from tilec.backends.common_header import COMMON
+
 HEADER = r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -13,25 +15,7 @@ HEADER = r"""
 
 namespace tl {
 
-template <class T> __device__ __forceinline__ T min(T a, T b) { return a < b ? a : b; }
-template <class T> __device__ __forceinline__ T max(T a, T b) { return a < b ? b : a; }
-template <> __device__ __forceinline__ float min<float>(float a, float b) { return fminf(a, b); }
-template <> __device__ __forceinline__ float max<float>(float a, float b) { return fmaxf(a, b); }
-template <> __device__ __forceinline__ double min<double>(double a, double b) { return fmin(a, b); }
-template <> __device__ __forceinline__ double max<double>(double a, double b) { return fmax(a, b); }
-
-__device__ __forceinline__ int floordiv(int a, int b) {
-  int q = a / b;
-  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-__device__ __forceinline__ int floormod(int a, int b) { return a - floordiv(a, b) * b; }
-__device__ __forceinline__ long long floordiv(long long a, long long b) {
-  long long q = a / b;
-  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-__device__ __forceinline__ long long floormod(long long a, long long b) { return a - floordiv(a, b) * b; }
-__device__ __forceinline__ float ffloordiv(float a, float b) { return floorf(a / b); }
-__device__ __forceinline__ float ffloormod(float a, float b) { return a - floorf(a / b) * b; }
+""" + COMMON + r"""
 // exp2 / log2 on the special-function unit (the PTX approximations, within 2 ulp; denormal results flush to 0)
 __device__ __forceinline__ float exp2(float x) {
   float y;
@@ -43,8 +27,6 @@ __device__ __forceinline__ float log2(float x) {
   asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 // mma.sync m16n8k16, fp32 accumulators; A: 8 halves, B: 4 halves, C: 4 floats per thread (PTX order)
 __device__ __forceinline__ void mma_m16n8k16_f16(float* c, const half* a, const half* b) {

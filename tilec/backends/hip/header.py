@@ -6,6 +6,8 @@ gfx94x runs the same builtin as ``v_mfma_f32_16x16x16_bf16``); both take four 16
 fp32 accumulators per lane.
 """
 
+from tilec.backends.common_header import COMMON
+
 HEADER = r"""
 #if !defined(__HIPCC_RTC__)
 #include <hip/hip_runtime.h>
@@ -19,27 +21,7 @@ HEADER = r"""
 
 namespace tl {
 
-template <class T> __device__ __forceinline__ T min(T a, T b) { return a < b ? a : b; }
-template <class T> __device__ __forceinline__ T max(T a, T b) { return a < b ? b : a; }
-template <> __device__ __forceinline__ float min<float>(float a, float b) { return fminf(a, b); }
-template <> __device__ __forceinline__ float max<float>(float a, float b) { return fmaxf(a, b); }
-template <> __device__ __forceinline__ double min<double>(double a, double b) { return fmin(a, b); }
-template <> __device__ __forceinline__ double max<double>(double a, double b) { return fmax(a, b); }
-
-__device__ __forceinline__ int floordiv(int a, int b) {
-  int q = a / b;
-  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-__device__ __forceinline__ int floormod(int a, int b) { return a - floordiv(a, b) * b; }
-__device__ __forceinline__ long long floordiv(long long a, long long b) {
-  long long q = a / b;
-  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-__device__ __forceinline__ long long floormod(long long a, long long b) { return a - floordiv(a, b) * b; }
-__device__ __forceinline__ float ffloordiv(float a, float b) { return floorf(a / b); }
-__device__ __forceinline__ float ffloormod(float a, float b) { return a - floorf(a / b) * b; }
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+""" + COMMON + r"""
 
 // bfloat16 storage: the high half of a float; from float rounded to nearest even (NaN stays NaN)
 struct bf16 {

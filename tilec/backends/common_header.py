@@ -1,0 +1,26 @@
+"""Device helpers both backends' headers share (inside their ``namespace tl``): min/max with fminf/fmaxf for
+floats, floor division and modulo (the IR's ``//`` and ``%`` on possibly negative operands), sigmoid."""
+
+COMMON = r"""
+template <class T> __device__ __forceinline__ T min(T a, T b) { return a < b ? a : b; }
+template <class T> __device__ __forceinline__ T max(T a, T b) { return a < b ? b : a; }
+template <> __device__ __forceinline__ float min<float>(float a, float b) { return fminf(a, b); }
+template <> __device__ __forceinline__ float max<float>(float a, float b) { return fmaxf(a, b); }
+template <> __device__ __forceinline__ double min<double>(double a, double b) { return fmin(a, b); }
+template <> __device__ __forceinline__ double max<double>(double a, double b) { return fmax(a, b); }
+
+__device__ __forceinline__ int floordiv(int a, int b) {
+  int q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ int floormod(int a, int b) { return a - floordiv(a, b) * b; }
+__device__ __forceinline__ long long floordiv(long long a, long long b) {
+  long long q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ long long floormod(long long a, long long b) { return a - floordiv(a, b) * b; }
+__device__ __forceinline__ float ffloordiv(float a, float b) { return floorf(a / b); }
+__device__ __forceinline__ float ffloormod(float a, float b) { return a - floorf(a / b) * b; }
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+"""
