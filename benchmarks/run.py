@@ -104,7 +104,7 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import tilec
 
     gemm = importlib.import_module("01_gemm")
-    shapes = [(4096, 4096, 4096), (1000, 1000, 1000), (4096, 4096, 1000)]
+    shapes = [(4096, 4096, 4096), (1000, 1000, 1000), (4096, 4096, 1000), (1, 4096, 4096)]
     if not quick:
         shapes.insert(1, (8192, 8192, 8192))
     configs = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
@@ -182,6 +182,25 @@ def case_softmax(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
         _measure(rows, "softmax fp16", f"{M}x{N}", impls, ref, 0, 2.0 * M * N * 2, quick)
 
 
+def case_norms(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    norms = importlib.import_module("05_norms")
+    for M, N in ((8192, 4096),) if quick else ((8192, 4096), (16384, 1024)):
+        x = torch.randn(M, N, device="cuda").half()
+        w, b = torch.randn(N, device="cuda").half(), torch.randn(N, device="cuda").half()
+        rms, ln = norms.rms_norm(M, N), norms.layer_norm(M, N)
+        xd = x.double()
+        ref = xd / torch.sqrt((xd * xd).mean(-1, keepdim=True) + 1e-6) * w.double()
+        impls = {"torch": lambda x=x, w=w: F.rms_norm(x, (N,), w, 1e-6), "tilec": lambda x=x, w=w: rms(x, w)}
+        _measure(rows, "rms_norm fp16", f"{M}x{N}", impls, ref, 0, 2.0 * M * N * 2, quick)
+        ref = F.layer_norm(xd, (N,), w.double(), b.double(), 1e-5)
+        impls = {"torch": lambda x=x, w=w, b=b: F.layer_norm(x, (N,), w, b, 1e-5),
+                 "tilec": lambda x=x, w=w, b=b: ln(x, w, b)}
+        _measure(rows, "layer_norm fp16", f"{M}x{N}", impls, ref, 0, 2.0 * M * N * 2, quick)
+
+
 def case_host(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     """Host overhead of one launch (1024 floats, back to back), and a new process's start-up from the cache."""
     import torch
@@ -249,7 +268,8 @@ def _startup() -> dict[str, float]:
             "total_s": imp + kern}
 
 
-CASES = {"gemm": case_gemm, "attention": case_attention, "softmax": case_softmax, "host": case_host}
+CASES = {"gemm": case_gemm, "attention": case_attention, "softmax": case_softmax, "norms": case_norms,
+         "host": case_host}
 
 
 def _peers() -> tuple[dict[str, Any], list[str]]:

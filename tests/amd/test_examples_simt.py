@@ -81,7 +81,16 @@ def test_flash_attention(rng, b, h, n, d, causal, tiles):
 def test_every_example_is_covered():
     # the kernel examples (04_recommend only ranks their configurations)
     kernels = {p.stem for p in EXAMPLES.glob("*.py")} - {"04_recommend"}
-    assert kernels == {"01_gemm", "02_softmax", "03_flash_attention"}
+    assert kernels == {"01_gemm", "02_softmax", "03_flash_attention", "05_norms"}
+
+
+def test_norms_on_hip_simt(rng):
+    norms = load_example("05_norms")
+    M, N = 10, 128
+    x = (randn(rng, (M, N), "float16") * 2 + 0.5).astype(np.float16)
+    w, b = randn(rng, (N,), "float16"), randn(rng, (N,), "float16")
+    k = hip_simt(norms.layer_norm(M, N), out_idx=[-1])
+    assert_close(k(x, w, b), norms.reference_layer(x, w, b), "float16")
 
 
 def test_example_script_on_the_hip_simt_target():

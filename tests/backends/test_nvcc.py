@@ -23,6 +23,8 @@ CASES = {  # name -> (example, factory, args, kwargs)
                                               {"block_M": 64, "block_N": 64}),
     "gemm 4096^3 128x128x32": ("01_gemm", "matmul", (4096, 4096, 4096), {}),
     "softmax 1024x1000": ("02_softmax", "softmax", (1024, 1000), {}),
+    "rms_norm 1000x1024": ("05_norms", "rms_norm", (1000, 1024), {}),
+    "layer_norm 1000x1024": ("05_norms", "layer_norm", (1000, 1024), {}),
     "flash attention 1x8x1000x64": ("03_flash_attention", "flash_attention", (1, 8, 1000, 64, False), {}),
     "flash attention 1x8x1000x128 causal": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, True), {}),
 }

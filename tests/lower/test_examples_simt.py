@@ -45,6 +45,17 @@ def test_softmax(rng, M, N, tiles):
     assert_close(y, ref, "float16", scale=1.0)
 
 
+@pytest.mark.parametrize(("M", "N", "block_M"), [(8, 128, 4), (37, 256, 4), (3, 96, 2)])
+def test_norms(rng, M, N, block_M):
+    norms = load_example("05_norms")
+    x = (randn(rng, (M, N), "float16") * 2 + 0.5).astype(np.float16)
+    w, b = randn(rng, (N,), "float16"), randn(rng, (N,), "float16")
+    y = simt(norms.rms_norm(M, N, block_M=block_M), out_idx=[-1])(x, w)
+    assert_close(y, norms.reference_rms(x, w), "float16")
+    y = simt(norms.layer_norm(M, N, block_M=block_M), out_idx=[-1])(x, w, b)
+    assert_close(y, norms.reference_layer(x, w, b), "float16")
+
+
 FLASH = [  # (batch, heads, seq, dim, causal, tile kwargs)
     (1, 1, 64, 32, False, {}),
     (1, 2, 100, 32, False, {}),  # seq not a multiple of the 64-row blocks
@@ -66,7 +77,8 @@ def test_flash_attention(rng, b, h, n, d, causal, tiles):
 
 def test_every_example_is_covered():
     # 01-03 are kernels (run above and below); 04 ranks their configurations and runs as a script below
-    assert {p.stem for p in EXAMPLES.glob("*.py")} == {"01_gemm", "02_softmax", "03_flash_attention", "04_recommend"}
+    assert {p.stem for p in EXAMPLES.glob("*.py")} == {"01_gemm", "02_softmax", "03_flash_attention", "04_recommend",
+                                                       "05_norms"}
 
 
 def test_recommend_example_runs_on_the_simt_target():
