@@ -193,11 +193,12 @@ def case_norms(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
         rms, ln = norms.rms_norm(M, N), norms.layer_norm(M, N)
         xd = x.double()
         ref = xd / torch.sqrt((xd * xd).mean(-1, keepdim=True) + 1e-6) * w.double()
-        impls = {"torch": lambda x=x, w=w: F.rms_norm(x, (N,), w, 1e-6), "tilec": lambda x=x, w=w: rms(x, w)}
+        impls = {"torch": lambda x=x, w=w, n=N: F.rms_norm(x, (n,), w, 1e-6),
+                 "tilec": lambda x=x, w=w, k=rms: k(x, w)}
         _measure(rows, "rms_norm fp16", f"{M}x{N}", impls, ref, 0, 2.0 * M * N * 2, quick)
         ref = F.layer_norm(xd, (N,), w.double(), b.double(), 1e-5)
-        impls = {"torch": lambda x=x, w=w, b=b: F.layer_norm(x, (N,), w, b, 1e-5),
-                 "tilec": lambda x=x, w=w, b=b: ln(x, w, b)}
+        impls = {"torch": lambda x=x, w=w, b=b, n=N: F.layer_norm(x, (n,), w, b, 1e-5),
+                 "tilec": lambda x=x, w=w, b=b, k=ln: k(x, w, b)}
         _measure(rows, "layer_norm fp16", f"{M}x{N}", impls, ref, 0, 2.0 * M * N * 2, quick)
 
 
