@@ -500,3 +500,21 @@ def test_dump_of_an_unknown_stage():
 
     with pytest.raises(TilecValueError, match="unknown stage 'lower'; stages are: parse, verify, build_ftg"):
         tilec.dump(main, after="lower")
+
+
+def test_unsupported_pipelined_and_atomic_options_are_errors():
+    import tilec.language as T
+    from tilec.errors import TilecTypeError
+
+    with pytest.raises(TilecTypeError, match="sync= and group="):
+        T.Pipelined(8, num_stages=2, sync=[[0, 1]])
+
+    @T.macro
+    def body(A):
+        T.atomic_add(A[0], 1.0, memory_order="seq_cst")
+
+    with pytest.raises(TilecTypeError, match="memory_order='seq_cst'"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                body(A)

@@ -85,6 +85,9 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int
     ``order`` and ``stage`` override the inferred schedule (one entry per statement of the body).
     """
     s, e, st = _range("T.Pipelined", start, stop, None)
+    if sync is not None or group is not None:
+        raise TilecTypeError("T.Pipelined: sync= and group= (manual synchronization and copy grouping) are not "
+                             "supported; tilec places the waits and barriers itself (use stage=/order= to schedule)")
     if not isinstance(num_stages, int) or num_stages < 0:
         raise TilecTypeError(f"T.Pipelined: num_stages must be an int >= 0, got {num_stages!r}")
     ann: list[tuple[str, Any]] = [("num_stages", num_stages)]

@@ -226,6 +226,8 @@ def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, ret
     """Atomic ``dst += value``: on one element (``dst`` an element, ``value`` a scalar) or on a tile."""
     if return_prev:
         raise TilecTypeError("T.atomic_add: return_prev=True is not supported")
+    if memory_order not in (None, "relaxed"):
+        raise TilecTypeError(f"T.atomic_add: memory_order={memory_order!r} is not supported; atomics are relaxed")
     b = current("T.atomic_add")
     b.require_kernel("T.atomic_add")
     if isinstance(value, (Buffer, Region)) or (isinstance(value, Load) and not isinstance(dst, Load)):
