@@ -135,6 +135,39 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     rows.append(Row("compile", "gemm 4096^3", "tilec", extra=times))
 
 
+def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
+    """Row-wise scaled fp8 (e4m3) GEMM with a bfloat16 result: C = (A @ B^T) * sa[:, None] * sb[None, :]."""
+    import torch
+
+    import tilec
+
+    fp8 = importlib.import_module("06_fp8_gemm")
+    shapes = [(4096, 4096, 4096), (1000, 1000, 1024)] + ([] if quick else [(8192, 8192, 8192)])
+    configs = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
+               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True),
+               dict(block_M=128, block_N=128, block_K=128, num_stages=4, threads=128, wgmma=True)]
+    for M, N, K in shapes:
+        a = (torch.randn(M, K, device="cuda") * 64).to(torch.float8_e4m3fn)
+        b = (torch.randn(N, K, device="cuda") * 64).to(torch.float8_e4m3fn)
+        sa, sb = torch.rand(M, device="cuda") / 64 + 1e-3, torch.rand(N, device="cuda") / 64 + 1e-3
+        ref = (a.double() @ b.double().T) * sa.double()[:, None] * sb.double()[None, :]
+        impls: dict[str, Callable] = {
+            "torch _scaled_mm": lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(
+                a, b.t(), scale_a=sa[:, None], scale_b=sb[None, :], out_dtype=torch.bfloat16)}
+        for cfg in configs:
+            cfg = dict(cfg)
+            wg = cfg.pop("wgmma", False)
+            k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, **cfg), "cuda", [-1], pass_configs={"wgmma": wg})
+            tag = f"tilec {cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']}{' wgmma' if wg else ''}"
+            impls[tag] = lambda k=k, a=a, b=b, sa=sa, sb=sb: k(a, b, sa, sb)
+        if "triton" in peers:
+            impls["triton"] = lambda a=a, b=b, sa=sa, sb=sb: peers["triton"].matmul_fp8(a, b, sa, sb)
+        if "tilelang" in peers and M % 256 == 0 and N % 256 == 0:  # its epilogue reads the scales unguarded
+            for tag, fn in peers["tilelang"].fp8_gemm_impls(M, N, K).items():
+                impls[tag] = lambda fn=fn, a=a, b=b, sa=sa, sb=sb: fn(a, b, sa, sb)
+        _measure(rows, "gemm fp8 e4m3", f"{M}x{N}x{K}", impls, ref, 2.0 * M * N * K, 0, quick)
+
+
 def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import torch
     import torch.nn.functional as F
@@ -269,8 +302,8 @@ def _startup() -> dict[str, float]:
             "total_s": imp + kern}
 
 
-CASES = {"gemm": case_gemm, "attention": case_attention, "softmax": case_softmax, "norms": case_norms,
-         "host": case_host}
+CASES = {"gemm": case_gemm, "gemm_fp8": case_gemm_fp8, "attention": case_attention, "softmax": case_softmax,
+         "norms": case_norms, "host": case_host}
 
 
 def _peers() -> tuple[dict[str, Any], list[str]]:

@@ -95,3 +95,36 @@ def _attention(b, h, n, d, causal, bm=128, bn=128, stages=2, threads=256):
 
 def attention_impls(b, h, n, d, causal):
     return {"tilelang 128x128": _attention(b, h, n, d, causal)}
+
+
+@functools.cache
+def _fp8_gemm(M, N, K, bm, bn, bk, stages, threads):
+    """Row-wise scaled fp8 GEMM, the kernel of examples/06_fp8_gemm.py in TileLang's language."""
+    fp8, acc = "float8_e4m3", "float32"
+
+    @tilelang.jit(out_idx=[-1])
+    def build():
+        @T.prim_func
+        def main(A: T.Tensor((M, K), fp8), B: T.Tensor((N, K), fp8), SA: T.Tensor((M,), acc),
+                 SB: T.Tensor((N,), acc), C: T.Tensor((M, N), "bfloat16")):
+            with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+                A_s = T.alloc_shared((bm, bk), fp8)
+                B_s = T.alloc_shared((bn, bk), fp8)
+                C_f = T.alloc_fragment((bm, bn), acc)
+                T.clear(C_f)
+                for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                    T.copy(A[by * bm, k * bk], A_s)
+                    T.copy(B[bx * bn, k * bk], B_s)
+                    T.gemm(A_s, B_s, C_f, transpose_B=True)
+                for i, j in T.Parallel(bm, bn):
+                    C_f[i, j] = C_f[i, j] * SA[by * bm + i] * SB[bx * bn + j]
+                T.copy(C_f, C[by * bm, bx * bn])
+
+        return main
+
+    return build()
+
+
+def fp8_gemm_impls(M, N, K):
+    return {f"tilelang {bm}x{bn}x{bk}": _fp8_gemm(M, N, K, bm, bn, bk, 3, th)
+            for bm, bn, bk, th in ((128, 128, 128, 128), (128, 256, 128, 256))}

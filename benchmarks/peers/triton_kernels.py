@@ -103,3 +103,45 @@ def _add(x, y, z, n, B: tl.constexpr):
 
 def add(x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> None:
     _add[(triton.cdiv(x.numel(), 1024),)](x, y, z, x.numel(), B=1024)
+
+
+_FP8_CONFIGS = [
+    triton.Config({"BM": 128, "BN": 256, "BK": 128, "G": 8}, num_stages=3, num_warps=8),
+    triton.Config({"BM": 128, "BN": 128, "BK": 128, "G": 8}, num_stages=4, num_warps=8),
+    triton.Config({"BM": 128, "BN": 128, "BK": 64, "G": 8}, num_stages=4, num_warps=4),
+]
+
+
+@triton.autotune(configs=_FP8_CONFIGS, key=["M", "N", "K"])
+@triton.jit
+def _matmul_fp8(a, b, sa, sb, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                G: tl.constexpr):
+    """C = (A @ B^T) * sa[:, None] * sb[None, :]: A (M, K) and B (N, K) row-major fp8, C bfloat16."""
+    pid = tl.program_id(0)
+    grid_m, grid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    width = G * grid_n
+    first_m = (pid // width) * G
+    size_m = min(grid_m - first_m, G)
+    pm = first_m + (pid % width) % size_m
+    pn = (pid % width) // size_m
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, tl.cdiv(K, BK)):
+        kk = k0 * BK + rk
+        x = tl.load(a + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+        y = tl.load(b + rn[None, :] * K + kk[:, None], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(x, y, acc)
+    acc = acc * tl.load(sa + rm, mask=rm < M, other=0.0)[:, None] * tl.load(sb + rn, mask=rn < N, other=0.0)[None, :]
+    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def matmul_fp8(a: torch.Tensor, b: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor) -> torch.Tensor:
+    """Row-wise scaled fp8 GEMM, as examples/06_fp8_gemm.py computes it (B given as N x K)."""
+    M, K = a.shape
+    N = b.shape[0]
+    c = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
+    grid = lambda meta: (triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"]),)  # noqa: E731
+    _matmul_fp8[grid](a, b, sa, sb, c, M, N, K)
+    return c

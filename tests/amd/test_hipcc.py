@@ -68,7 +68,8 @@ def test_assembly_is_parsed():
 
 
 def test_every_example_is_compiled():
-    assert {c[0] for c in CASES.values()} == {p.stem for p in EXAMPLES.glob("*.py")} - {"04_recommend"}
+    # 06_fp8_gemm: CDNA2 has no fp8 (tests/amd/test_examples_simt.py checks the backend refuses it)
+    assert {c[0] for c in CASES.values()} == {p.stem for p in EXAMPLES.glob("*.py")} - {"04_recommend", "06_fp8_gemm"}
 
 
 @pytest.mark.parametrize("case", list(CASES))

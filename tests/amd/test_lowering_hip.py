@@ -139,7 +139,7 @@ def test_float8_is_refused_by_the_hip_backend():
             for i in T.Parallel(64):
                 Y[i] = X[i]
 
-    with pytest.raises(TilecError, match="float8_e4m3 is not supported by the hip backend"):
+    with pytest.raises(TilecError, match=r"float8_e4m3 \(of parameter 'X'\) is not supported by the hip backend"):
         tilec.JITKernel(main, "hip:gfx90a").get_kernel_source()
 
 

@@ -7,6 +7,6 @@ PTXAS: list[str] = []
 
 def pytest_terminal_summary(terminalreporter) -> None:  # noqa: ANN001
     if PTXAS:
-        terminalreporter.section("ptxas: registers and spills (nvcc -arch=sm_80)")
+        terminalreporter.section("ptxas: registers and spills (nvcc, sm_80 unless marked)")
         for line in PTXAS:
             terminalreporter.write_line(line)

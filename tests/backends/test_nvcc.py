@@ -1,5 +1,7 @@
-"""The CUDA source emitted for every example (target ``cuda:sm_80``) compiles offline with nvcc, and ptxas's
-register and spill counts are reported (and printed at the end of the run). Skipped where nvcc is absent."""
+"""The CUDA source emitted for every example (target ``cuda:sm_80``; the Hopper and fp8 paths for ``sm_90a``)
+compiles offline with nvcc, and ptxas's register and spill counts are reported (and printed at the end of the run).
+Where cuobjdump is present too, the SASS must hold the tensor-core instruction the path promises. Skipped where
+nvcc is absent."""
 
 from __future__ import annotations
 
@@ -27,6 +29,22 @@ CASES = {  # name -> (example, factory, args, kwargs)
     "layer_norm 1000x1024": ("05_norms", "layer_norm", (1000, 1024), {}),
     "flash attention 1x8x1000x64": ("03_flash_attention", "flash_attention", (1, 8, 1000, 64, False), {}),
     "flash attention 1x8x1000x128 causal": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, True), {}),
+    "fp8 gemm 1000^3 64x64x64 (sm_89)": ("06_fp8_gemm", "fp8_matmul", (1000, 1000, 1000),
+                                          {"block_M": 64, "block_N": 64}),
+}
+HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instruction)
+    "gemm 4096^3 128x256x64 wgmma": ("01_gemm", "matmul", (4096, 4096, 4096),
+                                     {"block_N": 256, "block_K": 64, "threads": 256}, {"wgmma": True},
+                                     "HGMMA.64x256x16.F32"),
+    "flash attention 1x8x1000x128 wgmma": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, False),
+                                           {"block_M": 128, "block_N": 64, "threads": 256, "num_stages": 2},
+                                           {"wgmma": True}, "HGMMA.64x64x16.F32"),
+    "fp8 gemm 4096^3 128x256x128 wgmma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096),
+                                          {"block_N": 256, "block_K": 128, "threads": 256}, {"wgmma": True},
+                                          "QGMMA.64x256x32.F32.E4M3.E4M3"),
+    # Hopper has no fp8 mma.sync unit: ptxas runs m16n8k32 e4m3 as conversions and two fp16 HMMAs
+    "fp8 gemm 4096^3 128x128x64 mma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096), {"threads": 256}, None,
+                                       "HMMA.16816.F32"),
 }
 
 
@@ -39,11 +57,11 @@ def ptxas_info(text: str) -> dict[str, int]:
             "spill_loads": int(spills.group(3))}
 
 
-def compile_cuda(source: str, tmp_path) -> dict[str, int]:  # noqa: ANN001
+def compile_cuda(source: str, tmp_path, arch: str = "sm_80") -> dict[str, int]:  # noqa: ANN001
     cu = tmp_path / "kernel.cu"
     cu.write_text(source)
-    cmd = [NVCC, "-arch=sm_80", "-std=c++17", "-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "kernel.cubin"),
-           str(cu)]
+    cmd = [NVCC, f"-gencode=arch=compute_{arch[3:]},code={arch}", "-std=c++17", "-cubin", "-Xptxas", "-v", "-o",
+           str(tmp_path / "kernel.cubin"), str(cu)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, f"nvcc failed:\n{res.stderr}\n--- source ---\n{source}"
     return ptxas_info(res.stdout + res.stderr)
@@ -66,14 +84,34 @@ def test_every_example_is_compiled():
 @pytest.mark.parametrize("case", list(CASES))
 def test_example_compiles_with_nvcc(case, tmp_path):
     example, factory, args, kwargs = CASES[case]
+    arch = "sm_89" if example == "06_fp8_gemm" else "sm_80"  # fp8 tensor cores start with Ada
     kernel = getattr(load_example(example), factory)(*args, **kwargs)
-    source = tilec.JITKernel(kernel.prim_func, "cuda:sm_80").get_kernel_source()
+    source = tilec.JITKernel(kernel.prim_func, f"cuda:{arch}").get_kernel_source()
     assert 'extern "C" __global__' in source
-    info = compile_cuda(source, tmp_path)
-    line = (f"{case:<40} {info['registers']:>3} registers, {info['spill_stores']} B spill stores, "
+    info = compile_cuda(source, tmp_path, arch)
+    line = (f"{case:<46} {info['registers']:>3} registers, {info['spill_stores']} B spill stores, "
             f"{info['spill_loads']} B spill loads, {info['stack']} B stack")
     print(line)
     PTXAS.append(line)
     assert info["registers"] <= 255
     if case.startswith("gemm") and "64x64" in case:
         assert info["spill_stores"] == info["spill_loads"] == 0, line
+
+
+@pytest.mark.parametrize("case", list(HOPPER))
+def test_hopper_path_compiles_with_nvcc(case, tmp_path):
+    example, factory, args, kwargs, configs, sass_op = HOPPER[case]
+    kernel = getattr(load_example(example), factory)(*args, **kwargs)
+    source = tilec.JITKernel(kernel.prim_func, "cuda:sm_90a", pass_configs=configs).get_kernel_source()
+    info = compile_cuda(source, tmp_path, "sm_90a")
+    line = (f"{case + ' (sm_90a)':<46} {info['registers']:>3} registers, {info['spill_stores']} B spill stores, "
+            f"{info['spill_loads']} B spill loads, {info['stack']} B stack")
+    print(line)
+    PTXAS.append(line)
+    if configs:  # the wgmma kernels hold their accumulators without spilling
+        assert info["spill_stores"] == info["spill_loads"] == 0, line
+    cuobjdump = shutil.which("cuobjdump")
+    if cuobjdump is not None:
+        sass = subprocess.run([cuobjdump, "-sass", str(tmp_path / "kernel.cubin")], capture_output=True,
+                              text=True, timeout=120).stdout
+        assert sass_op in sass, f"{sass_op} not in the SASS of {case}"

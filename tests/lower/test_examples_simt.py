@@ -76,9 +76,10 @@ def test_flash_attention(rng, b, h, n, d, causal, tiles):
 
 
 def test_every_example_is_covered():
-    # 01-03 are kernels (run above and below); 04 ranks their configurations and runs as a script below
+    # 01-03 and 05 are kernels (run above and below); 04 ranks their configurations and runs as a script below;
+    # 06 (fp8) runs in test_hopper_simt.py on the sm_89/sm_90a paths and on sm_80's fallback
     assert {p.stem for p in EXAMPLES.glob("*.py")} == {"01_gemm", "02_softmax", "03_flash_attention", "04_recommend",
-                                                       "05_norms"}
+                                                       "05_norms", "06_fp8_gemm"}
 
 
 def test_recommend_example_runs_on_the_simt_target():

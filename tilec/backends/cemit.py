@@ -130,6 +130,9 @@ def kernel_name(k: ThreadKernel) -> str:
     return f"{_ident(k.name)}_kernel"
 
 
+_PTX_FP8 = {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
+
+
 class CEmitter:
     """Prints one :class:`ThreadKernel` with a :class:`CTable`."""
 
@@ -142,10 +145,12 @@ class CEmitter:
 
     # ------------------------------------------------------------------------------------------------ types
 
-    def ctype(self, d: DType) -> str:
+    def ctype(self, d: DType, of: str = "") -> str:
         name = self.t.types.get(d.name)
         if name is None:
-            raise TilecError(f"dtype {d} is not supported by the {self.t.name} backend")
+            where = f" (of {of})" if of else ""
+            raise TilecError(f"dtype {d}{where} is not supported by the {self.t.name} backend; supported: "
+                             + ", ".join(self.t.types))
         return name
 
     # ---------------------------------------------------------------------------------------------- kernel
@@ -156,9 +161,9 @@ class CEmitter:
         params = []
         for p in k.params:
             if isinstance(p, Mem):
-                params.append(f"{self.ctype(p.dtype)}* __restrict__ {self.names(p)}")
+                params.append(f"{self.ctype(p.dtype, f'parameter {p.name!r}')}* __restrict__ {self.names(p)}")
             else:
-                params.append(f"{self.ctype(p.dtype)} {self.names(p)}")
+                params.append(f"{self.ctype(p.dtype, f'parameter {p.name!r}')} {self.names(p)}")
         params += [f"int {self.names(v)}" for v in k.dyn_vars]
         out = [self.t.header, ""]
         bounds = self.t.launch_bounds.format(threads=k.threads)
@@ -166,7 +171,7 @@ class CEmitter:
         if k.smem_bytes:
             out.append(f"  {self.t.smem_decl}")
         for m, off in k.shared:
-            ct = self.ctype(m.dtype)
+            ct = self.ctype(m.dtype, f"shared buffer {m.name!r}")
             out.append(f"  {ct}* {self.names(m)} = reinterpret_cast<{ct}*>(smem + {off});")
         for m in k.regs:
             out.append(f"  {self.t.align.format(n=16)} {self.ctype(m.dtype)} {self.names(m)}[{m.size}];")
@@ -240,7 +245,10 @@ class CEmitter:
             return
         n = self.names
         if isinstance(s, Mma):
-            fn = "tl::mma_m16n8k16_bf16" if s.a.dtype is dt.bfloat16 else "tl::mma_m16n8k16_f16"
+            if s.a.dtype.bits == 8:
+                fn = self.mma_fp8_helper(s.a.dtype, s.b.dtype)
+            else:
+                fn = "tl::mma_m16n8k16_bf16" if s.a.dtype is dt.bfloat16 else "tl::mma_m16n8k16_f16"
             self.emit(d, f"{fn}({n(s.c)} + {s.c_off}, {n(s.a)} + {s.a_off}, {n(s.b)} + {s.b_off});")
         elif isinstance(s, LdMatrix):
             fn = f"tl::ldmatrix_x{s.num}{'_trans' if s.trans else ''}"
@@ -260,6 +268,23 @@ class CEmitter:
             self.emit(d, f'printf("{s.fmt}\\n"{args});')
         else:
             raise TypeError(f"cannot emit {type(s).__name__}")
+
+    def mma_fp8_helper(self, a: DType, b: DType) -> str:
+        """The device function of ``mma.sync.m16n8k32`` with fp8 operands (sm_89+), generated on first use so
+        that kernels for older GPUs never see it."""
+        ta, tb = (_PTX_FP8[x.name] for x in (a, b))
+        name = f"mma_m16n8k32_{ta}_{tb}"
+        if name not in self.helpers:
+            self.helpers[name] = (
+                f"namespace tl {{\n__device__ __forceinline__ void {name}(float* c, const void* a, const void* b) {{\n"
+                "  const unsigned* A = reinterpret_cast<const unsigned*>(a);\n"
+                "  const unsigned* B = reinterpret_cast<const unsigned*>(b);\n"
+                f'  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.{ta}.{tb}.f32 {{%0,%1,%2,%3}}, '
+                '{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n"\n'
+                '               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
+                '               : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]));\n'
+                "}\n}  // namespace tl\n")
+        return f"tl::{name}"
 
     def _printf_arg(self, a: Expr) -> str:
         if a.dtype.is_float:

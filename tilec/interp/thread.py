@@ -76,7 +76,24 @@ def _mma_tables() -> tuple[np.ndarray, ...]:
     return a_lane, a_reg, b_lane, b_reg, c_lane, c_reg
 
 
+def _mma_k32_tables() -> tuple[np.ndarray, ...]:
+    """(lane, register) of each element of the m16n8k32 fp8 A (16x32) and B (32x8) fragments (C as m16n8k16)."""
+    a_lane, a_reg = np.zeros((16, 32), int), np.zeros((16, 32), int)
+    b_lane, b_reg = np.zeros((32, 8), int), np.zeros((32, 8), int)
+    for lane in range(32):
+        g, t = lane >> 2, lane % 4
+        for i in range(16):  # a0..a15: rows g / g+8 (a4..a7, a12..a15), columns 4t+(i&3) (+16 for a8..a15)
+            row = g + (8 if (i // 4) % 2 else 0)
+            col = 4 * t + (i & 3) + (16 if i >= 8 else 0)
+            a_lane[row, col], a_reg[row, col] = lane, i
+        for i in range(8):  # b0..b7: rows (k) 4t+(i&3) (+16 for b4..b7), column (n) g
+            k = 4 * t + (i & 3) + (16 if i >= 4 else 0)
+            b_lane[k, g], b_reg[k, g] = lane, i
+    return a_lane, a_reg, b_lane, b_reg, *_mma_tables()[4:]
+
+
 _MMA = _mma_tables()
+_MMA_K32 = _mma_k32_tables()
 
 
 class _Shared:
@@ -415,10 +432,11 @@ def _print(it: ThreadInterpreter, s: PrintOp, env: dict, mask: np.ndarray) -> No
 @stmt_rule(Mma)
 def _mma(it: ThreadInterpreter, s: Mma, env: dict, mask: np.ndarray) -> None:
     warps = full_warps(it, mask, "mma.sync")
-    a_lane, a_reg, b_lane, b_reg, c_lane, c_reg = _MMA
+    e = 16 // s.a.dtype.bits  # 2 for fp8 (m16n8k32)
+    a_lane, a_reg, b_lane, b_reg, c_lane, c_reg = _MMA_K32 if e == 2 else _MMA
     ao, bo, co = (uniform_offset(it, x, env, mask, "mma.sync") for x in (s.a_off, s.b_off, s.c_off))
-    ra = it.regs[s.a][:, ao : ao + 8].astype(np.float32).reshape(-1, 32, 8)
-    rb = it.regs[s.b][:, bo : bo + 4].astype(np.float32).reshape(-1, 32, 4)
+    ra = it.regs[s.a][:, ao : ao + 8 * e].astype(np.float32).reshape(-1, 32, 8 * e)
+    rb = it.regs[s.b][:, bo : bo + 4 * e].astype(np.float32).reshape(-1, 32, 4 * e)
     rc = it.regs[s.c][:, co : co + 4].astype(np.float32).reshape(-1, 32, 4)
     A = ra[:, a_lane, a_reg]
     B = rb[:, b_lane, b_reg]
@@ -435,28 +453,32 @@ def _ldmatrix(it: ThreadInterpreter, s: LdMatrix, env: dict, mask: np.ndarray) -
     warps = full_warps(it, mask, "ldmatrix")
     addr = np.broadcast_to(np.asarray(it.eval(s.src_off, env, mask), np.int64), (it.T,)).reshape(-1, 32)
     sh = it.shared[s.src]
+    per = 128 // s.src.dtype.bits  # elements of a 16-byte row: 8 (16-bit) or 16 (8-bit)
+    e = per // 8  # elements of one 16-bit slot
+    if s.trans and e != 1:
+        it.fail("ldmatrix .trans of 8-bit elements (it transposes 16-bit ones)")
     rows_from = addr[:, : 8 * s.num]  # lane 8*m + r gives row r of matrix m
-    offs = rows_from[:, :, None] + np.arange(8)[None, None, :]  # (warps, 8*num, 8)
+    offs = rows_from[:, :, None] + np.arange(per)[None, None, :]  # (warps, 8*num, per)
     sel_w = np.flatnonzero(warps)
     o = offs[sel_w]
     if o.size and (o.min() < 0 or o.max() >= sh.data.size):
         it.fail(f"ldmatrix reads {s.src.name} outside its {sh.data.size} elements")
-    it.check_aligned(s.src, rows_from[sel_w].reshape(-1), 8, "ldmatrix row")
-    t = (sel_w[:, None, None] * 32 + np.arange(8 * s.num)[None, :, None]).repeat(8, axis=2)
+    it.check_aligned(s.src, rows_from[sel_w].reshape(-1), per, "ldmatrix row")
+    t = (sel_w[:, None, None] * 32 + np.arange(8 * s.num)[None, :, None]).repeat(per, axis=2)
     if o.size:
         it.track_read(sh, s.src, t.reshape(-1), o.reshape(-1, 1))
-    mats = sh.data[o].reshape(len(sel_w), s.num, 8, 8)  # (warps, matrix, row, col)
+    mats = sh.data[o].reshape(len(sel_w), s.num, 8, 8, e)  # (warps, matrix, row, 16-bit column, element)
     lane = np.arange(32)
     r, c = lane // 4, 2 * (lane % 4)
-    out = np.empty((len(sel_w), 32, 2 * s.num), dtype=sh.data.dtype)
+    w = 2 * e  # elements of one lane's 32-bit register
+    out = np.empty((len(sel_w), 32, w * s.num), dtype=sh.data.dtype)
     for m in range(s.num):
-        if s.trans:
-            out[:, :, 2 * m], out[:, :, 2 * m + 1] = mats[:, m, c, r], mats[:, m, c + 1, r]
-        else:
-            out[:, :, 2 * m], out[:, :, 2 * m + 1] = mats[:, m, r, c], mats[:, m, r, c + 1]
+        pair = mats[:, m, c[:, None] + np.arange(2), r[:, None]] if s.trans else \
+            mats[:, m, r[:, None], c[:, None] + np.arange(2)]  # (warps, lane, 2, e)
+        out[:, :, w * m : w * (m + 1)] = pair.reshape(len(sel_w), 32, w)
     tid = (sel_w[:, None] * 32 + lane[None, :]).reshape(-1)
     do = uniform_offset(it, s.dst_off, env, mask, "ldmatrix")
-    it.regs[s.dst][tid, do : do + 2 * s.num] = typed(out.reshape(-1, 2 * s.num), s.dst.dtype)
+    it.regs[s.dst][tid, do : do + w * s.num] = typed(out.reshape(-1, w * s.num), s.dst.dtype)
 
 
 def uniform_offset(it: ThreadInterpreter, e: Any, env: dict, mask: np.ndarray, what: str) -> int:

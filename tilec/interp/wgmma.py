@@ -1,4 +1,5 @@
-"""Emulation of ``wgmma.mma_async.m64nNk16`` (f16/bf16 → f32) for the thread interpreter.
+"""Emulation of ``wgmma.mma_async.m64nNk16`` (f16/bf16 → f32) and ``m64nNk32`` (e4m3/e5m2 → f32) for the
+thread interpreter.
 
 Written from the PTX ISA's text, independently of :mod:`tilec.layout` and of the lowering:
 
@@ -71,11 +72,12 @@ def _wgmma(it: ThreadInterpreter, s: Wgmma, env: dict, mask: np.ndarray) -> None
     d_thread, d_reg = _d_tables(s.n)
     for g in np.flatnonzero(groups.all(axis=1)):
         base = g * GROUP
+        ka = 256 // s.dtype.bits  # the instruction's K: 16 (16-bit types) or 32 (fp8)
         if s.a is not None:
-            a = _gather(it, s.a, _start(it, s.a, env, mask, base), 64, 16, False)
+            a = _gather(it, s.a, _start(it, s.a, env, mask, base), 64, ka, False)
         else:
             a = _register_a(it, s, env, mask, base)
-        b = _gather(it, s.b, _start(it, s.b, env, mask, base), 16, s.n, True)
+        b = _gather(it, s.b, _start(it, s.b, env, mask, base), ka, s.n, True)
         regs = it.regs[s.c]
         acc = regs[base + d_thread, c_off + d_reg].astype(np.float32) + a @ b
         regs[base + d_thread, c_off + d_reg] = typed(acc, s.c.dtype)

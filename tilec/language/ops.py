@@ -136,9 +136,10 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
         if r.buffer.scope == "global":
             raise TilecTypeError(f"T.gemm: operand {name} ({r.buffer.name}) is a global tensor; copy it to shared "
                                  "memory or a fragment first (T.copy)")
-    if ra.dtype is not rb.dtype:
-        raise TilecTypeError(f"T.gemm: A and B must have one dtype, got {ra.dtype} ({ra.buffer.name}) and "
-                             f"{rb.dtype} ({rb.buffer.name})")
+    fp8 = ("float8_e4m3", "float8_e5m2")
+    if ra.dtype is not rb.dtype and not (ra.dtype.name in fp8 and rb.dtype.name in fp8):
+        raise TilecTypeError(f"T.gemm: A and B must have one dtype (or be two fp8 types), got {ra.dtype} "
+                             f"({ra.buffer.name}) and {rb.dtype} ({rb.buffer.name})")
     bld.emit(Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), _policy(policy), bool(clear_accum), int(k_pack),
                   loc=bld.loc))
 

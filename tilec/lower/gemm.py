@@ -2,8 +2,11 @@
 :mod:`tilec.lower.mfma`).
 
 ``mma``: each warp of the ``warp_m x warp_n`` grid computes its ``tile_m x tile_n`` part of C with
-``mma.sync.m16n8k16``; per k-step of 16, operands come from shared memory through ``ldmatrix`` (``.trans``
-where the tile is stored the other way round) or straight from a register fragment. ``simt``: every thread
+``mma.sync.m16n8k16`` (fp16/bf16) or ``mma.sync.m16n8k32`` (fp8, sm_89+); per k-step, operands come from shared
+memory through ``ldmatrix`` (``.trans`` where a 16-bit tile is stored the other way round) or straight from a
+register fragment. An fp8 atom is the 16-bit one with every 16-bit element two fp8 values adjacent along K, so
+both use the same ldmatrix addressing in 16-byte rows; fp8 operands must be K-major (A stored M x K, B stored
+N x K), since ldmatrix transposes only 16-bit elements. ``simt``: every thread
 accumulates its elements of C with scalar multiply-adds (the fallback for other dtypes, reported).
 """
 
@@ -59,7 +62,8 @@ class Warp:
 def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     m, n, k = (int(x) for x in g.mnk)
     tm, tn = m // warp_m, n // warp_n
-    am, an, ks = tm // 16, tn // 8, k // 16
+    e = 16 // g.A.dtype.bits  # elements per 16-bit slot: 1 (fp16, bf16) or 2 (fp8)
+    am, an, ks = tm // 16, tn // 8, k // (16 * e)
     w = Warp(lw, warp_n)
     c = lw.mem_of(g.C.buffer)
     parts: list[TStmt] = []
@@ -72,8 +76,8 @@ def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     b_regs, b_base = _operand_b(lw, g, w, an, kk, tn, step)
     for mi in range(am):
         for ni in range(an):
-            a_off = binop("+", a_base, mi * ((k // 16) * 8 if g.A.buffer.scope == "fragment" else 8))
-            b_off = binop("+", b_base, ni * 4)
+            a_off = binop("+", a_base, mi * ((k // 16) * 8 if g.A.buffer.scope == "fragment" else 8 * e))
+            b_off = binop("+", b_base, ni * 4 * e)
             step.append(Mma(a_regs, a_off, b_regs, b_off, c, const((mi * an + ni) * 4)))
     body = seq(step)
     parts.append(Loop(kk, const(ks), body, unroll=True) if ks > 1 else at(body, kk))
@@ -91,14 +95,15 @@ def _operand_a(lw: Lowerer, g: Gemm, w: Warp, am: int, kk: Var, k: int, out: lis
     """Registers holding A's atoms for this k-step (loading them from shared memory into ``out``)."""
     if g.A.buffer.scope == "fragment":
         return lw.mem_of(g.A.buffer), binop("*", kk, 8)
-    regs = lw.scratch_reg("a_frag", g.A.dtype, am * 8)
+    e = 16 // g.A.dtype.bits
+    regs = lw.scratch_reg("a_frag", g.A.dtype, am * 8 * e)
     lane, tm = w.lane, am * 16
     for mi in range(am):
         m0 = binop("+", binop("*", w.wm, tm), mi * 16)
         if not g.transpose_A:  # A stored M x K: matrices (rows 0-7 | 8-15) x (k 0-7 | 8-15), a0..a7 order
             row = binop("+", m0, binop("+", binop("%", lane, 8), binop("*", binop("%", binop("//", lane, 8), 2), 8)))
-            col = binop("+", binop("*", kk, 16), binop("*", binop("//", lane, 16), 8))
-            _ldmatrix(lw, g.A, [row, col], 4, False, regs, mi * 8, out)
+            col = binop("+", binop("*", kk, 16 * e), binop("*", binop("//", lane, 16), 8 * e))
+            _ldmatrix(lw, g.A, [row, col], 4, False, regs, mi * 8 * e, out)
         else:  # A stored K x M: .trans
             krow = binop("+", binop("*", kk, 16), binop("+", binop("%", lane, 8), binop("*", binop("//", lane, 16), 8)))
             mcol = binop("+", m0, binop("*", binop("%", binop("//", lane, 8), 2), 8))
@@ -109,7 +114,8 @@ def _operand_a(lw: Lowerer, g: Gemm, w: Warp, am: int, kk: Var, k: int, out: lis
 def _operand_b(lw: Lowerer, g: Gemm, w: Warp, an: int, kk: Var, tn: int, out: list[TStmt]) -> tuple[Mem, Expr]:
     if g.B.buffer.scope == "fragment":
         return lw.mem_of(g.B.buffer), binop("*", kk, an * 4)
-    regs = lw.scratch_reg("b_frag", g.B.dtype, an * 4)
+    e = 16 // g.B.dtype.bits
+    regs = lw.scratch_reg("b_frag", g.B.dtype, an * 4 * e)
     lane = w.lane
     for ni in range(0, an, 2):
         num = 4 if ni + 1 < an else 2
@@ -121,18 +127,18 @@ def _operand_b(lw: Lowerer, g: Gemm, w: Warp, an: int, kk: Var, tn: int, out: li
             _ldmatrix(lw, g.B, [krow, ncol], num, True, regs, ni * 4, out)
         else:  # B stored N x K (e.g. K^T in attention)
             nrow = binop("+", n0, binop("+", binop("%", lane, 8), binop("*", binop("//", lane, 16), 8)))
-            kcol = binop("+", binop("*", kk, 16), binop("*", binop("%", binop("//", lane, 8), 2), 8))
-            _ldmatrix(lw, g.B, [nrow, kcol], num, False, regs, ni * 4, out)
+            kcol = binop("+", binop("*", kk, 16 * e), binop("*", binop("%", binop("//", lane, 8), 2), 8 * e))
+            _ldmatrix(lw, g.B, [nrow, kcol], num, False, regs, ni * 4 * e, out)
     return regs, const(0)
 
 
 def _ldmatrix(lw: Lowerer, r: Region, local: list[Expr], num: int, trans: bool, regs: Mem, off: int,
               out: list[TStmt]) -> None:
-    """``ldmatrix`` of the rows at ``local`` (tile coordinates of the region) into ``regs[off:]``."""
+    """``ldmatrix`` of the 16-byte rows at ``local`` (tile coordinates of the region) into ``regs[off:]``."""
     buf = r.buffer
-    if r.dtype.bits != 16 or not _rows_contiguous(lw, r):
-        raise TilecError(f"T.gemm operand {buf.name!r}: its shared layout does not keep 8-element rows contiguous, "
-                         "which ldmatrix needs", lw.loc)
+    if r.dtype.bits not in (8, 16) or (trans and r.dtype.bits != 16) or not _rows_contiguous(lw, r):
+        raise TilecError(f"T.gemm operand {buf.name!r}: its shared layout does not keep 16-byte rows contiguous "
+                         "and aligned, which ldmatrix needs", lw.loc)
     idx, k = [], 0
     for s, e in zip(r.starts, r.extents):
         if isinstance(e, int) and e == 1:
@@ -146,10 +152,11 @@ def _ldmatrix(lw: Lowerer, r: Region, local: list[Expr], num: int, trans: bool, 
 def _rows_contiguous(lw: Lowerer, r: Region) -> bool:
     table = lw.shared_layout(r.buffer).eval_table()
     rows = table.reshape(-1, table.shape[-1] if table.ndim > 1 else table.shape[0])
-    if rows.shape[-1] % 8:
+    per = 128 // r.dtype.bits  # elements of a 16-byte ldmatrix row
+    if rows.shape[-1] % per:
         return False
-    b = rows.reshape(rows.shape[0], -1, 8)
-    return bool(np.all(b[:, :, 1:] - b[:, :, :-1] == 1) and np.all(b[:, :, 0] % 8 == 0))
+    b = rows.reshape(rows.shape[0], -1, per)
+    return bool(np.all(b[:, :, 1:] - b[:, :, :-1] == 1) and np.all(b[:, :, 0] % per == 0))
 
 
 def _simt(lw: Lowerer, g: Gemm) -> TStmt:

@@ -151,9 +151,10 @@ class PrintOp(TStmt):
 
 @dataclass(frozen=True, eq=False)
 class Mma(TStmt):
-    """``mma.sync.aligned.m16n8k16`` of one warp: C[c:c+4] += A[a:a+8] x B[b:b+4] (register offsets).
+    """``mma.sync.aligned`` of one warp: C[c:c+4] += A[a:a+8e] x B[b:b+4e] (register offsets, in elements).
 
-    ``ab_dtype`` is float16 or bfloat16, the accumulator float32. Register order is the PTX ISA's.
+    fp16/bf16 operands (e = 1) make it ``m16n8k16``, fp8 ones (e4m3 or e5m2, e = 2) ``m16n8k32``; the
+    accumulator is float32. Register order is the PTX ISA's.
     """
 
     a: Mem
@@ -196,10 +197,12 @@ class WgmmaOperand:
 
 @dataclass(frozen=True, eq=False)
 class Wgmma(TStmt):
-    """``wgmma.mma_async.sync.aligned.m64n{n}k16.f32`` of one warpgroup: C[c_off : c_off + n/2] (+)= A x B.
+    """``wgmma.mma_async.sync.aligned.m64n{n}k{16|32}.f32`` of one warpgroup: C[c_off : c_off + n/2] (+)= A x B,
+    K 16 for fp16/bf16 and 32 for fp8 (``dtype`` is A's; B's is its mem's).
 
-    A is a :class:`WgmmaOperand` (shared memory) or registers ``a_regs[a_off : a_off + 8]`` (the m16n8k16 A
-    layout in each warp, warp w of the group holding rows 16w..16w+15); B is a :class:`WgmmaOperand`.
+    A is a :class:`WgmmaOperand` (shared memory) or, for 16-bit types, registers ``a_regs[a_off : a_off + 8]``
+    (the m16n8k16 A layout in each warp, warp w of the group holding rows 16w..16w+15); B is a
+    :class:`WgmmaOperand`.
     Asynchronous: its results are defined after :class:`WgmmaWait`."""
 
     n: int

@@ -1,15 +1,16 @@
 """``T.gemm`` on Hopper through ``wgmma.mma_async`` (sm_90a; experimental: the ``wgmma`` pass config).
 
 A block of ``threads / 128`` warpgroups splits the tile along M; each computes ``tile_m x N`` in atoms of
-``m64nNk16`` (N up to 256). A comes from shared memory (K-major: the tile is stored M x K) or from a register
-fragment (each warp's 16 rows in the mma.sync A layout, when a warpgroup's tile is 64 rows); B comes from shared
-memory, K-major (stored N x K, ``transpose_B``) or N-major (stored K x N). Operand tiles use tilec's swizzled
+``m64nNk16`` (fp16, bf16) or ``m64nNk32`` (fp8; N up to 256). A comes from shared memory (K-major: the tile is
+stored M x K) or, for 16-bit types, from a register fragment (each warp's 16 rows in the mma.sync A layout, when a
+warpgroup's tile is 64 rows); B comes from shared memory, K-major (stored N x K, ``transpose_B``) or, for 16-bit
+types, N-major (stored K x N). Operand tiles use tilec's swizzled
 layouts (:func:`~tilec.lower.layouts.operand_layout`), which are the PTX ISA's canonical layouts: rows of S bytes
 (S = 128, 64 or 32) with the XOR swizzle of bits [4, 4+log2(S/16)) by bits [7, ...), panels of S bytes one after
 another when a row is longer. In those terms, the matrix descriptor of a tile has
 
-* K-major: stride byte offset (between 8-row groups) ``8 S``; leading byte offset unused (K16 = 32 bytes fits a
-  row of the swizzle atom); the start address advances 32 bytes per k-step inside a panel;
+* K-major: stride byte offset (between 8-row groups) ``8 S``; leading byte offset unused (one instruction's K,
+  32 bytes, fits a row of the swizzle atom); the start address advances 32 bytes per k-step inside a panel;
 * N-major: stride byte offset (between groups of 8 K-rows) ``8 S``; leading byte offset (between panels of
   ``S / 2`` columns) ``rows x S``; the start address advances ``16 S`` per k-step.
 
@@ -33,6 +34,8 @@ from tilec.lower.tir import FenceProxyAsync, TStmt, Wgmma, WgmmaCommit, WgmmaFen
 from tilec.lower.tir import seq as tseq
 
 WARPGROUP = 128
+_FP8 = (dt.float8_e4m3, dt.float8_e5m2)
+_PTX_TYPE = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
 _MODE = {128: 1, 64: 2, 32: 3}  # the descriptor's swizzle field
 
 
@@ -45,13 +48,17 @@ def wgmma_plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN201 -
     from tilec.passes.layout_inference import GemmPlan
 
     groups = threads // WARPGROUP
-    if threads % WARPGROUP or g.A.dtype not in (dt.float16, dt.bfloat16) or g.B.dtype is not g.A.dtype:
+    a, b = g.A.buffer, g.B.buffer
+    fp8 = g.A.dtype in _FP8 and g.B.dtype in _FP8
+    if threads % WARPGROUP or not (fp8 or (g.A.dtype in (dt.float16, dt.bfloat16) and g.B.dtype is g.A.dtype)):
         return None
-    if g.C.dtype is not dt.float32 or g.C.buffer.scope != "fragment" or not g.C.is_full() or k % 16:
+    if fp8 and (a.scope != "shared" or not g.transpose_B):  # fp8 operands: K-major, from shared memory
+        return None
+    k_atom = 32 if fp8 else 16
+    if g.C.dtype is not dt.float32 or g.C.buffer.scope != "fragment" or not g.C.is_full() or k % k_atom:
         return None
     if m % (64 * groups) or n % 8 or (n > 256 and n % 256) or g.transpose_A:
         return None
-    a, b = g.A.buffer, g.B.buffer
     if a.scope == "fragment" and m // groups != 64:
         return None
     if a.scope == "shared" and swizzle_bytes(_tile(a), a.dtype) is None:
@@ -61,7 +68,7 @@ def wgmma_plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN201 -
     sw = swizzle_bytes(_tile(b), b.dtype)
     if sw is None or (not g.transpose_B and min(n, 256) % (sw * 8 // b.dtype.bits)):
         return None
-    return GemmPlan(groups, 1, "wgmma", f"(m64n{min(n, 256)}k16, {groups} warpgroup(s) along M)")
+    return GemmPlan(groups, 1, "wgmma", f"(m64n{min(n, 256)}k{k_atom}, {groups} warpgroup(s) along M)")
 
 
 def wgmma_layouts(g: Gemm, m: int, n: int, k: int, plan) -> list:  # noqa: ANN001
@@ -98,7 +105,8 @@ def _operand(lw: Lowerer, r: Region, row0: Expr, col0: Expr, k_major: bool) -> W
 def lower_wgmma(lw: Lowerer, g: Gemm, groups: int, _: int) -> TStmt:
     m, n, k = (int(x) for x in g.mnk)
     tm = m // groups
-    am, n_atom, ks = tm // 64, min(n, 256), k // 16
+    ka = 256 // g.A.dtype.bits  # K of one instruction: 16 (fp16, bf16) or 32 (fp8), 32 bytes of a row either way
+    am, n_atom, ks = tm // 64, min(n, 256), k // ka
     an = n // n_atom
     wg = binop("//", lw.tx, WARPGROUP)
     c = lw.mem_of(g.C.buffer)
@@ -110,13 +118,13 @@ def lower_wgmma(lw: Lowerer, g: Gemm, groups: int, _: int) -> TStmt:
     for kk in range(ks):
         for mi in range(am):
             row = binop("+", binop("*", wg, tm), mi * 64)
-            a = None if a_regs is not None else _operand(lw, g.A, row, const(kk * 16), True)
-            a_off = const(kk * 8)  # register A: local (ki * 8 + r), one m-atom (see wgmma_plan)
+            a = None if a_regs is not None else _operand(lw, g.A, row, const(kk * ka), True)
+            a_off = const(kk * 8)  # register A (16-bit only): local (ki * 8 + r), one m-atom (see wgmma_plan)
             for ni in range(an):
                 if g.transpose_B:  # stored N x K: K-major
-                    b = _operand(lw, g.B, const(ni * n_atom), const(kk * 16), True)
+                    b = _operand(lw, g.B, const(ni * n_atom), const(kk * ka), True)
                 else:  # stored K x N: N-major
-                    b = _operand(lw, g.B, const(kk * 16), const(ni * n_atom), False)
+                    b = _operand(lw, g.B, const(kk * ka), const(ni * n_atom), False)
                 off = const((mi * an + ni) * (n_atom // 2))
                 parts.append(Wgmma(n_atom, a, a_regs, a_off, b, c, off, g.A.dtype))
     parts += [WgmmaCommit(), WgmmaWait(0, c)]
@@ -132,17 +140,19 @@ def uses_wgmma(lw: Lowerer) -> bool:
 
 
 def _helper(e: CEmitter, s: Wgmma) -> str:
-    ty = "f16" if s.dtype is dt.float16 else "bf16"
+    fp8 = s.dtype.bits == 8
+    ka = 32 if fp8 else 16
+    ty = f"{_PTX_TYPE[s.dtype.name]}.{_PTX_TYPE[s.b.mem.dtype.name]}"
     kind = "ss" if s.a is not None else "rs"
     trans_b = 0 if s.b.k_major else 1
-    name = f"wgmma_m64n{s.n}k16_{kind}_{ty}_t{trans_b}"
+    name = f"wgmma_m64n{s.n}k{ka}_{kind}_{ty.replace('.', '_')}_t{trans_b}"
     if name not in e.helpers:
         regs = s.n // 2
         d = ", ".join(f"%{i}" for i in range(regs))
         outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-        if kind == "ss":
+        if kind == "ss":  # scale-d = p, scale-a = scale-b = 1; the transpose immediates exist for 16-bit types only
             sig = "float* d, unsigned long long da, unsigned long long db"
-            ops = f"%{regs}, %{regs + 1}, p, 1, 1, 0, {trans_b}"
+            ops = f"%{regs}, %{regs + 1}, p, 1, 1" + ("" if fp8 else f", 0, {trans_b}")
             ins = '"l"(da), "l"(db)'
         else:
             sig = "float* d, const void* a, unsigned long long db"
@@ -153,7 +163,7 @@ def _helper(e: CEmitter, s: Wgmma) -> str:
         e.helpers[name] = (
             f"namespace tl {{\n__device__ __forceinline__ void {name}({sig}) {{\n"
             f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"\n'
-            f'               "wgmma.mma_async.sync.aligned.m64n{s.n}k16.f32.{ty}.{ty} {{{d}}}, {ops};\\n}}\\n"\n'
+            f'               "wgmma.mma_async.sync.aligned.m64n{s.n}k{ka}.f32.{ty} {{{d}}}, {ops};\\n}}\\n"\n'
             f"               : {outs}\n               : {ins});\n}}\n}}  // namespace tl\n")
     return name
 

@@ -214,7 +214,9 @@ class _Inference:
         reasons = []
         if tc is None or (self.target.sm and self.target.sm < 80):
             reasons.append(f"target {self.target}")
-        if g.A.dtype not in (dt.float16, dt.bfloat16) or g.B.dtype is not g.A.dtype:
+        if g.A.dtype in _FP8 and g.B.dtype in _FP8 and tc is not None and tc.instr == "mma":
+            reasons += _fp8_reasons(g, self.target)
+        elif g.A.dtype not in (dt.float16, dt.bfloat16) or g.B.dtype is not g.A.dtype:
             reasons.append(f"operand dtype {g.A.dtype}")
         if g.C.dtype is not dt.float32:
             reasons.append(f"accumulator dtype {g.C.dtype}")
@@ -222,8 +224,9 @@ class _Inference:
             reasons.append("a transposed register operand")
         if not g.C.is_full() or g.C.buffer.scope != "fragment":
             reasons.append("C is not a whole fragment")
-        if self.T % lanes or k % 16:
-            reasons.append(f"K={k} is not a multiple of 16" if k % 16 else f"{self.T} threads")
+        k_atom = 256 // g.A.dtype.bits if g.A.dtype.bits in (8, 16) else 16
+        if self.T % lanes or k % k_atom:
+            reasons.append(f"K={k} is not a multiple of {k_atom}" if k % k_atom else f"{self.T} threads")
         grid = None if reasons or tc is None else _warp_grid(g.policy, warps, m, n, tc.atom)
         if grid is None:
             if not reasons and tc is not None:
@@ -351,6 +354,22 @@ class _Inference:
 
 def _line(op: Any) -> int:
     return op.loc.line if op.loc else 0
+
+
+_FP8 = (dt.float8_e4m3, dt.float8_e5m2)
+
+
+def _fp8_reasons(g: Gemm, target: Target) -> list[str]:
+    """Why ``mma.sync.m16n8k32`` cannot run an fp8 gemm (none when it can): it needs sm_89+ and K-major operands
+    in shared memory (ldmatrix transposes only 16-bit elements)."""
+    out = []
+    if target.sm < 89:
+        out.append(f"fp8 tensor cores need sm_89 or newer, target {target}")
+    if g.A.buffer.scope != "shared" or g.B.buffer.scope != "shared":
+        out.append("an fp8 operand in registers")
+    if g.transpose_A or not g.transpose_B:
+        out.append("fp8 operands must be K-major (A stored M x K, B stored N x K with transpose_B=True)")
+    return out
 
 
 def _warp_grid(policy: str, warps: int, m: int, n: int, atom: tuple[int, int] = (16, 8)) -> tuple[int, int] | None:

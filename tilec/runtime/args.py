@@ -154,7 +154,10 @@ def _shape_text(shape: tuple) -> str:
 
 
 def allocate_like(buf: Buffer, shape: tuple[int, ...], like: Any) -> Any:
-    """A new array of ``shape`` for ``buf`` in the framework and on the device of ``like`` (numpy if None)."""
+    """A new array of ``shape`` for ``buf`` in the framework and on the device of ``like`` (numpy if None).
+
+    Numpy outputs (the interpreters') start as NaN, or the type's minimum for integers, so elements a kernel
+    leaves unwritten show; GPU outputs are left uninitialized (filling them would cost a kernel launch)."""
     storage = dt.int8 if buf.dtype is dt.int4 else buf.dtype
     fw = type(like).__module__.split(".")[0] if like is not None else "numpy"
     if fw == "torch":
@@ -171,4 +174,8 @@ def allocate_like(buf: Buffer, shape: tuple[int, ...], like: Any) -> Any:
 
         with cupy.cuda.Device(like.device.id):
             return cupy.empty(shape, dtype=storage.np)
-    return np.empty(shape, dtype=storage.np)
+    if storage.is_float:
+        return np.full(shape, np.nan, dtype=storage.np)
+    if storage is dt.boolean:
+        return np.zeros(shape, dtype=storage.np)
+    return np.full(shape, np.iinfo(storage.np).min, dtype=storage.np)

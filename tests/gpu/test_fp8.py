@@ -1,0 +1,58 @@
+"""The fp8 gemm (examples/06_fp8_gemm.py) on the GPU against a float64 reference of the same quantized inputs:
+``mma.sync.m16n8k32`` (sm_89+) and, on Hopper, ``wgmma.m64nNk32``; torch's ``_scaled_mm`` (cuBLAS) on the same
+inputs agrees within bfloat16 rounding."""
+
+import numpy as np
+import pytest
+
+import tilec
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+
+
+def _cc() -> tuple[int, int]:
+    return torch.cuda.get_device_capability() if torch.cuda.is_available() else (0, 0)
+
+
+def _inputs(fp8, M, N, K):
+    rng = np.random.default_rng()
+    a, sa = fp8.quantize(rng.standard_normal((M, K)), 1)
+    b, sb = fp8.quantize(rng.standard_normal((N, K)), 1)
+    ref = (a.astype(np.float64) @ b.astype(np.float64).T) * sa[:, None] * sb[None, :]
+    dev = [torch.from_numpy(x.view(np.uint8)).cuda().view(torch.float8_e4m3fn) for x in (a, b)]
+    return (*dev, torch.from_numpy(sa).cuda(), torch.from_numpy(sb).cuda()), torch.from_numpy(ref)
+
+
+def _rel(out, ref):
+    out = out.double().cpu()
+    assert not torch.isnan(out).any()
+    return (torch.linalg.norm(out - ref) / torch.linalg.norm(ref)).item()
+
+
+@pytest.mark.skipif(_cc() < (8, 9), reason="fp8 tensor cores need sm_89+")
+@pytest.mark.parametrize("mnk", [(1000, 1000, 1024), (512, 768, 256)])
+def test_fp8_gemm_mma(examples, mnk):
+    fp8 = examples["06_fp8_gemm"]
+    k = tilec.JITKernel(fp8.fp8_matmul.fn(*mnk, threads=256), "cuda", [-1])
+    assert "mma (" in k.report()
+    args, ref = _inputs(fp8, *mnk)
+    assert _rel(k(*args), ref) < 8e-3
+
+
+@pytest.mark.skipif(_cc() != (9, 0), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("cfg", [(128, 256, 128, 3, 256), (128, 128, 64, 4, 128)])
+def test_fp8_gemm_wgmma(examples, cfg):
+    fp8 = examples["06_fp8_gemm"]
+    bm, bn, bk, st, th = cfg
+    M, N, K = 1000, 1000, 1024
+    k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th),
+                        "cuda", [-1], pass_configs={"wgmma": True})
+    assert "wgmma (m64n" in k.report()
+    args, ref = _inputs(fp8, M, N, K)
+    out = k(*args)
+    assert _rel(out, ref) < 8e-3
+    if hasattr(torch, "_scaled_mm"):
+        a, b, sa, sb = args
+        peer = torch._scaled_mm(a, b.t(), scale_a=sa[:, None], scale_b=sb[None, :], out_dtype=torch.bfloat16)
+        assert _rel(out, peer.double().cpu()) < 8e-3

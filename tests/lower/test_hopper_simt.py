@@ -1,0 +1,142 @@
+"""The Hopper and fp8 paths, run by the thread interpreter against float64 numpy: ``wgmma`` (pass config, target
+``simt:sm_90a``) for fp16/bf16 gemms and flash attention, and fp8 gemms on ``mma.sync.m16n8k32`` (sm_89+) and
+``wgmma.m64nNk32``. The interpreter emulates both instructions from the PTX ISA's fragment and descriptor layouts
+and checks shared-memory accesses for races, bounds and pending cp.async writes; each test also checks which
+instruction the gemm took, so a silent fallback to scalar FMAs fails."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_close, load_example, randn
+
+import tilec
+
+WGMMA = {"wgmma": True}
+
+
+def _compile(kernel, target: str, out_idx, wgmma: bool = False) -> tilec.JITKernel:
+    return tilec.JITKernel(kernel.prim_func, target, out_idx, pass_configs=WGMMA if wgmma else None)
+
+
+def _gemm_note(kernel: tilec.JITKernel) -> str:
+    return next(line for line in kernel.report().splitlines() if "note: T.gemm" in line)
+
+
+GEMM = [  # (M, N, K, tile kwargs): ragged sizes, two warpgroups, n > 256 in two atoms, bf16
+    (64, 64, 64, {"block_M": 64, "block_N": 64, "block_K": 32}),
+    (100, 72, 80, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}),
+    (130, 64, 64, {"block_M": 128, "block_N": 64, "block_K": 64, "threads": 256, "num_stages": 2}),
+    (64, 512, 32, {"block_M": 64, "block_N": 512, "block_K": 32, "num_stages": 1}),
+    (64, 80, 48, {"block_M": 64, "block_N": 128, "block_K": 16, "dtype": "bfloat16"}),
+]
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles"), GEMM, ids=lambda x: str(x) if not isinstance(x, dict) else "")
+def test_wgmma_gemm(rng, M, N, K, tiles):
+    kernel = _compile(load_example("01_gemm").matmul(M, N, K, **tiles), "simt:sm_90a", [-1], wgmma=True)
+    assert "wgmma (m64n" in _gemm_note(kernel)
+    dtype = tiles.get("dtype", "float16")
+    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_wgmma_flash_attention(rng, causal):
+    """P stays in registers: the second gemm takes its A operand from the accumulator fragment."""
+    fa = load_example("03_flash_attention")
+    b, h, n, d = 1, 2, 100, 64
+    kernel = _compile(fa.flash_attention(b, h, n, d, causal, block_M=64, block_N=64, threads=128, num_stages=2),
+                      "simt:sm_90a", [3], wgmma=True)
+    assert kernel.report().count("wgmma (m64n") == 2
+    q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
+    assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+def test_wgmma_needs_its_pass_config():
+    kernel = _compile(load_example("01_gemm").matmul(64, 64, 64, block_M=64, block_N=64), "simt:sm_90a", [-1])
+    assert "mma (" in _gemm_note(kernel)
+
+
+# ---------------------------------------------------------------------------------------------------------- fp8
+
+
+def _fp8_inputs(rng, M: int, N: int, K: int, b_dtype: str = "float8_e4m3"):
+    fp8 = load_example("06_fp8_gemm")
+    a, sa = fp8.quantize(rng.standard_normal((M, K)), 1)
+    b, sb = fp8.quantize(rng.standard_normal((N, K)), 1)
+    if b_dtype == "float8_e5m2":
+        import ml_dtypes
+
+        b = b.astype(np.float32).astype(ml_dtypes.float8_e5m2)
+    ref = (a.astype(np.float64) @ b.astype(np.float64).T) * sa[:, None] * sb[None, :]
+    return (a, b, sa, sb), ref
+
+
+FP8 = [  # (target, wgmma, M, N, K, tile kwargs, instruction note)
+    ("simt:sm_90", False, 64, 64, 64, {"block_M": 64, "block_N": 64, "block_K": 64}, "mma ("),
+    ("simt:sm_89", False, 100, 72, 160, {"block_M": 64, "block_N": 64, "block_K": 64, "num_stages": 2}, "mma ("),
+    ("simt:sm_90", False, 40, 40, 96, {"block_M": 32, "block_N": 32, "block_K": 32, "threads": 128}, "mma ("),
+    ("simt:sm_90a", True, 100, 72, 160, {"block_M": 64, "block_N": 64, "block_K": 64, "num_stages": 2},
+     "wgmma (m64n64k32"),
+    ("simt:sm_90a", True, 130, 128, 128, {"block_M": 128, "block_N": 128, "block_K": 128, "threads": 256,
+                                          "num_stages": 2}, "wgmma (m64n128k32"),
+    ("simt:sm_80", False, 40, 24, 64, {"block_M": 32, "block_N": 32, "block_K": 32}, "fallback: fp8 tensor cores need"),
+]
+
+
+@pytest.mark.parametrize(("target", "wgmma", "M", "N", "K", "tiles", "note"), FP8,
+                         ids=lambda x: str(x) if not isinstance(x, dict) else "")
+def test_fp8_gemm(rng, target, wgmma, M, N, K, tiles, note):
+    kernel = _compile(load_example("06_fp8_gemm").fp8_matmul(M, N, K, **tiles), target, [-1], wgmma=wgmma)
+    assert note in _gemm_note(kernel)
+    args, ref = _fp8_inputs(rng, M, N, K)
+    c = kernel(*args)
+    assert c.dtype.name == "bfloat16"
+    assert_close(c, ref, "bfloat16")
+
+
+@tilec.jit(out_idx=[-1])
+def _one_tile(M, N, K, a_dtype, b_dtype, transpose_B=True, threads=128):
+    """C = A @ B^T (or A @ B) of one tile, fp8 operands of any mix, a float32 result."""
+    import tilec.language as T
+
+    b_shape = (N, K) if transpose_B else (K, N)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), a_dtype), B: T.Tensor(b_shape, b_dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, 1, threads=threads) as (bx, by):
+            A_s = T.alloc_shared((M, K), a_dtype)
+            B_s = T.alloc_shared(b_shape, b_dtype)
+            C_f = T.alloc_fragment((M, N), "float32")
+            T.copy(A[0, 0], A_s)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_s, B_s, C_f, transpose_B=transpose_B, clear_accum=True)
+            T.copy(C_f, C[0, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("wgmma", [False, True])
+def test_fp8_mixed_e4m3_e5m2(rng, wgmma):
+    """A in e4m3, B in e5m2: both instructions take mixed fp8 types."""
+    import ml_dtypes
+
+    kernel = _compile(_one_tile(64, 64, 64, "float8_e4m3", "float8_e5m2"), "simt:sm_90a", [-1], wgmma)
+    assert ("wgmma (m64n64k32" if wgmma else "mma (") in _gemm_note(kernel)
+    a = rng.standard_normal((64, 64)).astype(ml_dtypes.float8_e4m3fn)
+    b = (rng.standard_normal((64, 64)) * 4).astype(ml_dtypes.float8_e5m2)
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64).T, "float32")
+    source = tilec.JITKernel(kernel.prim_func, "cuda:sm_90a", [-1], pass_configs=WGMMA if wgmma else None)
+    assert (".e4m3.e5m2" in source.get_kernel_source())
+
+
+def test_fp8_operand_not_k_major_falls_back_with_the_reason():
+    import ml_dtypes
+
+    kernel = _compile(_one_tile(32, 32, 32, "float8_e4m3", "float8_e4m3", transpose_B=False), "simt:sm_90", [-1])
+    assert "fp8 operands must be K-major" in _gemm_note(kernel)
+    rng = np.random.default_rng()
+    a, b = (rng.standard_normal((32, 32)).astype(ml_dtypes.float8_e4m3fn) for _ in range(2))
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float32")
