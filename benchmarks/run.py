@@ -203,6 +203,34 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             _measure(rows, f"attention{' causal' if causal else ''}", f"{b}x{h}x{n}x{d}", impls, ref, flops, 0, quick)
 
 
+def case_mla(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
+    """DeepSeek MLA decode: 128 query heads on one latent KV head, d = 512 + 64, the shapes of ANCHORS.md."""
+    import torch
+
+    mla = importlib.import_module("07_mla_decode")
+    heads, kvh, s, dv, dpe = 128, 1, 8192, 512, 64
+    for batch in (64,) if quick else (64, 132):
+        q, q_pe = (torch.randn(batch, heads, d, device="cuda").half() for d in (dv, dpe))
+        kv, k_pe = (torch.randn(batch, s, kvh, d, device="cuda").half() for d in (dv, dpe))
+
+        def naive(q=q, q_pe=q_pe, kv=kv, k_pe=k_pe, out=torch.half) -> Any:  # a PyTorch prototype: bmm, softmax
+            scores = torch.bmm(q, kv[:, :, 0].transpose(1, 2)) + torch.bmm(q_pe, k_pe[:, :, 0].transpose(1, 2))
+            p = torch.softmax(scores.to(torch.float32 if out is torch.half else out) * (dv + dpe) ** -0.5, -1).to(out)
+            return torch.bmm(p, kv[:, :, 0])
+
+        ref = naive(*(x.double() for x in (q, q_pe, kv, k_pe)), out=torch.double)
+        impls: dict[str, Callable] = {"torch bmm": naive}
+        for st in (1, 2):
+            kern = mla.mla_decode(batch, heads, kvh, s, num_stages=st)
+            impls[f"tilec 64x64 {st} stage{'s' if st > 1 else ''}"] = lambda k=kern, x=(q, q_pe, kv, k_pe): k(*x)
+        if "tilelang" in peers:
+            for tag, fn in peers["tilelang"].mla_decode_impls(batch, heads, kvh, s).items():
+                impls[tag] = lambda fn=fn, x=(q, q_pe, kv, k_pe): fn(*x)
+        flops = 2.0 * batch * heads * s * (dv + dpe + dv)
+        nbytes = 2.0 * batch * s * kvh * (dv + dpe)  # the KV cache, read once per head group's block
+        _measure(rows, "mla decode fp16", f"b{batch} h{heads} s{s}", impls, ref, flops, nbytes, quick)
+
+
 def case_softmax(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import torch
 
@@ -302,8 +330,8 @@ def _startup() -> dict[str, float]:
             "total_s": imp + kern}
 
 
-CASES = {"gemm": case_gemm, "gemm_fp8": case_gemm_fp8, "attention": case_attention, "softmax": case_softmax,
-         "norms": case_norms, "host": case_host}
+CASES = {"gemm": case_gemm, "gemm_fp8": case_gemm_fp8, "attention": case_attention, "mla": case_mla,
+         "softmax": case_softmax, "norms": case_norms, "host": case_host}
 
 
 def _peers() -> tuple[dict[str, Any], list[str]]:

@@ -128,3 +128,68 @@ def _fp8_gemm(M, N, K, bm, bn, bk, stages, threads):
 def fp8_gemm_impls(M, N, K):
     return {f"tilelang {bm}x{bn}x{bk}": _fp8_gemm(M, N, K, bm, bn, bk, 3, th)
             for bm, bn, bk, th in ((128, 128, 128, 128), (128, 256, 128, 256))}
+
+
+@functools.cache
+def _mla_decode(batch, heads, kv_heads, seqlen, dv=512, dpe=64, bh=64, bn=64, stages=2, threads=256):
+    """MLA decode (examples/07_mla_decode.py) in TileLang's language, with the block sizes of its own example
+    (block_N 64, block_H 64); one block per (head group, batch), no split over the KV sequence."""
+    scale = (1.0 / (dv + dpe)) ** 0.5 * 1.4426950408889634
+    group = heads // kv_heads
+    dtype, acc = "float16", "float32"
+
+    @tilelang.jit(out_idx=[4], pass_configs={tilelang.PassConfigKey.TL_ENABLE_FAST_MATH: True})
+    def build():
+        @T.prim_func
+        def main(Q: T.Tensor((batch, heads, dv), dtype), Q_pe: T.Tensor((batch, heads, dpe), dtype),
+                 KV: T.Tensor((batch, seqlen, kv_heads, dv), dtype),
+                 K_pe: T.Tensor((batch, seqlen, kv_heads, dpe), dtype), O: T.Tensor((batch, heads, dv), dtype)):
+            with T.Kernel(heads // bh, batch, threads=threads) as (bx, by):
+                Q_s = T.alloc_shared((bh, dv), dtype)
+                Qpe_s = T.alloc_shared((bh, dpe), dtype)
+                KV_s = T.alloc_shared((bn, dv), dtype)
+                Kpe_s = T.alloc_shared((bn, dpe), dtype)
+                P_s = T.alloc_shared((bh, bn), dtype)
+                S = T.alloc_fragment((bh, bn), acc)
+                O_f = T.alloc_fragment((bh, dv), acc)
+                m = T.alloc_fragment((bh,), acc)
+                m_prev = T.alloc_fragment((bh,), acc)
+                r = T.alloc_fragment((bh,), acc)
+                ls = T.alloc_fragment((bh,), acc)
+                l = T.alloc_fragment((bh,), acc)
+                kvh = bx * bh // group
+                T.copy(Q[by, bx * bh : (bx + 1) * bh, :], Q_s)
+                T.copy(Q_pe[by, bx * bh : (bx + 1) * bh, :], Qpe_s)
+                T.fill(O_f, 0)
+                T.fill(l, 0)
+                T.fill(m, -T.infinity(acc))
+                for k in T.Pipelined(T.ceildiv(seqlen, bn), num_stages=stages):
+                    T.copy(KV[by, k * bn : (k + 1) * bn, kvh, :], KV_s)
+                    T.copy(K_pe[by, k * bn : (k + 1) * bn, kvh, :], Kpe_s)
+                    T.clear(S)
+                    T.gemm(Q_s, KV_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+                    T.gemm(Qpe_s, Kpe_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullCol)
+                    T.copy(m, m_prev)
+                    T.reduce_max(S, m, dim=1, clear=False)
+                    for i in T.Parallel(bh):
+                        r[i] = T.exp2(m_prev[i] * scale - m[i] * scale)
+                    for i, j in T.Parallel(bh, bn):
+                        S[i, j] = T.exp2(S[i, j] * scale - m[i] * scale)
+                    T.reduce_sum(S, ls, dim=1)
+                    for i in T.Parallel(bh):
+                        l[i] = l[i] * r[i] + ls[i]
+                    T.copy(S, P_s)
+                    for i, j in T.Parallel(bh, dv):
+                        O_f[i, j] *= r[i]
+                    T.gemm(P_s, KV_s, O_f, policy=T.GemmWarpPolicy.FullCol)
+                for i, j in T.Parallel(bh, dv):
+                    O_f[i, j] /= l[i]
+                T.copy(O_f, O[by, bx * bh : (bx + 1) * bh, :])
+
+        return main
+
+    return build()
+
+
+def mla_decode_impls(batch, heads, kv_heads, seqlen):
+    return {"tilelang 64x64": _mla_decode(batch, heads, kv_heads, seqlen)}

@@ -82,7 +82,18 @@ def test_every_example_is_covered():
     # the kernel examples (04_recommend only ranks their configurations; 06_fp8_gemm: CDNA2 has no fp8, and
     # test_lowering_hip.py checks that the backend refuses it)
     kernels = {p.stem for p in EXAMPLES.glob("*.py")} - {"04_recommend"}
-    assert kernels == {"01_gemm", "02_softmax", "03_flash_attention", "05_norms", "06_fp8_gemm"}
+    assert kernels == {"01_gemm", "02_softmax", "03_flash_attention", "05_norms", "06_fp8_gemm", "07_mla_decode"}
+
+
+def test_mla_decode(rng):
+    mla = load_example("07_mla_decode")
+    b, h, kvh, s = 1, 128, 2, 70
+    kernel = hip_simt(mla.mla_decode(b, h, kvh, s), out_idx=[4])
+    q, q_pe = (randn(rng, (b, h, d), "float16") for d in (512, 64))
+    kv, k_pe = (randn(rng, (b, s, kvh, d), "float16") for d in (512, 64))
+    assert_close(kernel(q, q_pe, kv, k_pe), mla.reference(q, q_pe, kv, k_pe), "float16",
+                 scale=float(np.abs(kv.astype(np.float64)).max()))
+    assert_mfma(kernel)
 
 
 def test_norms_on_hip_simt(rng):

@@ -31,6 +31,7 @@ CASES = {  # name -> (example, factory, args, kwargs)
     "flash attention 1x8x1000x64": ("03_flash_attention", "flash_attention", (1, 8, 1000, 64, False), {}),
     "flash attention 1x8x1000x128 causal": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, True),
                                             {"num_stages": 2}),
+    "mla decode 64x128x1x8192": ("07_mla_decode", "mla_decode", (64, 128, 1, 8192), {}),
 }
 
 
@@ -81,7 +82,7 @@ def test_example_compiles_with_hipcc(case, tmp_path):
            f"{info['mfma']} MFMA"
     print(line)
     HIPCC_INFO.append(line)
-    assert (info["mfma"] > 0) == case.startswith(("gemm", "flash")), line  # the kernels with a T.gemm
+    assert (info["mfma"] > 0) == case.startswith(("gemm", "flash", "mla")), line  # the kernels with a T.gemm
     if case.startswith(("gemm", "softmax")):
         assert info["scratch"] == 0, line
 

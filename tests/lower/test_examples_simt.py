@@ -56,6 +56,24 @@ def test_norms(rng, M, N, block_M):
     assert_close(y, norms.reference_layer(x, w, b), "float16")
 
 
+MLA = [  # (batch, heads, kv_heads, seqlen, tile kwargs)
+    (1, 64, 1, 100, {}),  # seqlen not a multiple of block_N: masked columns
+    (2, 128, 2, 64, {"num_stages": 2}),  # two KV heads of 64 query heads each, a pipelined KV loop
+    (1, 32, 1, 80, {"block_H": 32, "block_N": 32, "threads": 128}),
+]
+
+
+@pytest.mark.parametrize(("b", "h", "kvh", "s", "tiles"), MLA, ids=lambda x: str(x) if not isinstance(x, dict) else "")
+def test_mla_decode(rng, b, h, kvh, s, tiles):
+    mla = load_example("07_mla_decode")
+    kernel = simt(mla.mla_decode(b, h, kvh, s, **tiles), out_idx=[4])
+    q, q_pe = (randn(rng, (b, h, d), "float16") for d in (512, 64))
+    kv, k_pe = (randn(rng, (b, s, kvh, d), "float16") for d in (512, 64))
+    assert_close(kernel(q, q_pe, kv, k_pe), mla.reference(q, q_pe, kv, k_pe), "float16",
+                 scale=float(np.abs(kv.astype(np.float64)).max()))
+    assert kernel.report().count("mma (FullRow)") == 3
+
+
 FLASH = [  # (batch, heads, seq, dim, causal, tile kwargs)
     (1, 1, 64, 32, False, {}),
     (1, 2, 100, 32, False, {}),  # seq not a multiple of the 64-row blocks
@@ -76,10 +94,10 @@ def test_flash_attention(rng, b, h, n, d, causal, tiles):
 
 
 def test_every_example_is_covered():
-    # 01-03 and 05 are kernels (run above and below); 04 ranks their configurations and runs as a script below;
-    # 06 (fp8) runs in test_hopper_simt.py on the sm_89/sm_90a paths and on sm_80's fallback
+    # 01-03, 05 and 07 are kernels (run above and below); 04 ranks their configurations and runs as a script
+    # below; 06 (fp8) runs in test_hopper_simt.py on the sm_89/sm_90a paths and on sm_80's fallback
     assert {p.stem for p in EXAMPLES.glob("*.py")} == {"01_gemm", "02_softmax", "03_flash_attention", "04_recommend",
-                                                       "05_norms", "06_fp8_gemm"}
+                                                       "05_norms", "06_fp8_gemm", "07_mla_decode"}
 
 
 def test_recommend_example_runs_on_the_simt_target():

@@ -25,6 +25,9 @@ from tilec.lower.parallel import lower_parallel
 from tilec.lower.tir import LdMatrix, Loop, Mem, Mma, TStmt, Write, seq
 
 GEMM_INSTRS: dict[str, Callable[[Lowerer, Gemm, int, int], TStmt]] = {}
+# ldmatrix instructions of a whole gemm (k-steps x loads per step) up to which its k-loop is unrolled: beyond, the
+# unrolled loads' distinct swizzled addresses stay live across the enclosing loop and spill (MLA decode: 96 and 68)
+UNROLLED_LOADS = 48
 
 
 def gemm_instr(name: str) -> Callable:
@@ -80,7 +83,10 @@ def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
             b_off = binop("+", b_base, ni * 4 * e)
             step.append(Mma(a_regs, a_off, b_regs, b_off, c, const((mi * an + ni) * 4)))
     body = seq(step)
-    parts.append(Loop(kk, const(ks), body, unroll=True) if ks > 1 else at(body, kk))
+    loads = sum(isinstance(x, LdMatrix) for x in step)
+    fragment = "fragment" in (g.A.buffer.scope, g.B.buffer.scope)  # register operands need constant offsets
+    unroll = fragment or ks * loads <= UNROLLED_LOADS
+    parts.append(Loop(kk, const(ks), body, unroll=unroll) if ks > 1 else at(body, kk))
     return seq(parts)
 
 
