@@ -377,6 +377,10 @@ def main(argv: list[str] | None = None) -> None:
     peers, notes = _peers()
     rows: list[Row] = []
     selected = [c for c in (args.only.split(",") if args.only else CASES) if c]
+    unknown = [c for c in selected if c not in CASES]
+    if unknown:
+        ap.error(f"--only: unknown case(s) {', '.join(unknown)}; the cases are {', '.join(CASES)}")
+    start = time.perf_counter()
     for name in selected:
         t0 = time.perf_counter()
         try:
@@ -384,6 +388,7 @@ def main(argv: list[str] | None = None) -> None:
         except Exception as e:  # noqa: BLE001
             notes.append(f"case {name} failed: {type(e).__name__}: {e}")
         print(f"# case {name}: {time.perf_counter() - t0:.1f} s", flush=True)
+    notes.append(f"wall time of the cases: {time.perf_counter() - start:.0f} s")
     result = {"date": datetime.date.today().isoformat(), "environment": environment(), "notes": notes,
               "rows": [asdict(r) for r in rows]}
     if args.json:
