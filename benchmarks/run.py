@@ -207,6 +207,8 @@ def case_mla(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     """DeepSeek MLA decode: 128 query heads on one latent KV head, d = 512 + 64, the shapes of ANCHORS.md."""
     import torch
 
+    import tilec
+
     mla = importlib.import_module("07_mla_decode")
     heads, kvh, s, dv, dpe = 128, 1, 8192, 512, 64
     for batch in (64,) if quick else (64, 132):
@@ -220,9 +222,11 @@ def case_mla(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
 
         ref = naive(*(x.double() for x in (q, q_pe, kv, k_pe)), out=torch.double)
         impls: dict[str, Callable] = {"torch bmm": naive}
-        for st in (1, 2):
-            kern = mla.mla_decode(batch, heads, kvh, s, num_stages=st)
-            impls[f"tilec 64x64 {st} stage{'s' if st > 1 else ''}"] = lambda k=kern, x=(q, q_pe, kv, k_pe): k(*x)
+        for st, wg in ((1, False), (2, False), (2, True)):
+            kern = tilec.JITKernel(mla.mla_decode.fn(batch, heads, kvh, s, num_stages=st), "cuda", [4],
+                                   pass_configs={"wgmma": wg})
+            tag = f"tilec 64x64 {st} stage{'s' if st > 1 else ''}{' wgmma' if wg else ''}"
+            impls[tag] = lambda k=kern, x=(q, q_pe, kv, k_pe): k(*x)
         if "tilelang" in peers:
             for tag, fn in peers["tilelang"].mla_decode_impls(batch, heads, kvh, s).items():
                 impls[tag] = lambda fn=fn, x=(q, q_pe, kv, k_pe): fn(*x)

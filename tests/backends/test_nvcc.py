@@ -41,6 +41,8 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
     "flash attention 1x8x1000x128 wgmma": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, False),
                                            {"block_M": 128, "block_N": 64, "threads": 256, "num_stages": 2},
                                            {"wgmma": True}, "HGMMA.64x64x16.F32"),
+    "mla decode 64x128x1x8192 wgmma": ("07_mla_decode", "mla_decode", (64, 128, 1, 8192), {"num_stages": 2},
+                                       {"wgmma": True}, "HGMMA.64x256x16.F32"),
     "fp8 gemm 4096^3 128x256x128 wgmma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096),
                                           {"block_N": 256, "block_K": 128, "threads": 256}, {"wgmma": True},
                                           "QGMMA.64x256x32.F32.E4M3.E4M3"),

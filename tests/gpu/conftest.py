@@ -28,7 +28,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def examples():
     sys.path.insert(0, str(EXAMPLES))
-    names = ("01_gemm", "02_softmax", "03_flash_attention", "05_norms", "06_fp8_gemm")
+    names = ("01_gemm", "02_softmax", "03_flash_attention", "05_norms", "06_fp8_gemm", "07_mla_decode")
     mods = {n: importlib.import_module(n) for n in names}
     yield mods
     sys.path.remove(str(EXAMPLES))

@@ -1,8 +1,8 @@
 """The Hopper and fp8 paths, run by the thread interpreter against float64 numpy: ``wgmma`` (pass config, target
-``simt:sm_90a``) for fp16/bf16 gemms and flash attention, and fp8 gemms on ``mma.sync.m16n8k32`` (sm_89+) and
-``wgmma.m64nNk32``. The interpreter emulates both instructions from the PTX ISA's fragment and descriptor layouts
-and checks shared-memory accesses for races, bounds and pending cp.async writes; each test also checks which
-instruction the gemm took, so a silent fallback to scalar FMAs fails."""
+``simt:sm_90a``) for fp16/bf16 gemms, flash attention and MLA decode, and fp8 gemms on ``mma.sync.m16n8k32``
+(sm_89+) and ``wgmma.m64nNk32``. The interpreter emulates both instructions from the PTX ISA's fragment and
+descriptor layouts and checks shared-memory accesses for races, bounds and pending cp.async writes; each test also
+checks which instruction the gemm took, so a silent fallback to scalar FMAs fails."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ GEMM = [  # (M, N, K, tile kwargs): ragged sizes, two warpgroups, n > 256 in two
     (130, 64, 64, {"block_M": 128, "block_N": 64, "block_K": 64, "threads": 256, "num_stages": 2}),
     (64, 512, 32, {"block_M": 64, "block_N": 512, "block_K": 32, "num_stages": 1}),
     (64, 80, 48, {"block_M": 64, "block_N": 128, "block_K": 16, "dtype": "bfloat16"}),
+    (70, 256, 64, {"block_M": 64, "block_N": 256, "block_K": 32, "threads": 256}),  # 2 warpgroups along N
 ]
 
 
@@ -52,6 +53,19 @@ def test_wgmma_flash_attention(rng, causal):
     q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
     assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
                  scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+@pytest.mark.parametrize("num_stages", [1, 2])
+def test_wgmma_mla_decode(rng, num_stages):
+    """64 heads on two warpgroups: every gemm splits its columns between them (the shared P tile feeds the last)."""
+    mla = load_example("07_mla_decode")
+    b, h, kvh, s = 1, 128, 2, 100
+    kernel = _compile(mla.mla_decode(b, h, kvh, s, num_stages=num_stages), "simt:sm_90a", [4], wgmma=True)
+    assert kernel.report().count("1 warpgroup(s) along M x 2 along N") == 3
+    q, q_pe = (randn(rng, (b, h, d), "float16") for d in (512, 64))
+    kv, k_pe = (randn(rng, (b, s, kvh, d), "float16") for d in (512, 64))
+    assert_close(kernel(q, q_pe, kv, k_pe), mla.reference(q, q_pe, kv, k_pe), "float16",
+                 scale=float(np.abs(kv.astype(np.float64)).max()))
 
 
 def test_wgmma_needs_its_pass_config():

@@ -1,13 +1,13 @@
 """``T.gemm`` on Hopper through ``wgmma.mma_async`` (sm_90a; experimental: the ``wgmma`` pass config).
 
-A block of ``threads / 128`` warpgroups splits the tile along M; each computes ``tile_m x N`` in atoms of
-``m64nNk16`` (fp16, bf16) or ``m64nNk32`` (fp8; N up to 256). A comes from shared memory (K-major: the tile is
-stored M x K) or, for 16-bit types, from a register fragment (each warp's 16 rows in the mma.sync A layout, when a
-warpgroup's tile is 64 rows); B comes from shared memory, K-major (stored N x K, ``transpose_B``) or, for 16-bit
-types, N-major (stored K x N). Operand tiles use tilec's swizzled
-layouts (:func:`~tilec.lower.layouts.operand_layout`), which are the PTX ISA's canonical layouts: rows of S bytes
-(S = 128, 64 or 32) with the XOR swizzle of bits [4, 4+log2(S/16)) by bits [7, ...), panels of S bytes one after
-another when a row is longer. In those terms, the matrix descriptor of a tile has
+A block of ``threads / 128`` warpgroups splits the tile along M (and along N where M has too few 64-row atoms);
+each computes its ``tile_m x tile_n`` in atoms of ``m64nNk16`` (fp16, bf16) or ``m64nNk32`` (fp8; N up to 256).
+A comes from shared memory (K-major: the tile is stored M x K) or, for 16-bit types, from a register fragment (each
+warp's 16 rows in the mma.sync A layout, when a warpgroup's tile is 64 rows and N is not split); B comes from shared
+memory, K-major (stored N x K, ``transpose_B``) or, for 16-bit types, N-major (stored K x N). Operand tiles use
+tilec's swizzled layouts (:func:`~tilec.lower.layouts.operand_layout`), which are the PTX ISA's canonical layouts:
+rows of S bytes (S = 128, 64 or 32) with the XOR swizzle of bits [4, 4+log2(S/16)) by bits [7, ...), panels of S
+bytes one after another when a row is longer. In those terms, the matrix descriptor of a tile has
 
 * K-major: stride byte offset (between 8-row groups) ``8 S``; leading byte offset unused (one instruction's K,
   32 bytes, fits a row of the swizzle atom); the start address advances 32 bytes per k-step inside a panel;
@@ -44,7 +44,8 @@ def _tile(buf: Buffer) -> tuple[int, int]:
 
 
 def wgmma_plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN201 - a GemmPlan or None
-    """The wgmma plan of a gemm (warpgroups along M), or None when wgmma cannot run it."""
+    """The wgmma plan of a gemm, or None when wgmma cannot run it: warpgroups along M where M allows (64 rows
+    each at least), the rest along N (MLA decode's 64-row head blocks on two warpgroups)."""
     from tilec.passes.layout_inference import GemmPlan
 
     groups = threads // WARPGROUP
@@ -57,23 +58,30 @@ def wgmma_plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN201 -
     k_atom = 32 if fp8 else 16
     if g.C.dtype is not dt.float32 or g.C.buffer.scope != "fragment" or not g.C.is_full() or k % k_atom:
         return None
-    if m % (64 * groups) or n % 8 or (n > 256 and n % 256) or g.transpose_A:
+    gm = next((d for d in range(groups, 0, -1) if groups % d == 0 and m % (64 * d) == 0), 0)
+    if not gm or g.transpose_A:
         return None
-    if a.scope == "fragment" and m // groups != 64:
+    gn = groups // gm
+    tn = n // gn
+    if n % gn or tn % 8 or (tn > 256 and tn % 256):
+        return None
+    if a.scope == "fragment" and (m // gm != 64 or gn > 1):  # each warp holds its own 16 rows of A
         return None
     if a.scope == "shared" and swizzle_bytes(_tile(a), a.dtype) is None:
         return None
     if b.scope != "shared" or a.scope not in ("shared", "fragment"):
         return None
     sw = swizzle_bytes(_tile(b), b.dtype)
-    if sw is None or (not g.transpose_B and min(n, 256) % (sw * 8 // b.dtype.bits)):
+    if sw is None or (not g.transpose_B and min(tn, 256) % (sw * 8 // b.dtype.bits)):
         return None
-    return GemmPlan(groups, 1, "wgmma", f"(m64n{min(n, 256)}k{k_atom}, {groups} warpgroup(s) along M)")
+    split = f"{gm} warpgroup(s) along M" + (f" x {gn} along N" if gn > 1 else "")
+    return GemmPlan(gm, gn, "wgmma", f"(m64n{min(tn, 256)}k{k_atom}, {split})")
 
 
 def wgmma_layouts(g: Gemm, m: int, n: int, k: int, plan) -> list:  # noqa: ANN001
     """(buffer, layout, why) the plan fixes: the accumulator, a register A operand, the shared operand tiles."""
-    out = [(g.C.buffer, make_wgmma_c_fragment(m, n, plan.warp_m, 1), f"wgmma accumulator, {plan.warp_m} warpgroups")]
+    out = [(g.C.buffer, make_wgmma_c_fragment(m, n, plan.warp_m, plan.warp_n),
+            f"wgmma accumulator, {plan.warp_m}x{plan.warp_n} warpgroups")]
     if g.A.buffer.scope == "fragment":
         out.append((g.A.buffer, make_mma_a_fragment(m, k, 4 * plan.warp_m, 1), "wgmma A operand in registers"))
     for buf in (g.A.buffer, g.B.buffer):
@@ -102,13 +110,14 @@ def _operand(lw: Lowerer, r: Region, row0: Expr, col0: Expr, k_major: bool) -> W
 
 
 @gemm_instr("wgmma")
-def lower_wgmma(lw: Lowerer, g: Gemm, groups: int, _: int) -> TStmt:
+def lower_wgmma(lw: Lowerer, g: Gemm, gm: int, gn: int) -> TStmt:
     m, n, k = (int(x) for x in g.mnk)
-    tm = m // groups
+    tm, tn = m // gm, n // gn
     ka = 256 // g.A.dtype.bits  # K of one instruction: 16 (fp16, bf16) or 32 (fp8), 32 bytes of a row either way
-    am, n_atom, ks = tm // 64, min(n, 256), k // ka
-    an = n // n_atom
+    am, n_atom, ks = tm // 64, min(tn, 256), k // ka
+    an = tn // n_atom
     wg = binop("//", lw.tx, WARPGROUP)
+    wg_m, wg_n = (binop("//", wg, gn), binop("%", wg, gn)) if gn > 1 else (wg, const(0))
     c = lw.mem_of(g.C.buffer)
     parts: list[TStmt] = []
     if g.clear_accum:
@@ -117,14 +126,15 @@ def lower_wgmma(lw: Lowerer, g: Gemm, groups: int, _: int) -> TStmt:
     a_regs = lw.mem_of(g.A.buffer) if g.A.buffer.scope == "fragment" else None
     for kk in range(ks):
         for mi in range(am):
-            row = binop("+", binop("*", wg, tm), mi * 64)
+            row = binop("+", binop("*", wg_m, tm), mi * 64)
             a = None if a_regs is not None else _operand(lw, g.A, row, const(kk * ka), True)
             a_off = const(kk * 8)  # register A (16-bit only): local (ki * 8 + r), one m-atom (see wgmma_plan)
             for ni in range(an):
+                col = binop("+", binop("*", wg_n, tn), ni * n_atom)
                 if g.transpose_B:  # stored N x K: K-major
-                    b = _operand(lw, g.B, const(ni * n_atom), const(kk * ka), True)
+                    b = _operand(lw, g.B, col, const(kk * ka), True)
                 else:  # stored K x N: N-major
-                    b = _operand(lw, g.B, const(kk * ka), const(ni * n_atom), False)
+                    b = _operand(lw, g.B, const(kk * ka), col, False)
                 off = const((mi * an + ni) * (n_atom // 2))
                 parts.append(Wgmma(n_atom, a, a_regs, a_off, b, c, off, g.A.dtype))
     parts += [WgmmaCommit(), WgmmaWait(0, c)]
