@@ -154,3 +154,49 @@ def test_fp8_operand_not_k_major_falls_back_with_the_reason():
     rng = np.random.default_rng()
     a, b = (rng.standard_normal((32, 32)).astype(ml_dtypes.float8_e4m3fn) for _ in range(2))
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float32")
+
+
+# ---------------------------------------------------------------------------------------- wgmma asynchrony
+
+
+def _run_thread_ir(kernel: tilec.JITKernel, tk, *arrays) -> None:
+    from tilec.backends.simt import SimtExecutable
+    from tilec.runtime.args import allocate_like, bind
+
+    SimtExecutable(tk, kernel.prim_func)(bind(kernel.prim_func, arrays, "cpu", allocate_like))
+
+
+def _with_waits(tk, n: int | None):
+    """Thread IR ``tk`` with every ``wgmma.wait_group`` changed to ``wait_group n`` (removed for None)."""
+    import dataclasses
+
+    from tilec.ir.visit import transform
+    from tilec.lower.tir import Seq, WgmmaWait, seq
+
+    def fn(node):
+        if isinstance(node, Seq) and any(isinstance(c, WgmmaWait) for c in node.stmts):
+            kept = [c if not isinstance(c, WgmmaWait) else dataclasses.replace(c, n=n) for c in node.stmts
+                    if n is not None or not isinstance(c, WgmmaWait)]
+            return seq(kept)
+        return None
+
+    return dataclasses.replace(tk, body=transform(tk.body, fn))
+
+
+def test_wgmma_waits_are_checked(rng):
+    """The emulation keeps wgmma's asynchrony: without its wait_group, a one-tile gemm's epilogue reads accumulators
+    still in flight; in a K loop, the next trip's cp.async overwrites the stage the group in flight reads, with no
+    wait or with ``wait_group 1``."""
+    from tilec.errors import RaceError
+
+    gemm = load_example("01_gemm").matmul
+    for K, n, hazard in ((32, None, r"reads wgmma accumulator C_f\[\d+\] while the wgmma is in flight"),
+                         (128, None, r"write of shared [AB]_s\[\d+\] while a wgmma reading it is in flight"),
+                         (128, 1, r"write of shared [AB]_s\[\d+\] while a wgmma reading it is in flight")):
+        kernel = _compile(gemm(64, 64, K, block_M=64, block_N=64, block_K=32, num_stages=2), "simt:sm_90a", [-1],
+                          wgmma=True)
+        tk = kernel.state.artifacts["thread_ir"]
+        a, b = randn(rng, (64, K), "float16"), randn(rng, (K, 64), "float16")
+        _run_thread_ir(kernel, tk, a, b)  # as lowered: no hazard
+        with pytest.raises(RaceError, match=hazard):
+            _run_thread_ir(kernel, _with_waits(tk, n), a, b)

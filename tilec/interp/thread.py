@@ -107,6 +107,7 @@ class _Shared:
         self.r_thread = np.full(n, -1, np.int64)  # -2: several readers
         self.r_epoch = np.full(n, -1, np.int64)
         self.pending = np.zeros(n, bool)
+        self.wgmma_reads = np.zeros(n, np.int32)  # in-flight wgmma groups reading each element
 
 
 class ThreadInterpreter:
@@ -124,6 +125,9 @@ class ThreadInterpreter:
         self.shared: dict[Mem, _Shared] = {}
         self.regs: dict[Mem, np.ndarray] = {}
         self.groups: list[list[tuple[Mem, np.ndarray, np.ndarray, np.ndarray]]] = [[]]
+        # wgmma groups (the last one open): per wgmma, the shared elements it reads and its registers
+        self.wgmma_groups: list[list[tuple[list[tuple[Mem, np.ndarray]], list[tuple[Mem, range, int]]]]] = [[]]
+        self.wgmma_regs: dict[Mem, np.ndarray] = {}  # per register column: 2 accumulator, 1 A operand in flight
         self.tids = np.arange(self.T)
 
     # ------------------------------------------------------------------------------------------------- driver
@@ -143,8 +147,12 @@ class ThreadInterpreter:
                 self.shared = {m: _Shared(m) for m, _ in self.k.shared}
                 self.regs = {m: _poison((self.T, int(m.size)), m) for m in self.k.regs}
                 self.groups = [[]]
+                self.wgmma_groups, self.wgmma_regs = [[]], {}
                 self.epoch = 0
                 self.exec(self.k.body, env, np.ones(self.T, bool))
+                if any(self.wgmma_groups):
+                    self.fail("the kernel ends with wgmma operations in flight (no wgmma.wait_group after them)",
+                              RaceError)
 
     def fail(self, msg: str, cls: type = TilecBoundsError) -> None:
         blk = ", ".join(str(b) for b in self.block)
@@ -185,6 +193,8 @@ class ThreadInterpreter:
         if mem.space == "reg":
             o = np.broadcast_to(np.asarray(off, np.int64), (self.T,))[:, None] + np.arange(lanes)
             arr = self.regs[mem]
+            if mem in self.wgmma_regs:
+                self.check_wgmma_regs(mem, o[mask], "reads")
             if np.any(mask) and (o[mask].min() < 0 or o[mask].max() >= arr.shape[1]):
                 self.fail(f"register array {mem.name} indexed out of bounds (size {arr.shape[1]})")
             return arr[self.tids[:, None], np.clip(o, 0, arr.shape[1] - 1)]
@@ -212,6 +222,8 @@ class ThreadInterpreter:
             oo = o[mask][:, None] + np.arange(lanes)
             if t.size and (oo.min() < 0 or oo.max() >= arr.shape[1]):
                 self.fail(f"register array {mem.name} written out of bounds (size {arr.shape[1]})")
+            if mem in self.wgmma_regs:
+                self.check_wgmma_regs(mem, oo, "writes")
             arr[t[:, None], oo] = typed(values[mask], mem.dtype)
             return
         t, o = self.lanes_offsets(off, lanes, mask)
@@ -224,6 +236,16 @@ class ThreadInterpreter:
         if mem.space == "shared":
             self.track_write(self.shared[mem], mem, t, o)
         data[o] = typed(values[mask], mem.dtype)
+
+    def check_wgmma_regs(self, mem: Mem, cols: np.ndarray, what: str) -> None:
+        """Until its wait_group, an in-flight wgmma's accumulators are off limits to other instructions (state 2)
+        and its register A operand may not be overwritten (state 1)."""
+        state = self.wgmma_regs[mem][np.clip(cols, 0, self.wgmma_regs[mem].size - 1)]
+        busy = state >= (2 if what == "reads" else 1)
+        if np.any(busy):
+            role = "accumulator" if np.max(state[busy]) == 2 else "operand"
+            self.fail(f"{what} wgmma {role} {mem.name}[{int(cols[busy].ravel()[0])}] while the wgmma is in flight "
+                      "(a missing wgmma.wait_group)", RaceError)
 
     def track_read(self, sh: _Shared, mem: Mem, t: np.ndarray, o: np.ndarray) -> None:
         tt = np.broadcast_to(t[:, None], o.shape).ravel()
@@ -255,6 +277,9 @@ class ThreadInterpreter:
         if np.any(sh.pending[oo]):
             self.fail(f"write of shared {mem.name}[{int(oo[sh.pending[oo]][0])}] while a cp.async to it is in "
                       "flight", RaceError)
+        if np.any(sh.wgmma_reads[oo]):
+            self.fail(f"write of shared {mem.name}[{int(oo[sh.wgmma_reads[oo] > 0][0])}] while a wgmma reading it "
+                      "is in flight (a missing wgmma.wait_group)", RaceError)
         if not self.check_races:
             return
         order = np.argsort(oo, kind="stable")

@@ -12,16 +12,20 @@ Written from the PTX ISA's text, independently of :mod:`tilec.layout` and of the
 * D: thread ``t`` of the warpgroup, register ``i``: row ``16 (t // 32) + (t % 32) // 4 + 8 ((i % 4) // 2)``,
   column ``8 (i // 4) + 2 (t % 4) + i % 2``.
 
-The emulation computes D at issue; fences, commit and wait are no-ops here.
+The emulation computes D at issue but keeps the asynchrony's hazards: until the ``wgmma.wait_group`` that retires
+its group, a wgmma's shared operand elements may not be written (by any thread: stores, cp.async), its accumulator
+registers may not be read or written by other instructions (a later wgmma chaining on them may) and its register A
+operand may not be overwritten; a kernel may not end with a group in flight. Fences are no-ops here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tilec.errors import RaceError
 from tilec.interp.thread import _MMA, ThreadInterpreter, full_warps, stmt_rule, uniform_offset
 from tilec.interp.tile import typed
-from tilec.lower.tir import FenceProxyAsync, Wgmma, WgmmaCommit, WgmmaFence, WgmmaOperand, WgmmaWait
+from tilec.lower.tir import FenceProxyAsync, Mem, Wgmma, WgmmaCommit, WgmmaFence, WgmmaOperand, WgmmaWait
 
 GROUP = 128
 
@@ -37,8 +41,10 @@ def _d_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     return thread, reg
 
 
-def _gather(it: ThreadInterpreter, op: WgmmaOperand, start: int, rows: int, cols: int, is_b: bool) -> np.ndarray:
-    """The ``rows x cols`` operand matrix (A: M x K; B: K x N) the descriptor describes."""
+def _gather(it: ThreadInterpreter, op: WgmmaOperand, start: int, rows: int, cols: int,
+            is_b: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The ``rows x cols`` operand matrix (A: M x K; B: K x N) the descriptor describes, and its elements' indices
+    in the mem."""
     sh = it.shared[op.mem]
     eb = op.mem.dtype.bits // 8
     r = np.arange(rows)[:, None]
@@ -56,10 +62,8 @@ def _gather(it: ThreadInterpreter, op: WgmmaOperand, start: int, rows: int, cols
     if idx.min() < 0 or idx.max() >= sh.data.size or np.any(byte % eb):
         it.fail(f"wgmma operand in {op.mem.name} outside its {sh.data.size} elements or misaligned")
     if np.any(sh.pending[idx]):
-        from tilec.errors import RaceError
-
         it.fail(f"wgmma reads {op.mem.name} before the cp.async writing it has completed", RaceError)
-    return sh.data[idx].astype(np.float32)
+    return sh.data[idx].astype(np.float32), idx
 
 
 @stmt_rule(Wgmma)
@@ -70,17 +74,43 @@ def _wgmma(it: ThreadInterpreter, s: Wgmma, env: dict, mask: np.ndarray) -> None
         it.fail("wgmma reached by only part of a warpgroup (all 128 threads must execute it)")
     c_off = uniform_offset(it, s.c_off, env, mask, "wgmma")
     d_thread, d_reg = _d_tables(s.n)
+    reads: list[tuple[Mem, np.ndarray]] = []
     for g in np.flatnonzero(groups.all(axis=1)):
         base = g * GROUP
         ka = 256 // s.dtype.bits  # the instruction's K: 16 (16-bit types) or 32 (fp8)
         if s.a is not None:
-            a = _gather(it, s.a, _start(it, s.a, env, mask, base), 64, ka, False)
+            a, idx = _gather(it, s.a, _start(it, s.a, env, mask, base), 64, ka, False)
+            reads.append((s.a.mem, idx))
         else:
             a = _register_a(it, s, env, mask, base)
-        b = _gather(it, s.b, _start(it, s.b, env, mask, base), ka, s.n, True)
+        b, idx = _gather(it, s.b, _start(it, s.b, env, mask, base), ka, s.n, True)
+        reads.append((s.b.mem, idx))
         regs = it.regs[s.c]
         acc = regs[base + d_thread, c_off + d_reg].astype(np.float32) + a @ b
         regs[base + d_thread, c_off + d_reg] = typed(acc, s.c.dtype)
+    held = [(s.c, range(c_off, c_off + s.n // 2), 2)]
+    if s.a_regs is not None:
+        a_off = uniform_offset(it, s.a_off, env, mask, "wgmma")
+        held.append((s.a_regs, range(a_off, a_off + 8), 1))
+    it.wgmma_groups[-1].append((reads, held))
+    _count_reads(it, reads, +1)
+    _hold_registers(it)
+
+
+def _count_reads(it: ThreadInterpreter, reads: list[tuple[Mem, np.ndarray]], step: int) -> None:
+    """One more (+1) or one fewer (-1) in-flight wgmma reads each of these shared elements."""
+    for mem, idx in reads:
+        np.add.at(it.shared[mem].wgmma_reads, idx.ravel(), step)
+
+
+def _hold_registers(it: ThreadInterpreter) -> None:
+    """The register states of the wgmmas in flight: 2 for accumulators, 1 for register A operands."""
+    it.wgmma_regs = {}
+    for group in it.wgmma_groups:
+        for _, held in group:
+            for mem, cols, state in held:
+                arr = it.wgmma_regs.setdefault(mem, np.zeros(int(mem.size), np.int8))
+                arr[cols.start: cols.stop] = np.maximum(arr[cols.start: cols.stop], state)
 
 
 def _start(it: ThreadInterpreter, op: WgmmaOperand, env: dict, mask: np.ndarray, base: int) -> int:
@@ -100,9 +130,24 @@ def _register_a(it: ThreadInterpreter, s: Wgmma, env: dict, mask: np.ndarray, ba
     return a
 
 
-@stmt_rule(WgmmaFence)
 @stmt_rule(WgmmaCommit)
+def _commit(it: ThreadInterpreter, s: WgmmaCommit, env: dict, mask: np.ndarray) -> None:
+    it.wgmma_groups.append([])
+
+
 @stmt_rule(WgmmaWait)
+def _wait(it: ThreadInterpreter, s: WgmmaWait, env: dict, mask: np.ndarray) -> None:
+    """Retire every committed group but the newest ``n``."""
+    committed = it.wgmma_groups[:-1]
+    done = committed[: max(len(committed) - s.n, 0)]
+    it.wgmma_groups = committed[len(done):] + [it.wgmma_groups[-1]]
+    for group in done:
+        for reads, _ in group:
+            _count_reads(it, reads, -1)
+    _hold_registers(it)
+
+
+@stmt_rule(WgmmaFence)
 @stmt_rule(FenceProxyAsync)
 def _no_op(it: ThreadInterpreter, s: object, env: dict, mask: np.ndarray) -> None:
     pass
