@@ -98,6 +98,16 @@ def _compile_times(make: Callable[[], Any]) -> dict[str, float]:
 # ------------------------------------------------------------------------------------------------------- cases
 
 
+def _tilec_config(cfg: dict) -> tuple[dict, dict, str]:
+    """A benchmark configuration as (kernel arguments, pass configs, row label): ``wgmma`` turns the Hopper path
+    on, ``overlap=False`` makes each wgmma group complete within its trip (to measure what the overlap brings)."""
+    args = {k: v for k, v in cfg.items() if k not in ("wgmma", "overlap")}
+    wg, overlap = cfg.get("wgmma", False), cfg.get("overlap", True)
+    tag = f"tilec {args['block_M']}x{args['block_N']}x{args['block_K']}"
+    tag += (" wgmma" if overlap else " wgmma wait0") if wg else ""
+    return args, {"wgmma": wg, "wgmma_overlap": overlap}, tag
+
+
 def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import torch
 
@@ -109,7 +119,8 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
         shapes.insert(1, (8192, 8192, 8192))
     configs = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
                dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
-               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True)]
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, overlap=False)]
     for dtype in (["float16"] if quick else ["float16", "bfloat16"]):
         tdt = getattr(torch, dtype)
         for M, N, K in shapes:
@@ -118,11 +129,8 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             ref = a.double() @ b.double()
             impls: dict[str, Callable] = {"torch": lambda a=a, b=b: torch.matmul(a, b)}
             for cfg in configs:
-                cfg = dict(cfg)
-                wg = cfg.pop("wgmma", False)
-                k = tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **cfg), "cuda", [-1],
-                                    pass_configs={"wgmma": wg})
-                tag = f"tilec {cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']}{' wgmma' if wg else ''}"
+                cfg, passes, tag = _tilec_config(cfg)
+                k = tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **cfg), "cuda", [-1], pass_configs=passes)
                 impls[tag] = lambda k=k, a=a, b=b: k(a, b)
             if "triton" in peers:
                 impls["triton"] = lambda a=a, b=b: peers["triton"].matmul(a, b)
@@ -130,7 +138,7 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                 for tag, fn in peers["tilelang"].gemm_impls(M, N, K, dtype).items():
                     impls[tag] = lambda fn=fn, a=a, b=b: fn(a, b)
             _measure(rows, f"gemm {dtype}", f"{M}x{N}x{K}", impls, ref, 2.0 * M * N * K, 0, quick)
-    cfg = {k: v for k, v in configs[0].items() if k != "wgmma"}
+    cfg = configs[0]
     times = _compile_times(lambda: tilec.JITKernel(gemm.matmul.fn(4096, 4096, 4096, **cfg), "cuda", [-1]))
     rows.append(Row("compile", "gemm 4096^3", "tilec", extra=times))
 
@@ -145,6 +153,7 @@ def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     shapes = [(4096, 4096, 4096), (1000, 1000, 1024)] + ([] if quick else [(8192, 8192, 8192)])
     configs = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True),
+               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, overlap=False),
                dict(block_M=128, block_N=128, block_K=128, num_stages=4, threads=128, wgmma=True)]
     for M, N, K in shapes:
         a = (torch.randn(M, K, device="cuda") * 64).to(torch.float8_e4m3fn)
@@ -155,10 +164,8 @@ def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             "torch _scaled_mm": lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(
                 a, b.t(), scale_a=sa[:, None], scale_b=sb[None, :], out_dtype=torch.bfloat16)}
         for cfg in configs:
-            cfg = dict(cfg)
-            wg = cfg.pop("wgmma", False)
-            k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, **cfg), "cuda", [-1], pass_configs={"wgmma": wg})
-            tag = f"tilec {cfg['block_M']}x{cfg['block_N']}x{cfg['block_K']}{' wgmma' if wg else ''}"
+            cfg, passes, tag = _tilec_config(cfg)
+            k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, **cfg), "cuda", [-1], pass_configs=passes)
             impls[tag] = lambda k=k, a=a, b=b, sa=sa, sb=sb: k(a, b, sa, sb)
         if "triton" in peers:
             impls["triton"] = lambda a=a, b=b, sa=sa, sb=sb: peers["triton"].matmul_fp8(a, b, sa, sb)

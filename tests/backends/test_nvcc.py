@@ -68,7 +68,10 @@ def compile_cuda(source: str, tmp_path, arch: str = "sm_80") -> dict[str, int]: 
            str(tmp_path / "kernel.cubin"), str(cu)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, f"nvcc failed:\n{res.stderr}\n--- source ---\n{source}"
-    return ptxas_info(res.stdout + res.stderr)
+    log = res.stdout + res.stderr
+    # ptxas found the wgmma pipeline ill-formed ("... are serialized") or had to add waits ("... is injected")
+    assert "are serialized" not in log and "warpgroup.wait is injected" not in log, log
+    return ptxas_info(log)
 
 
 def test_ptxas_output_is_parsed():

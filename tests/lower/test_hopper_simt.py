@@ -166,37 +166,59 @@ def _run_thread_ir(kernel: tilec.JITKernel, tk, *arrays) -> None:
     SimtExecutable(tk, kernel.prim_func)(bind(kernel.prim_func, arrays, "cpu", allocate_like))
 
 
-def _with_waits(tk, n: int | None):
-    """Thread IR ``tk`` with every ``wgmma.wait_group`` changed to ``wait_group n`` (removed for None)."""
+def _with_waits(tk, change):
+    """Thread IR ``tk`` with each ``wgmma.wait_group n`` made ``wait_group change(n)`` (removed where None)."""
     import dataclasses
 
     from tilec.ir.visit import transform
     from tilec.lower.tir import Seq, WgmmaWait, seq
 
     def fn(node):
-        if isinstance(node, Seq) and any(isinstance(c, WgmmaWait) for c in node.stmts):
-            kept = [c if not isinstance(c, WgmmaWait) else dataclasses.replace(c, n=n) for c in node.stmts
-                    if n is not None or not isinstance(c, WgmmaWait)]
-            return seq(kept)
-        return None
+        if not isinstance(node, Seq) or not any(isinstance(c, WgmmaWait) for c in node.stmts):
+            return None
+        out = []
+        for c in node.stmts:
+            n = change(c.n) if isinstance(c, WgmmaWait) else c
+            if isinstance(c, WgmmaWait) and n is not None:
+                out.append(dataclasses.replace(c, n=n))
+            elif not isinstance(c, WgmmaWait):
+                out.append(c)
+        return seq(out)
 
     return dataclasses.replace(tk, body=transform(tk.body, fn))
 
 
-def test_wgmma_waits_are_checked(rng):
-    """The emulation keeps wgmma's asynchrony: without its wait_group, a one-tile gemm's epilogue reads accumulators
-    still in flight; in a K loop, the next trip's cp.async overwrites the stage the group in flight reads, with no
-    wait or with ``wait_group 1``."""
+WAR = r"write of shared [AB]_s\[\d+\] while a wgmma reading it is in flight"
+ACC = r"reads wgmma accumulator C_f\[\d+\] while the wgmma is in flight"
+
+
+@pytest.mark.parametrize(("K", "overlap", "change", "hazard"), [
+    (32, True, lambda n: None, ACC),  # one tile, no wait: the epilogue reads the accumulators too early
+    (128, False, lambda n: None, WAR),  # next trip's cp.async overwrites the stage the group reads
+    (128, False, lambda n: 1, WAR),  # wait_group 1 without the extra operand version
+    (128, True, lambda n: 2 if n == 1 else n, WAR),  # two groups in flight: one version too few
+    (128, True, lambda n: n or None, ACC),  # no wait after the loop
+])
+def test_wgmma_waits_are_checked(rng, K, overlap, change, hazard):
+    """The emulation keeps wgmma's asynchrony, so each wait the lowering places is needed: weakening one makes the
+    thread interpreter name the hazard."""
     from tilec.errors import RaceError
 
-    gemm = load_example("01_gemm").matmul
-    for K, n, hazard in ((32, None, r"reads wgmma accumulator C_f\[\d+\] while the wgmma is in flight"),
-                         (128, None, r"write of shared [AB]_s\[\d+\] while a wgmma reading it is in flight"),
-                         (128, 1, r"write of shared [AB]_s\[\d+\] while a wgmma reading it is in flight")):
-        kernel = _compile(gemm(64, 64, K, block_M=64, block_N=64, block_K=32, num_stages=2), "simt:sm_90a", [-1],
-                          wgmma=True)
-        tk = kernel.state.artifacts["thread_ir"]
-        a, b = randn(rng, (64, K), "float16"), randn(rng, (K, 64), "float16")
-        _run_thread_ir(kernel, tk, a, b)  # as lowered: no hazard
-        with pytest.raises(RaceError, match=hazard):
-            _run_thread_ir(kernel, _with_waits(tk, n), a, b)
+    gemm = load_example("01_gemm").matmul(64, 64, K, block_M=64, block_N=64, block_K=32, num_stages=2)
+    kernel = tilec.JITKernel(gemm.prim_func, "simt:sm_90a", [-1], pass_configs={"wgmma": True,
+                                                                                 "wgmma_overlap": overlap})
+    assert ("overlaps the next trip" in kernel.report()) == overlap
+    tk = kernel.state.artifacts["thread_ir"]
+    a, b = randn(rng, (64, K), "float16"), randn(rng, (K, 64), "float16")
+    _run_thread_ir(kernel, tk, a, b)  # as lowered: no hazard
+    with pytest.raises(RaceError, match=hazard):
+        _run_thread_ir(kernel, _with_waits(tk, change), a, b)
+
+
+def test_wgmma_overlap_needs_the_accumulator_to_itself():
+    """Flash attention reads S and rescales O in the loop: its gemms wait for their groups every trip."""
+    fa = load_example("03_flash_attention")
+    kernel = _compile(fa.flash_attention(1, 1, 256, 64, False, block_M=64, block_N=64, threads=128, num_stages=2),
+                      "simt:sm_90a", [3], wgmma=True)
+    assert "overlaps the next trip" not in kernel.report()
+    assert "in_flight" not in str(kernel.state.func)

@@ -249,6 +249,8 @@ class _Printer:
                 extra.append(f"policy=T.GemmWarpPolicy.{s.policy}")
             if s.k_pack != 1:
                 extra.append(f"k_pack={s.k_pack}")
+            if s.in_flight:
+                extra.append(f"in_flight={s.in_flight}")
             return f"T.gemm({', '.join([self.r(s.A), self.r(s.B), self.r(s.C)] + extra)})"
         if isinstance(s, Reduce):
             return f"T.reduce_{s.red}({self.r(s.src)}, {self.r(s.dst)}, dim={s.dim}, clear={s.clear})"

@@ -132,7 +132,11 @@ class Copy(TileOp):
 
 @dataclass(frozen=True, eq=False)
 class Gemm(TileOp):
-    """``T.gemm(A, B, C)``: C += op(A) @ op(B) (C = ... with ``clear_accum``)."""
+    """``T.gemm(A, B, C)``: C += op(A) @ op(B) (C = ... with ``clear_accum``).
+
+    ``in_flight`` is set by software pipelining, never by the user: the number of the op's asynchronous
+    tensor-core groups (wgmma) that may still run when it ends, for a gemm whose accumulator nothing else in the
+    loop touches and whose operands got one more version for it (the next use of C waits for them)."""
 
     A: Region
     B: Region
@@ -142,6 +146,7 @@ class Gemm(TileOp):
     policy: str = "Square"
     clear_accum: bool = False
     k_pack: int = 1
+    in_flight: int = 0
     kind = "gemm"
 
     def reads(self) -> tuple[Region, ...]:

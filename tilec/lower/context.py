@@ -53,6 +53,8 @@ class Lowerer:
     notes: list[str] = field(default_factory=list)
     ranges: dict[Var, tuple[int, int]] = field(default_factory=dict)
     align: dict[Buffer, int] = field(default_factory=dict)  # global tensors accessed with vectors: bytes
+    # buffers of wgmma groups a gemm left in flight (``in_flight``) -> the accumulator mems to wait for
+    wgmma_pending: dict[Buffer, list[Mem]] = field(default_factory=dict)
     loc: SourceLoc | None = None
     _counter: int = 0
 

@@ -15,8 +15,10 @@ bytes one after another when a row is longer. In those terms, the matrix descrip
   ``S / 2`` columns) ``rows x S``; the start address advances ``16 S`` per k-step.
 
 Shared memory written by ordinary stores or cp.async reaches wgmma through the async proxy: the copy and the
-``cp.async.wait_group`` rules add ``fence.proxy.async.shared::cta`` in kernels that use wgmma. Each gemm ends
-with ``wgmma.wait_group 0``: its results and its shared-memory reads are done when the op is.
+``cp.async.wait_group`` rules add ``fence.proxy.async.shared::cta`` in kernels that use wgmma. A gemm ends with
+``wgmma.wait_group 0`` (its results and its shared-memory reads are done when the op is), unless pipelining let its
+group run on into the next trip (``Gemm.in_flight``): then it ends with ``wait_group 1`` and the first later op
+that touches its accumulator or operands starts with ``wait_group 0``.
 """
 
 from __future__ import annotations
@@ -137,8 +139,11 @@ def lower_wgmma(lw: Lowerer, g: Gemm, gm: int, gn: int) -> TStmt:
                     b = _operand(lw, g.B, const(kk * ka), col, False)
                 off = const((mi * an + ni) * (n_atom // 2))
                 parts.append(Wgmma(n_atom, a, a_regs, a_off, b, c, off, g.A.dtype))
-    parts += [WgmmaCommit(), WgmmaWait(0, c)]
-    return tseq(parts)
+    if g.in_flight:  # the group runs on: the next use of C or of the operands waits (tilec.passes.lower)
+        for r in (g.A, g.B, g.C):
+            lw.wgmma_pending[r.buffer] = [c]
+        return tseq(parts + [WgmmaCommit(), WgmmaWait(g.in_flight)])
+    return tseq(parts + [WgmmaCommit(), WgmmaWait(0, c)])
 
 
 def uses_wgmma(lw: Lowerer) -> bool:

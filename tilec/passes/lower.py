@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from tilec.errors import TilecError
+from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, Load, Var, binop
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp
-from tilec.ir.visit import transform
+from tilec.ir.visit import transform, walk
 from tilec.lower import gemm, mfma, ops, reduce, wgmma  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
 from tilec.lower.parallel import lower_parallel
@@ -30,6 +31,7 @@ from tilec.lower.tir import (
     MemRef,
     ThreadKernel,
     TStmt,
+    WgmmaWait,
     Write,
     seq,
 )
@@ -65,6 +67,16 @@ def _label(s: Stmt) -> str:
     return f"{line}{head[:100]}"
 
 
+def _drain_wgmma(lw: Lowerer, s: Stmt | None) -> list[TStmt]:
+    """``wgmma.wait_group 0`` before ``s`` when it touches a buffer of a wgmma group still in flight (before the
+    kernel's end for None)."""
+    if s is not None and not any(isinstance(n, Buffer) and n in lw.wgmma_pending for n in walk(s)):
+        return []
+    regs = {id(m): m for ms in lw.wgmma_pending.values() for m in ms}
+    lw.wgmma_pending.clear()
+    return [WgmmaWait(0, m) for m in regs.values()]  # one per accumulator: each marks its registers defined
+
+
 class _Driver:
     def __init__(self, lw: Lowerer) -> None:
         self.lw = lw
@@ -88,6 +100,10 @@ class _Driver:
         lw = self.lw
         if isinstance(s, SeqStmt):
             return seq([self.stmt(c) for c in s.stmts])
+        if lw.wgmma_pending and not isinstance(s, (For, IfThenElse)):
+            wait = _drain_wgmma(lw, s)
+            if wait:
+                return seq(wait + [self._stmt(s)])
         if isinstance(s, For):
             ext = block_expr(lw, s.extent)
             lw.ranges[s.var] = (0, int(ext.value) - 1) if hasattr(ext, "value") else None
@@ -181,7 +197,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKern
         lw.ranges[v] = (0, n - 1) if isinstance(n, int) else None
         lw.ranges[h] = lw.ranges[v]
     params = tuple(lw.mem_of(p) if hasattr(p, "scope") else p for p in func.params)
-    body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)])
+    body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)] + _drain_wgmma(lw, None))
     shared, nbytes = _place_shared(lw.shared)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), launch.num_threads, lw.tx, shared,

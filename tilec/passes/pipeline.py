@@ -60,7 +60,7 @@ def _pipelining(state: CompileState) -> CompileState:
     from tilec.ftg.build import build_ftg
     from tilec.passes.pipelining import pipeline_loops
 
-    func, notes = pipeline_loops(state.func, state.target)
+    func, notes = pipeline_loops(state.func, state.target, state.options)
     if func is state.func:
         return state
     return state.with_(func=func, ftg=build_ftg(func), report=state.report + tuple(notes))

@@ -74,9 +74,11 @@ def _writes(s: Stmt) -> frozenset[int]:
 
 
 class _Pipeliner:
-    def __init__(self, func: PrimFunc, target: Target) -> None:
+    def __init__(self, func: PrimFunc, target: Target, options: dict | None = None) -> None:
         self.func = func
         self.target = target
+        opts = options or {}
+        self.overlap = bool(opts.get("wgmma")) and opts.get("wgmma_overlap", True) and target.arch == "sm_90a"
         self.replaced: dict[Buffer, Buffer] = {}
         self.new_allocs: list[Buffer] = []
         self.notes: list[str] = []
@@ -92,7 +94,45 @@ class _Pipeliner:
         if depth < 2:
             return dataclasses.replace(loop, kind="serial")
         versions = self.versions(body, stages)
+        if self.overlap and supports_async_copy(self.target):
+            body = self.overlap_wgmma(loop, body, stages, versions)
         return self.rewrite(loop, body, stages, order, depth, versions)
+
+    def overlap_wgmma(self, loop: For, body: list[Stmt], stages: list[int],
+                      versions: dict[int, tuple[Buffer, int, int]]) -> list[Stmt]:
+        """Let a wgmma gemm's group run on into the next trip: a consumer gemm that wgmma can run, whose accumulator
+        nothing else in the loop touches and whose operands are multi-buffered here, gets ``in_flight=1`` and its
+        operands one more version. Then the copies of trip k+1 write the version trip k-1's group read, which every
+        warpgroup's ``wgmma.wait_group 1`` at the end of trip k retired before the barrier that starts trip k+1."""
+        from tilec.ir.stmt import Gemm
+        from tilec.lower.wgmma import wgmma_plan
+
+        line = loop.loc.line if loop.loc else 0
+        out = list(body)
+        for i, g in enumerate(body):
+            if type(g) is not Gemm or stages[i] == 0 or g.C.buffer.scope != "fragment":
+                continue
+            c = id(g.C.buffer)
+            if any(c in _reads(o) | _writes(o) for o in body if o is not g):
+                continue
+            operands = [id(r.buffer) for r in (g.A, g.B) if id(r.buffer) in versions]
+            m, n, k = g.mnk
+            if not operands or not all(isinstance(x, int) for x in (m, n, k)) or \
+                    wgmma_plan(g, m, n, k, self.func.launch.num_threads) is None:
+                continue
+            extra = {b: (versions[b][0], versions[b][1], versions[b][2] + 1) for b in operands}
+            need = _shared_bytes(self.func, {**versions, **extra})
+            limit = _smem_limit(self.target)
+            if need > limit:
+                self.notes.append(f"T.Pipelined at line {line}: the gemm at line {g.loc.line if g.loc else 0} waits "
+                                  f"for its wgmma group every trip (one more operand version needs {need} bytes of "
+                                  f"shared memory, over {limit})")
+                continue
+            versions.update(extra)
+            out[i] = dataclasses.replace(g, in_flight=1)
+            self.notes.append(f"T.Pipelined at line {line}: the wgmma group of the gemm at line "
+                              f"{g.loc.line if g.loc else 0} overlaps the next trip's copies")
+        return out
 
     def schedule(self, loop: For, body: list[Stmt], outside: Stmt) -> tuple[list[int], list[int]]:
         line = loop.loc.line if loop.loc else 0
@@ -199,6 +239,23 @@ class _Pipeliner:
         return transform(s, fn)
 
 
+def _shared_bytes(func: PrimFunc, versions: dict[int, tuple[Buffer, int, int]]) -> int:
+    """Shared memory of the kernel's buffers with ``versions`` copies of the multi-buffered ones."""
+    total = 0
+    for b in func.launch.allocs:
+        if b.scope != "shared" or not all(isinstance(d, int) for d in b.shape):
+            continue
+        size = b.dtype.bits // 8 * functools.reduce(lambda x, y: x * y, b.shape, 1)
+        total += size * (versions[id(b)][2] if id(b) in versions else 1)
+    return total
+
+
+def _smem_limit(target: Target) -> int:
+    from tilec.arch import device_model
+
+    return device_model(target).smem_per_block
+
+
 def _merge_guards(items: list[tuple[Any, Stmt]]) -> list[Stmt]:
     """Consecutive statements under the same stage guard share one ``if``."""
     out: list[Stmt] = []
@@ -228,12 +285,13 @@ def _guard(k: Var, st: int, depth: int, n: Any) -> Any:
     return cond
 
 
-def pipeline_loops(func: PrimFunc, target: Target) -> tuple[PrimFunc, list[str]]:
-    """``func`` with its pipelined loops rewritten (the same object when there is nothing to do)."""
+def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
+    """``func`` with its pipelined loops rewritten (the same object when there is nothing to do); ``options`` are
+    the pass configs (with ``wgmma``, wgmma groups overlap the next trip unless ``wgmma_overlap`` is False)."""
     launch = func.launch
     if not any(isinstance(n, For) and n.kind == "pipelined" for n in walk(launch.body)):
         return func, []
-    p = _Pipeliner(func, target)
+    p = _Pipeliner(func, target, options)
 
     def rewrite(s: Stmt) -> Stmt:
         if isinstance(s, For) and s.kind == "pipelined":
