@@ -103,12 +103,14 @@ def _compile_times(make: Callable[[], Any]) -> dict[str, float]:
 
 def _tilec_config(cfg: dict) -> tuple[dict, dict, str]:
     """A benchmark configuration as (kernel arguments, pass configs, row label): ``wgmma`` turns the Hopper path
-    on, ``overlap=False`` makes each wgmma group complete within its trip (to measure what the overlap brings)."""
-    args = {k: v for k, v in cfg.items() if k not in ("wgmma", "overlap")}
-    wg, overlap = cfg.get("wgmma", False), cfg.get("overlap", True)
+    on, ``overlap=False`` makes each wgmma group complete within its trip (to measure what the overlap brings),
+    ``tma`` feeds the pipeline with TMA through mbarriers instead of cp.async."""
+    args = {k: v for k, v in cfg.items() if k not in ("wgmma", "overlap", "tma")}
+    wg, overlap, tma = cfg.get("wgmma", False), cfg.get("overlap", True), cfg.get("tma", False)
     tag = f"tilec {args['block_M']}x{args['block_N']}x{args['block_K']}"
     tag += (" wgmma" if overlap else " wgmma wait0") if wg else ""
-    return args, {"wgmma": wg, "wgmma_overlap": overlap}, tag
+    tag += " tma" if tma else ""
+    return args, {"wgmma": wg, "wgmma_overlap": overlap, "tma": tma}, tag
 
 
 def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
@@ -123,7 +125,8 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     configs = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
                dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True),
-               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, overlap=False)]
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, overlap=False),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True)]
     for dtype in (["float16"] if quick else ["float16", "bfloat16"]):
         tdt = getattr(torch, dtype)
         for M, N, K in shapes:
@@ -157,7 +160,8 @@ def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     configs = [dict(block_M=128, block_N=128, block_K=64, num_stages=3, threads=256),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, overlap=False),
-               dict(block_M=128, block_N=128, block_K=128, num_stages=4, threads=128, wgmma=True)]
+               dict(block_M=128, block_N=128, block_K=128, num_stages=4, threads=128, wgmma=True),
+               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True)]
     for M, N, K in shapes:
         a = (torch.randn(M, K, device="cuda") * 64).to(torch.float8_e4m3fn)
         b = (torch.randn(N, K, device="cuda") * 64).to(torch.float8_e4m3fn)
@@ -200,11 +204,13 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
 
             impls["sdpa flash"] = lambda: sdpa(SDPBackend.FLASH_ATTENTION)
             impls["sdpa cudnn"] = lambda: sdpa(SDPBackend.CUDNN_ATTENTION)
-            for bm, bn, st, th, wg in ((64, 64, 2, 128, False), (128, 64, 2, 256, True)):
+            for bm, bn, st, th, wg, tma in ((64, 64, 2, 128, False, False), (128, 64, 2, 256, True, False),
+                                            (128, 64, 2, 256, True, True)):
                 kern = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
                                                              num_stages=st, threads=th), "cuda", [3],
-                                       pass_configs={"wgmma": wg})
-                impls[f"tilec {bm}x{bn}{' wgmma' if wg else ''}"] = lambda kern=kern, q=q, k_=k_, v=v: kern(q, k_, v)
+                                       pass_configs={"wgmma": wg, "tma": tma})
+                tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}"
+                impls[tag] = lambda kern=kern, q=q, k_=k_, v=v: kern(q, k_, v)
             if "triton" in peers:
                 impls["triton"] = lambda q=q, k_=k_, v=v, c=causal: peers["triton"].attention(q, k_, v, c)
             if "tilelang" in peers:
@@ -232,10 +238,10 @@ def case_mla(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
 
         ref = naive(*(x.double() for x in (q, q_pe, kv, k_pe)), out=torch.double)
         impls: dict[str, Callable] = {"torch bmm": naive}
-        for st, wg in ((1, False), (2, False), (2, True)):
+        for st, wg, tma in ((1, False, False), (2, False, False), (2, True, False), (2, True, True)):
             kern = tilec.JITKernel(mla.mla_decode.fn(batch, heads, kvh, s, num_stages=st), "cuda", [4],
-                                   pass_configs={"wgmma": wg})
-            tag = f"tilec 64x64 {st} stage{'s' if st > 1 else ''}{' wgmma' if wg else ''}"
+                                   pass_configs={"wgmma": wg, "tma": tma})
+            tag = f"tilec 64x64 {st} stage{'s' if st > 1 else ''}{' wgmma' if wg else ''}{' tma' if tma else ''}"
             impls[tag] = lambda k=kern, x=(q, q_pe, kv, k_pe): k(*x)
         if "tilelang" in peers:
             for tag, fn in peers["tilelang"].mla_decode_impls(batch, heads, kvh, s).items():

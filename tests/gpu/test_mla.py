@@ -14,15 +14,19 @@ def _hopper() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 
-@pytest.mark.parametrize("wgmma", [False, pytest.param(True, marks=pytest.mark.skipif(not _hopper(),
-                                                                                     reason="wgmma needs sm_90"))])
+_HOPPER_ONLY = pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+
+
+@pytest.mark.parametrize("path", ["mma", pytest.param("wgmma", marks=_HOPPER_ONLY),
+                                  pytest.param("tma", marks=_HOPPER_ONLY)])
 @pytest.mark.parametrize(("batch", "kv_heads", "seqlen", "stages"), [(4, 1, 1000, 1), (2, 2, 2048, 2)])
-def test_mla_decode(examples, wgmma, batch, kv_heads, seqlen, stages):
+def test_mla_decode(examples, path, batch, kv_heads, seqlen, stages):
     mla = examples["07_mla_decode"]
     heads = 128
     k = tilec.JITKernel(mla.mla_decode.fn(batch, heads, kv_heads, seqlen, num_stages=stages), "cuda", [4],
-                        pass_configs={"wgmma": wgmma})
-    assert ("wgmma" in k.report()) == wgmma
+                        pass_configs={"wgmma": path != "mma", "tma": path == "tma"})
+    assert ("wgmma" in k.report()) == (path != "mma")
+    assert ("with TMA" in k.report()) == (path == "tma" and stages > 1)
     rng = np.random.default_rng()
     q, q_pe = (rng.standard_normal((batch, heads, d)).astype(np.float16) for d in (512, 64))
     kv, k_pe = (rng.standard_normal((batch, seqlen, kv_heads, d)).astype(np.float16) for d in (512, 64))

@@ -219,7 +219,7 @@ def test_cp_async_read_before_wait_is_an_error():
     src, g, gv, out_g, out, s = _cp_setup()
     body = [CpAsync(s, B("*", TX, 4), g, B("*", TX, 4), 16), CpAsyncCommit(), Sync(),
             Write(out_g, TX, MemRef(s, TX), loc=at(21))]
-    with pytest.raises(RaceError, match=r"read of shared s\[0\] before the cp.async writing it has completed") as e:
+    with pytest.raises(RaceError, match=r"read of shared s\[0\] before the asynchronous copy writing it has") as e:
         run(body, 16, shared=(s,), globals_={g: gv, out_g: out})
     assert e.value.loc.line == 21
 
@@ -259,14 +259,14 @@ def test_cp_async_wait_group_n_leaves_the_newest_groups_in_flight():
     run(ok, 16, shared=(s,), globals_={g: gv, out_g: out})
     np.testing.assert_array_equal(out[:16], src[5:21])
     bad = ok[:-1] + [Write(out_g, TX, MemRef(s, B("+", TX, 32)), loc=at(30))]  # the second group is still in flight
-    with pytest.raises(RaceError, match=r"read of shared s\[32\] before the cp.async"):
+    with pytest.raises(RaceError, match=r"read of shared s\[32\] before the asynchronous copy"):
         run(bad, 16, shared=(s,), globals_={g: gv, out_g: out})
 
 
 def test_write_over_a_cp_async_in_flight_is_an_error():
     src, g, gv, out_g, out, s = _cp_setup()
     body = [CpAsync(s, B("*", TX, 4), g, B("*", TX, 4), 16), CpAsyncCommit(), Write(s, B("*", TX, 4), const(0.0))]
-    with pytest.raises(RaceError, match="while a cp.async to it is in flight"):
+    with pytest.raises(RaceError, match="while an asynchronous copy .cp.async or TMA. to it is in flight"):
         run(body, 16, shared=(s,), globals_={g: gv, out_g: out})
 
 

@@ -165,6 +165,11 @@ class CEmitter:
             else:
                 params.append(f"{self.ctype(p.dtype, f'parameter {p.name!r}')} {self.names(p)}")
         params += [f"int {self.names(v)}" for v in k.dyn_vars]
+        if k.tensor_maps:
+            from tilec.lower.tma import tma_desc_struct
+
+            desc = tma_desc_struct(self)
+            params += [f"const __grid_constant__ {desc} {self.names(t)}" for t in k.tensor_maps]
         out = [self.t.header, ""]
         bounds = self.t.launch_bounds.format(threads=k.threads)
         out.append(f'extern "C" {self.t.kernel_prefix} {bounds} void {kernel_name(k)}(' + ", ".join(params) + ") {")

@@ -31,6 +31,9 @@ from tilec.ir.stmt import (
     AsyncWait,
     AtomicAdd,
     AtomicRMW,
+    BarrierArrive,
+    BarrierInit,
+    BarrierWait,
     Copy,
     CumSum,
     Fill,
@@ -44,6 +47,7 @@ from tilec.ir.stmt import (
     Stmt,
     Store,
     TileOp,
+    TmaCopy,
 )  # fmt: skip
 from tilec.ir.visit import walk
 
@@ -95,7 +99,8 @@ class _Collector:
     def describe(self, s: Stmt) -> tuple[str, str, tuple[Access, ...], tuple[Access, ...]]:  # noqa: C901
         n = self.names
         if isinstance(s, Copy):
-            return s.kind, f"{region_str(s.src, n)} -> {region_str(s.dst, n)}", (self.acc(s.src),), \
+            on = f" on {region_str(s.barrier, n)}" if isinstance(s, TmaCopy) else ""
+            return s.kind, f"{region_str(s.src, n)} -> {region_str(s.dst, n)}{on}", (self.acc(s.src),), \
                 (self.acc(s.dst, True),)
         if isinstance(s, Gemm):
             m, nn, k = (expr_str(x, n) for x in s.mnk)
@@ -117,6 +122,12 @@ class _Collector:
                 (self.acc(s.src), self.acc(s.dst)), (self.acc(s.dst),)
         if isinstance(s, (AsyncCommit, AsyncWait)):
             return s.kind, f"n={s.n}" if isinstance(s, AsyncWait) else "", (), ()
+        if isinstance(s, BarrierInit):
+            return s.kind, f"{region_str(s.barriers, n)} count={s.count}", (), (self.acc(s.barriers, True),)
+        if isinstance(s, BarrierArrive):
+            return s.kind, f"{region_str(s.barrier, n)} tx={s.tx_bytes}", (self.acc(s.barrier),), ()
+        if isinstance(s, BarrierWait):
+            return s.kind, f"{region_str(s.barrier, n)} parity={expr_str(s.parity, n)}", (self.acc(s.barrier),), ()
         if isinstance(s, Print):
             return "print", s.msg, tuple(self.acc(r) for r in s.reads()), ()
         if isinstance(s, Parallel):

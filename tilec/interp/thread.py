@@ -128,6 +128,7 @@ class ThreadInterpreter:
         # wgmma groups (the last one open): per wgmma, the shared elements it reads and its registers
         self.wgmma_groups: list[list[tuple[list[tuple[Mem, np.ndarray]], list[tuple[Mem, range, int]]]]] = [[]]
         self.wgmma_regs: dict[Mem, np.ndarray] = {}  # per register column: 2 accumulator, 1 A operand in flight
+        self.mbarriers: dict[tuple[Mem, int], Any] = {}  # (mem, index) -> tilec.interp.tma.Mbarrier
         self.tids = np.arange(self.T)
 
     # ------------------------------------------------------------------------------------------------- driver
@@ -147,12 +148,16 @@ class ThreadInterpreter:
                 self.shared = {m: _Shared(m) for m, _ in self.k.shared}
                 self.regs = {m: _poison((self.T, int(m.size)), m) for m in self.k.regs}
                 self.groups = [[]]
-                self.wgmma_groups, self.wgmma_regs = [[]], {}
+                self.wgmma_groups, self.wgmma_regs, self.mbarriers = [[]], {}, {}
                 self.epoch = 0
                 self.exec(self.k.body, env, np.ones(self.T, bool))
                 if any(self.wgmma_groups):
                     self.fail("the kernel ends with wgmma operations in flight (no wgmma.wait_group after them)",
                               RaceError)
+                for (mem, i), bar in self.mbarriers.items():
+                    if bar.in_flight or bar.completed:
+                        self.fail(f"the kernel ends with TMA copies completing on mbarrier {mem.name}[{i}] that no "
+                                  "thread waited for", RaceError)
 
     def fail(self, msg: str, cls: type = TilecBoundsError) -> None:
         blk = ", ".join(str(b) for b in self.block)
@@ -251,8 +256,8 @@ class ThreadInterpreter:
         tt = np.broadcast_to(t[:, None], o.shape).ravel()
         oo = o.ravel()
         if np.any(sh.pending[oo]):
-            self.fail(f"read of shared {mem.name}[{int(oo[sh.pending[oo]][0])}] before the cp.async writing it "
-                      "has completed (a missing cp.async.wait_group)", RaceError)
+            self.fail(f"read of shared {mem.name}[{int(oo[sh.pending[oo]][0])}] before the asynchronous copy writing "
+                      "it has landed (a missing cp.async.wait_group or mbarrier wait)", RaceError)
         if not self.check_races:
             return
         clash = (sh.w_epoch[oo] == self.epoch) & (sh.w_thread[oo] != tt)
@@ -275,8 +280,8 @@ class ThreadInterpreter:
         tt = np.broadcast_to(t[:, None], o.shape).ravel()
         oo = o.ravel()
         if np.any(sh.pending[oo]):
-            self.fail(f"write of shared {mem.name}[{int(oo[sh.pending[oo]][0])}] while a cp.async to it is in "
-                      "flight", RaceError)
+            self.fail(f"write of shared {mem.name}[{int(oo[sh.pending[oo]][0])}] while an asynchronous copy "
+                      "(cp.async or TMA) to it is in flight", RaceError)
         if np.any(sh.wgmma_reads[oo]):
             self.fail(f"write of shared {mem.name}[{int(oo[sh.wgmma_reads[oo] > 0][0])}] while a wgmma reading it "
                       "is in flight (a missing wgmma.wait_group)", RaceError)
@@ -559,4 +564,5 @@ def _wait(it: ThreadInterpreter, s: CpAsyncWait, env: dict, mask: np.ndarray) ->
 
 
 from tilec.interp import mfma as _mfma  # noqa: E402, F401 - registers the MFMA rule (it imports this module)
+from tilec.interp import tma as _tma  # noqa: E402, F401 - registers the TMA and mbarrier rules
 from tilec.interp import wgmma as _wgmma  # noqa: E402, F401 - registers the wgmma rules

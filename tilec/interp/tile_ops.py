@@ -6,7 +6,22 @@ import numpy as np
 
 from tilec.interp.tile import TileInterpreter, tile_rule, typed
 from tilec.ir.buffer import Region
-from tilec.ir.stmt import AsyncCommit, AsyncCopy, AsyncWait, AtomicAdd, Copy, CumSum, Fill, Gemm, Print, Reduce
+from tilec.ir.stmt import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
+    AtomicAdd,
+    BarrierArrive,
+    BarrierInit,
+    BarrierWait,
+    Copy,
+    CumSum,
+    Fill,
+    Gemm,
+    Print,
+    Reduce,
+    TmaCopy,
+)  # fmt: skip
 
 
 def _bounds(it: TileInterpreter, r: Region, env: dict) -> tuple[list[int], list[int]]:
@@ -131,12 +146,16 @@ def _print(it: TileInterpreter, op: Print, env: dict) -> None:
 
 
 @tile_rule(AsyncCopy)
+@tile_rule(TmaCopy)
 def _async_copy(it: TileInterpreter, op: AsyncCopy, env: dict) -> None:
-    """At tile level an asynchronous copy has the semantics of a copy (the waits order it)."""
+    """At tile level an asynchronous copy (cp.async or TMA) has the semantics of a copy (the waits order it)."""
     _copy(it, op, env)
 
 
 @tile_rule(AsyncCommit)
 @tile_rule(AsyncWait)
+@tile_rule(BarrierInit)
+@tile_rule(BarrierArrive)
+@tile_rule(BarrierWait)
 def _async_sync(it: TileInterpreter, op: object, env: dict) -> None:
     pass

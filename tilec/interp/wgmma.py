@@ -62,7 +62,7 @@ def _gather(it: ThreadInterpreter, op: WgmmaOperand, start: int, rows: int, cols
     if idx.min() < 0 or idx.max() >= sh.data.size or np.any(byte % eb):
         it.fail(f"wgmma operand in {op.mem.name} outside its {sh.data.size} elements or misaligned")
     if np.any(sh.pending[idx]):
-        it.fail(f"wgmma reads {op.mem.name} before the cp.async writing it has completed", RaceError)
+        it.fail(f"wgmma reads {op.mem.name} before the asynchronous copy writing it has landed", RaceError)
     return sh.data[idx].astype(np.float32), idx
 
 

@@ -18,6 +18,9 @@ from tilec.ir.stmt import (
     AsyncWait,
     AtomicAdd,
     AtomicRMW,
+    BarrierArrive,
+    BarrierInit,
+    BarrierWait,
     Copy,
     CumSum,
     Fill,
@@ -31,6 +34,7 @@ from tilec.ir.stmt import (
     SeqStmt,
     Stmt,
     Store,
+    TmaCopy,
 )  # fmt: skip
 
 _PREC = {
@@ -234,6 +238,14 @@ class _Printer:
         self.body(s.body, d + 1)
 
     def tile_op(self, s: Stmt) -> str:  # noqa: C901
+        if isinstance(s, TmaCopy):
+            return f"T.tma_copy({self.r(s.src)}, {self.r(s.dst)}, barrier={self.r(s.barrier)})"
+        if isinstance(s, BarrierInit):
+            return f"T.barrier_init({self.r(s.barriers)}, count={s.count})"
+        if isinstance(s, BarrierArrive):
+            return f"T.barrier_arrive({self.r(s.barrier)}, tx_bytes={s.tx_bytes})"
+        if isinstance(s, BarrierWait):
+            return f"T.barrier_wait({self.r(s.barrier)}, parity={self.e(s.parity)})"
         if isinstance(s, AsyncCopy):
             return f"T.async_copy({self.r(s.src)}, {self.r(s.dst)})"
         if isinstance(s, AsyncCommit):

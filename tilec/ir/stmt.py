@@ -288,3 +288,47 @@ class AsyncWait(TileOp):
 
     n: int = 0
     kind = "async_wait"
+
+
+@dataclass(frozen=True, eq=False)
+class TmaCopy(Copy):
+    """A global→shared tile copy by the tensor-memory accelerator (sm_90a; made by software pipelining): issued by
+    one thread, it completes on the mbarrier ``barrier`` (one element of a barrier buffer); elements outside the
+    tensor arrive as zero. Its data may be read after a :class:`BarrierWait` on that barrier's phase."""
+
+    barrier: Region
+    kind = "tma_copy"
+
+
+@dataclass(frozen=True, eq=False)
+class BarrierInit(TileOp):
+    """Initialise every mbarrier of ``barriers`` (a shared uint64 buffer) to expect ``count`` arrivals a phase."""
+
+    barriers: Region
+    count: int = 1
+    kind = "barrier_init"
+
+    def writes(self) -> tuple[Region, ...]:
+        return (self.barriers,)
+
+
+@dataclass(frozen=True, eq=False)
+class BarrierArrive(TileOp):
+    """One thread arrives on the mbarrier ``barrier`` and adds ``tx_bytes`` to the bytes its phase waits for (the
+    TMA copies completing on it)."""
+
+    barrier: Region
+    tx_bytes: int
+    kind = "barrier_arrive"
+
+
+@dataclass(frozen=True, eq=False)
+class BarrierWait(TileOp):
+    """Every thread waits until the phase of parity ``parity`` of the mbarrier ``barrier`` has completed."""
+
+    barrier: Region
+    parity: Expr
+    kind = "barrier_wait"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.barrier,)

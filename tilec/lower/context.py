@@ -16,7 +16,7 @@ from tilec.ir.expr import Expr, Var, as_expr, binop, const
 from tilec.ir.kernel import PrimFunc
 from tilec.layout import Fragment, Layout, row_major
 from tilec.lower.symbolic import to_ir
-from tilec.lower.tir import Mem, MemRef, TStmt
+from tilec.lower.tir import Mem, MemRef, TensorMap, TStmt
 from tilec.passes.layout_inference import LayoutPlan
 from tilec.target import Target
 
@@ -55,6 +55,7 @@ class Lowerer:
     align: dict[Buffer, int] = field(default_factory=dict)  # global tensors accessed with vectors: bytes
     # buffers of wgmma groups a gemm left in flight (``in_flight``) -> the accumulator mems to wait for
     wgmma_pending: dict[Buffer, list[Mem]] = field(default_factory=dict)
+    tensor_maps: list[TensorMap] = field(default_factory=list)  # TMA descriptors the kernel takes
     loc: SourceLoc | None = None
     _counter: int = 0
 

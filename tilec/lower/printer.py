@@ -37,6 +37,8 @@ class _Printer(CEmitter):
         params = [f"{self.names(p)}: {self.ctype(p.dtype)}[{expr_str(p.size)}]" if isinstance(p, Mem)
                   else f"{self.names(p)}: {self.ctype(p.dtype)}" for p in k.params]
         params += [f"{self.names(v)}: int" for v in k.dyn_vars]
+        params += [f"{self.names(t)}: tensor map of {k.params[t.param]} box {t.box} swizzle {t.swizzle}"
+                   for t in k.tensor_maps]
         grid = ", ".join(expr_str(g) for g in k.grid)
         out = [f"thread kernel {k.name}({', '.join(params)})",
                f"  grid ({grid}), {k.threads} threads, {k.smem_bytes} bytes of shared memory"]

@@ -278,6 +278,68 @@ class CpAsyncWait(TStmt):
     n: int
 
 
+@dataclass(frozen=True, eq=False)
+class TensorMap:
+    """A TMA tensor map of the global tensor of kernel parameter ``param`` (encoded by the host, passed as a
+    ``__grid_constant__`` parameter after the sizes): the tensor's ``dims`` and byte ``strides`` (innermost
+    first, strides from the second dimension on), boxes of ``box`` elements, the swizzle in bytes (0: none)."""
+
+    name: str
+    param: int
+    dtype: DType
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    swizzle: int
+
+    __hash__ = object.__hash__
+
+
+@dataclass(frozen=True, eq=False)
+class TmaLoad(TStmt):
+    """``cp.async.bulk.tensor`` (one thread): the box of ``tmap`` at element ``coords`` (innermost first; outside the
+    tensor: zeros) to ``dst[dst_off...]``, completing ``tmap``'s box bytes on the mbarrier ``bar[bar_off]``."""
+
+    tmap: TensorMap
+    coords: tuple[Expr, ...]
+    dst: Mem
+    dst_off: Expr
+    bar: Mem
+    bar_off: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class MbarInit(TStmt):
+    """``mbarrier.init``: ``bar[off]`` expects ``count`` arrivals a phase, starting in phase 0."""
+
+    bar: Mem
+    off: Expr
+    count: int
+
+
+@dataclass(frozen=True, eq=False)
+class FenceMbarInit(TStmt):
+    """``fence.mbarrier_init``: initialised mbarriers become visible to the async proxy (TMA completions)."""
+
+
+@dataclass(frozen=True, eq=False)
+class MbarArriveTx(TStmt):
+    """``mbarrier.arrive.expect_tx``: this thread arrives on ``bar[off]`` and adds ``tx`` bytes to its phase."""
+
+    bar: Mem
+    off: Expr
+    tx: int
+
+
+@dataclass(frozen=True, eq=False)
+class MbarWait(TStmt):
+    """``mbarrier.try_wait.parity`` in a loop: until the phase of parity ``parity`` of ``bar[off]`` completes."""
+
+    bar: Mem
+    off: Expr
+    parity: Expr
+
+
 # ------------------------------------------------------------------------------------------------------ kernel
 
 
@@ -307,6 +369,7 @@ class ThreadKernel:
     notes: tuple[str, ...] = ()
     align: tuple[tuple[int, int], ...] = ()  # (parameter index, bytes): alignment the tensor's data needs
     warp_size: int = 32
+    tensor_maps: tuple[TensorMap, ...] = ()  # TMA descriptors, passed after the sizes
 
     __hash__ = object.__hash__
 
@@ -338,6 +401,7 @@ def _register() -> None:
     register_node_type(TStmt)
     register_node_type(WgmmaOperand)
     register_leaf_type(Mem)
+    register_leaf_type(TensorMap)
 
 
 _register()

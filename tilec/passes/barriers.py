@@ -5,7 +5,10 @@ nodes inserted; none is missing and, along every path, none is redundant: a barr
 some access since the previous one needs it. Loops are analysed to a fixpoint, so a dependency from one
 iteration to the next (a copy overwriting what last iteration's gemm read) gets its barrier too.
 
-Shared and global mems are tracked; registers are private and need none.
+Shared and global mems are tracked; registers are private and need none. A TMA copy counts as a write when it
+is issued (what others read or wrote before must be ordered before it) and its data is visible to every thread
+that waited on its mbarrier, without a barrier; mbarrier inits are writes of the barrier's mem (their lowering
+ends with a barrier), arrivals and waits reads of it.
 """
 
 from __future__ import annotations
@@ -22,10 +25,14 @@ from tilec.lower.tir import (
     If,
     LdMatrix,
     Loop,
+    MbarArriveTx,
+    MbarInit,
+    MbarWait,
     MemRef,
     Seq,
     Sync,
     ThreadKernel,
+    TmaLoad,
     TStmt,
     WgmmaOperand,
     Write,
@@ -50,7 +57,7 @@ class _State:
 
 
 def _async_writes(s: TStmt) -> set[int]:
-    return {id(n.dst) for n in walk(s) if isinstance(n, CpAsync)}
+    return {id(n.dst) for n in walk(s) if isinstance(n, (CpAsync, TmaLoad))}
 
 
 def _accesses(s: TStmt) -> tuple[set[int], set[int], bool]:
@@ -65,8 +72,12 @@ def _accesses(s: TStmt) -> tuple[set[int], set[int], bool]:
             writes.add(id(n.mem))
             if isinstance(n, AtomicAddOp):
                 reads.add(id(n.mem))
-        elif isinstance(n, CpAsync):
+        elif isinstance(n, (CpAsync, TmaLoad)):
             writes.add(id(n.dst))
+        elif isinstance(n, MbarInit):
+            writes.add(id(n.bar))
+        elif isinstance(n, (MbarArriveTx, MbarWait)):
+            reads.add(id(n.bar))
         elif isinstance(n, WgmmaOperand):
             reads.add(id(n.mem))
         elif isinstance(n, LdMatrix):
@@ -89,8 +100,9 @@ def _after_last_sync(s: TStmt) -> _State:
 
 
 class _Placer:
-    def __init__(self) -> None:
+    def __init__(self, tma_mems: frozenset[int] = frozenset()) -> None:
         self.count = 0
+        self.tma_mems = tma_mems  # mems TMA copies write: an mbarrier wait makes them visible
 
     def stmt(self, s: TStmt, st: _State) -> tuple[TStmt, _State]:
         if isinstance(s, Seq):
@@ -103,6 +115,9 @@ class _Placer:
             return s, st.after_sync()
         if isinstance(s, CpAsyncWait) or (isinstance(s, Group) and isinstance(s.body, CpAsyncWait)):
             return s, _State(st.written | st.pending, st.read, st.pending)
+        if isinstance(s, MbarWait) or (isinstance(s, Group) and isinstance(s.body, MbarWait)):
+            s2, st = self.leaf(s, st)
+            return s2, _State(st.written, st.read, st.pending - self.tma_mems)
         if isinstance(s, Loop):
             return self.loop(s, st)
         if isinstance(s, If) and not isinstance(s, Group):
@@ -151,7 +166,7 @@ def place_barriers(k: ThreadKernel) -> ThreadKernel:
     """``k`` with barriers placed (see the module docstring); ``k`` itself when it needs none."""
     import dataclasses
 
-    placer = _Placer()
+    placer = _Placer(frozenset(id(n.dst) for n in walk(k.body) if isinstance(n, TmaLoad)))
     body, _ = placer.stmt(k.body, _State())
     return dataclasses.replace(k, body=body) if placer.count else k
 

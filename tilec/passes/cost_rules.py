@@ -34,6 +34,9 @@ from tilec.ir.stmt import (
     AsyncWait,
     AtomicAdd,
     AtomicRMW,
+    BarrierArrive,
+    BarrierInit,
+    BarrierWait,
     Copy,
     CumSum,
     Fill,
@@ -311,7 +314,7 @@ def _atomic_add(ctx: RuleContext, a: AtomicAdd) -> OpCost:
     return cost
 
 
-@cost_rule(AsyncCommit, AsyncWait, Print)
+@cost_rule(AsyncCommit, AsyncWait, BarrierInit, BarrierArrive, BarrierWait, Print)
 def _free(ctx: RuleContext, op: Any) -> OpCost:
     return OpCost()
 

@@ -17,7 +17,7 @@ from tilec.ir.expr import Expr, Load, Var, binop
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp
 from tilec.ir.visit import transform, walk
-from tilec.lower import gemm, mfma, ops, reduce, wgmma  # noqa: F401 - register the lowering rules
+from tilec.lower import gemm, mfma, ops, reduce, tma, wgmma  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.tir import (
@@ -148,10 +148,10 @@ class _Driver:
 def _needs_proxy_fence(lw: Lowerer, s: Stmt) -> bool:
     """In a kernel with wgmma, shared memory written by ordinary stores (or landed by ``cp.async.wait_group``)
     must be fenced to the async proxy by the writing threads before the barrier that orders the wgmma's reads."""
-    from tilec.ir.stmt import AsyncCopy, AsyncWait
+    from tilec.ir.stmt import AsyncCopy, AsyncWait, BarrierInit, TmaCopy
     from tilec.lower.wgmma import uses_wgmma
 
-    if not uses_wgmma(lw) or isinstance(s, AsyncCopy):
+    if not uses_wgmma(lw) or isinstance(s, (AsyncCopy, TmaCopy, BarrierInit)):
         return False
     return isinstance(s, AsyncWait) or any(r.buffer.scope == "shared" for r in s.writes())
 
@@ -201,4 +201,4 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKern
     shared, nbytes = _place_shared(lw.shared)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), launch.num_threads, lw.tx, shared,
-                        tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size)
+                        tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size, tuple(lw.tensor_maps))

@@ -159,7 +159,7 @@ def dump(kernel: Any, after: str = "parse") -> str:
     target = getattr(kernel, "target", Target("cpu"))
     if after == "parse":
         return str(func)
-    state = run_pipeline(func, target, until=after)
+    state = run_pipeline(func, target, until=after, options=getattr(kernel, "pass_configs", None))
     if after == "build_ftg":
         return str(state.ftg)
     shown = state.artifacts.get(after)

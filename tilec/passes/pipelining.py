@@ -11,6 +11,13 @@ consumed in stage ``b > a`` gets ``b - a + 1`` versions, version ``j % versions`
 Producers become asynchronous copies (cp.async) committed as one group per trip; each trip starts by
 waiting for the group its consumers need. Barriers are placed later, by the barrier pass.
 
+On sm_90a with the ``tma`` pass config, a loop with the default schedule whose producers all feed ``T.gemm``
+operands, from contiguous global tensors of compile-time shape, becomes a TMA pipeline instead: one mbarrier per
+operand version (a shared ``uint64`` buffer initialised before the loop), and in trip ``k`` one thread arrives on
+barrier ``k % v`` expecting the bytes of the trip's tiles and issues their :class:`TmaCopy` copies (guarded by
+``k < n``: every arrival is waited for); the consumers of iteration ``j`` start by waiting for phase parity
+``(j // v) % 2`` of barrier ``j % v``. Tiles past the tensor's end arrive as zeros (TMA's out-of-bounds fill).
+
 Targets without asynchronous copies (HIP) get the register prefetch of :mod:`tilec.passes.prefetch` instead
 (the next tile loaded into registers during the compute, stored to shared memory after it), unless the loop
 gives ``stage=[...]`` by hand, which keeps the multi-buffered schedule above with synchronous copies.
@@ -22,14 +29,18 @@ import dataclasses
 import functools
 from typing import Any
 
+from tilec import dtypes as dt
 from tilec.errors import TilecValueError
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import Load, Var, binop
+from tilec.ir.expr import Load, Var, binop, const
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import (
     AsyncCommit,
     AsyncCopy,
     AsyncWait,
+    BarrierArrive,
+    BarrierInit,
+    BarrierWait,
     Copy,
     For,
     IfThenElse,
@@ -37,6 +48,7 @@ from tilec.ir.stmt import (
     SeqStmt,
     Stmt,
     Store,
+    TmaCopy,
 )  # fmt: skip
 from tilec.ir.visit import substitute, transform, walk
 from tilec.passes.prefetch import prefetch_loop
@@ -79,6 +91,7 @@ class _Pipeliner:
         self.target = target
         opts = options or {}
         self.overlap = bool(opts.get("wgmma")) and opts.get("wgmma_overlap", True) and target.arch == "sm_90a"
+        self.tma = bool(opts.get("tma")) and target.arch == "sm_90a"
         self.replaced: dict[Buffer, Buffer] = {}
         self.new_allocs: list[Buffer] = []
         self.notes: list[str] = []
@@ -96,7 +109,68 @@ class _Pipeliner:
         versions = self.versions(body, stages)
         if self.overlap and supports_async_copy(self.target):
             body = self.overlap_wgmma(loop, body, stages, versions)
+        if self.tma:
+            why = self.tma_refusal(loop, body, stages, versions)
+            if why is None:
+                return self.rewrite_tma(loop, body, stages, order, depth, versions)
+            self.notes.append(f"T.Pipelined at line {loop.loc.line if loop.loc else 0}: cp.async, not TMA: {why}")
         return self.rewrite(loop, body, stages, order, depth, versions)
+
+    def tma_refusal(self, loop: For, body: list[Stmt], stages: list[int],
+                    versions: dict[int, tuple[Buffer, int, int]]) -> str | None:
+        """Why the loop cannot be a TMA pipeline, or None when it can."""
+        from tilec.ir.stmt import Gemm
+
+        if loop.ann("stage") is not None:
+            return "stages given by hand"
+        producers = [st for st, g in zip(body, stages) if g == 0]
+        if not producers or any(not self.is_async(p) for p in producers):
+            return "a first-stage statement is not a global->shared copy"
+        counts = {versions[id(p.dst.buffer)][2] for p in producers if id(p.dst.buffer) in versions}
+        if len(counts) != 1 or any(id(p.dst.buffer) not in versions for p in producers):
+            return "its tiles have different numbers of versions"
+        for p in producers:
+            x = id(p.dst.buffer)
+            users = [o for o in body if o is not p and x in _reads(o)]
+            if not users or any(type(o) is not Gemm or x not in (id(o.A.buffer), id(o.B.buffer)) for o in users):
+                return f"{p.dst.buffer.name!r} is read by something other than T.gemm"
+            why = tma_box_refusal(p)
+            if why is not None:
+                return why
+        return None
+
+    def rewrite_tma(self, loop: For, body: list[Stmt], stages: list[int], order: list[int], depth: int,
+                    versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
+        n = loop.extent
+        k = Var(loop.var.name)
+        nv = next(v for _, a, v in versions.values() if a == 0)
+        for _, (buf, _a, v) in versions.items():
+            if buf not in self.replaced:
+                self.replaced[buf] = Buffer(buf.name, (v,) + tuple(buf.shape), buf.dtype, "shared", loc=buf.loc)
+        bar = Buffer(f"{loop.var.name}_full", (nv,), dt.uint64, "shared", loc=loop.loc)
+        self.new_allocs.append(bar)
+
+        def slot(i: Any) -> Region:
+            return Region(bar, (binop("%", i, nv),), (1,))
+
+        producers = [body[i] for i in order if stages[i] == 0]
+        tx = sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in producers)
+        items: list[tuple[Any, Stmt]] = [(binop("<", k, n), BarrierArrive(slot(k), tx, loc=loop.loc))]
+        for i in order:
+            j = binop("-", k, stages[i]) if stages[i] else k
+            s = self.remap(substitute(body[i], {loop.var: j}), j, versions)
+            if stages[i] == 0:
+                s = TmaCopy(s.src, s.dst, slot(k), loc=s.loc)
+            elif not any(isinstance(x, BarrierWait) for _, x in items):
+                items.append((_guard(k, stages[i], depth, n), BarrierWait(slot(j), binop("%", binop("//", j, nv), 2),
+                                                                         loc=loop.loc)))
+            items.append((_guard(k, stages[i], depth, n), s))
+        line = loop.loc.line if loop.loc else 0
+        self.notes.append(f"T.Pipelined at line {line}: {depth} stages, "
+                          + ", ".join(f"{b.name} x{v}" for b, _, v in versions.values())
+                          + f" with TMA on {nv} mbarriers ({tx} bytes a trip)")
+        new = For(k, binop("+", n, depth - 1), "serial", SeqStmt(tuple(_merge_guards(items))), loc=loop.loc)
+        return SeqStmt((BarrierInit(Region(bar, (const(0),), (nv,)), 1, loc=loop.loc), new))
 
     def overlap_wgmma(self, loop: For, body: list[Stmt], stages: list[int],
                       versions: dict[int, tuple[Buffer, int, int]]) -> list[Stmt]:
@@ -237,6 +311,39 @@ class _Pipeliner:
             return None
 
         return transform(s, fn)
+
+
+def tma_box_refusal(c: Copy) -> str | None:
+    """Why TMA cannot do copy ``c`` (a global->shared tile), or None: the source a contiguous tensor of
+    compile-time shape (rank <= 5, 16-byte row strides), the tile 2-D with the tensor's innermost dimension as its
+    columns, boxes of at most 256 rows, each 16-byte-multiple panel (or row) one box."""
+    from tilec.lower.layouts import swizzle_bytes
+
+    src, dst = c.src.buffer, c.dst.buffer
+    if src.dtype is not dst.dtype or src.dtype.bits not in (8, 16, 32):
+        return f"{src.name!r}: TMA copies 8-, 16- or 32-bit elements without conversion"
+    shape = src.shape
+    if src.strides is not None or not all(isinstance(d, int) for d in shape) or not 1 <= len(shape) <= 5:
+        return f"{src.name!r}: TMA here needs a contiguous tensor of rank 1-5 with compile-time sizes"
+    eb = src.dtype.bits // 8
+    if len(shape) > 1 and int(shape[-1]) * eb % 16:  # every row stride is a multiple of the innermost one
+        return f"{src.name!r}: its rows of {int(shape[-1]) * eb} bytes are not a multiple of 16"
+    tile = c.dst.squeezed_extents()
+    ext = c.src.extents
+    if len(dst.shape) != 2 or len(tile) != 2 or not all(isinstance(e, int) for e in ext) or ext[-1] != tile[-1]:
+        return f"{dst.name!r}: TMA here copies 2-D tiles whose columns are the tensor's innermost dimension"
+    rows, cols = int(dst.shape[0]), int(dst.shape[1])
+    if [e for e in ext if e != 1] != [rows, cols]:
+        return f"{dst.name!r}: the source region's extents {tuple(ext)} do not match the tile {rows}x{cols}"
+    sw = swizzle_bytes((rows, cols), dst.dtype)
+    width = sw // eb if sw else cols
+    if rows > 256 or width > 256 or width * eb % 16:
+        return f"{dst.name!r}: a {rows}x{width} box is outside TMA's limits (256 per side, rows of 16-byte multiples)"
+    return None
+
+
+def _numel(r: Region) -> int:
+    return functools.reduce(lambda x, y: x * y, (int(e) for e in r.extents), 1)
 
 
 def _shared_bytes(func: PrimFunc, versions: dict[int, tuple[Buffer, int, int]]) -> int:

@@ -95,11 +95,18 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
     for v in func.dyn_vars:
         values.append((ctypes.c_int32, f"s_{v.name}"))
     cells = [t() for t, _ in values]
-    ptrs = (ctypes.c_void_p * max(1, len(cells)))(*[ctypes.addressof(c) for c in cells])
+    maps = getattr(compiled, "tensor_maps", ())
+    ptrs = (ctypes.c_void_p * max(1, len(cells) + len(maps)))(*[ctypes.addressof(c) for c in cells])
     env["_cells"], env["_ptrs"] = cells, ctypes.addressof(ptrs)
     env["_keep"] = ptrs
     for k, (_, expr) in enumerate(values):
         lines.append(f"    _cells[{k}].value = {expr}")
+    if maps:  # TMA descriptors: encoded once per tensor address, passed by the address of the 128-byte map
+        from tilec.runtime.tensor_map import TensorMapCache
+
+        for j, t in enumerate(maps):
+            env[f"_tm{j}"] = TensorMapCache(t)
+            lines.append(f"    _keep[{len(cells) + j}] = _tm{j}({values[t.param][1]})")
     grid_args = ", ".join(f"s_{v.name}" for v in func.dyn_vars)
     lines.append(f"    gx, gy, gz = _grid({grid_args})")
     lines.append("    if gx and gy and gz:")

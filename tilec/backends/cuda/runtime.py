@@ -97,6 +97,20 @@ class CompiledKernel:
     arch: str
     device: int = 0
     align: tuple[tuple[int, int], ...] = ()  # (parameter index, bytes)
+    tensor_maps: tuple = ()  # tilec.lower.tir.TensorMap: TMA descriptors passed after the sizes
+
+
+def _maps_to_json(maps: tuple) -> list[dict]:
+    return [{"name": t.name, "param": t.param, "dtype": t.dtype.name, "dims": list(t.dims),
+             "strides": list(t.strides), "box": list(t.box), "swizzle": t.swizzle} for t in maps]
+
+
+def _maps_from_json(items: list[dict]) -> tuple:
+    from tilec.dtypes import dtype
+    from tilec.lower.tir import TensorMap
+
+    return tuple(TensorMap(d["name"], d["param"], dtype(d["dtype"]), tuple(d["dims"]), tuple(d["strides"]),
+                           tuple(d["box"]), d["swizzle"]) for d in items)
 
 
 def _grid_fn(grid: tuple, dyn_vars: tuple) -> Any:
@@ -154,7 +168,8 @@ def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | No
         return None
     fn, regs = _load_module(entry[0], meta["name"], meta["smem"])
     return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(func.launch.grid, func.dyn_vars), regs,
-                          meta["spills"], meta["arch"], _current_device(), tuple(tuple(a) for a in meta["align"]))
+                          meta["spills"], meta["arch"], _current_device(), tuple(tuple(a) for a in meta["align"]),
+                          _maps_from_json(meta.get("tensor_maps", [])))
 
 
 _BUILT: dict[str, tuple[bytes, int]] = {}  # binaries this process compiled (key -> cubin, spills), newest last
@@ -192,10 +207,10 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
     key, cubin, spills = build_binary(source, arch, name)
     fn, regs = _load_module(cubin, name, kernel.smem_bytes)
     meta = {"binary": key, "name": name, "smem": kernel.smem_bytes, "threads": kernel.threads, "spills": spills,
-            "arch": arch, "align": [list(a) for a in kernel.align]}
+            "arch": arch, "align": [list(a) for a in kernel.align], "tensor_maps": _maps_to_json(kernel.tensor_maps)}
     cache.put_meta(front_key(func, target, options), json.dumps(meta))
     return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(kernel.grid, kernel.dyn_vars), regs,
-                          spills, arch, _current_device(), kernel.align)
+                          spills, arch, _current_device(), kernel.align, kernel.tensor_maps)
 
 
 class CudaExecutable:
@@ -207,6 +222,9 @@ class CudaExecutable:
         self.kinds = ["ptr" if isinstance(p, Buffer) else p.dtype for p in func.params]
         self.dyn = list(func.dyn_vars)
         self._streams: dict[int, Any] = {}
+        from tilec.runtime.tensor_map import TensorMapCache
+
+        self.tmaps = [TensorMapCache(t) for t in compiled.tensor_maps]
 
     def args_of(self, bound: Bound) -> tuple[list[Any], tuple[int, int, int]]:
         args: list[Any] = []
@@ -247,5 +265,20 @@ class CudaExecutable:
         args, grid = self.args_of(bound)
         if 0 in grid:
             return
+        if self.tmaps:  # 128-byte tensor-map parameters: a packed argument block through the driver
+            self.packed_launch(args, grid, bound)
+            return
         self.ck.function(grid, (self.ck.threads, 1, 1), tuple(args), shared_mem=self.ck.smem,
                          stream=self.stream(bound))
+
+    def packed_launch(self, args: list[Any], grid: tuple[int, int, int], bound: Bound) -> None:
+        import ctypes
+
+        from cupy.cuda import driver
+
+        cells = [(ctypes.c_char * a.nbytes).from_buffer_copy(a.tobytes()) for a in args]
+        addrs = [ctypes.addressof(c) for c in cells]
+        addrs += [m(bound.infos[m.tmap.param].data_ptr) for m in self.tmaps]
+        ptrs = (ctypes.c_void_p * len(addrs))(*addrs)
+        driver.launchKernel(self.ck.function.ptr, *grid, self.ck.threads, 1, 1, self.ck.smem,
+                            self.stream(bound).ptr, ctypes.addressof(ptrs), 0)

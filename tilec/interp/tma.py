@@ -1,0 +1,146 @@
+"""TMA copies and mbarriers in the thread interpreter, from the PTX ISA's description.
+
+An mbarrier has a phase, the arrivals its phase still expects and a transaction count (bytes announced by
+``expect_tx`` minus bytes completed by TMA copies). A phase completes when both reach zero; the copies that completed
+on it land in shared memory when a thread waits for that phase (``try_wait.parity`` with the phase's parity), and
+become visible to every waiting thread without a barrier. A TMA copy reads its box from the global tensor (zeros
+outside it) and writes it with the tensor map's swizzle applied to the byte address.
+
+Reported: reading data before the wait that lands it, a TMA copy writing what others read since the last barrier,
+a wait that no arrival can ever satisfy (a deadlock on the GPU), more arrivals than a phase expects, re-initialising
+a barrier with copies in flight, and a kernel that ends with copies in flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tilec.errors import RaceError
+from tilec.interp.thread import ThreadInterpreter, stmt_rule
+from tilec.lower.tir import FenceMbarInit, MbarArriveTx, MbarInit, MbarWait, Mem, TensorMap, TmaLoad
+
+
+@dataclass
+class Mbarrier:
+    count: int
+    expected: int  # arrivals the current phase still expects
+    tx: int = 0  # announced minus completed transaction bytes
+    phase: int = 0  # completed phases
+    in_flight: list[tuple[Mem, np.ndarray, np.ndarray]] = field(default_factory=list)  # copies of this phase
+    completed: list[tuple[Mem, np.ndarray, np.ndarray]] = field(default_factory=list)  # to land at the next wait
+
+
+def _slot(it: ThreadInterpreter, mem: Mem, off: object, env: dict, mask: np.ndarray, what: str) -> tuple[Mem, int]:
+    o = np.broadcast_to(np.asarray(it.eval(off, env, mask), np.int64), (it.T,))[mask]
+    if o.size and np.any(o != o[0]):
+        it.fail(f"{what}: threads name different mbarriers of {mem.name}")
+    i = int(o[0]) if o.size else 0
+    if not 0 <= i < int(mem.size):
+        it.fail(f"{what}: mbarrier {mem.name}[{i}] outside its {mem.size} elements")
+    it.read(mem, np.full(it.T, i), 1, mask)  # race checks: an init must be ordered before its uses by a barrier
+    return mem, i
+
+
+def _get(it: ThreadInterpreter, key: tuple[Mem, int], what: str) -> Mbarrier:
+    bar = it.mbarriers.get(key)
+    if bar is None:
+        it.fail(f"{what} on mbarrier {key[0].name}[{key[1]}] before its mbarrier.init", RaceError)
+    return bar
+
+
+def _advance(it: ThreadInterpreter, bar: Mbarrier, key: tuple[Mem, int]) -> None:
+    if bar.expected < 0:
+        it.fail(f"mbarrier {key[0].name}[{key[1]}]: more arrivals than the {bar.count} its phase expects", RaceError)
+    if bar.expected == 0 and bar.tx == 0:
+        bar.completed += bar.in_flight
+        bar.in_flight = []
+        bar.phase += 1
+        bar.expected = bar.count
+
+
+@stmt_rule(MbarInit)
+def _init(it: ThreadInterpreter, s: MbarInit, env: dict, mask: np.ndarray) -> None:
+    o = np.broadcast_to(np.asarray(it.eval(s.off, env, mask), np.int64), (it.T,))[mask]
+    for i in sorted({int(x) for x in o}):
+        old = it.mbarriers.get((s.bar, i))
+        if old is not None and (old.in_flight or old.completed):
+            it.fail(f"mbarrier.init of {s.bar.name}[{i}] while TMA copies completing on it are in flight", RaceError)
+        it.mbarriers[(s.bar, i)] = Mbarrier(s.count, s.count)
+    it.write(s.bar, np.asarray(it.eval(s.off, env, mask)), np.zeros((it.T, 1)), 1, mask)
+
+
+@stmt_rule(FenceMbarInit)
+def _fence(it: ThreadInterpreter, s: FenceMbarInit, env: dict, mask: np.ndarray) -> None:
+    pass
+
+
+@stmt_rule(MbarArriveTx)
+def _arrive(it: ThreadInterpreter, s: MbarArriveTx, env: dict, mask: np.ndarray) -> None:
+    key = _slot(it, s.bar, s.off, env, mask, "mbarrier.arrive")
+    bar = _get(it, key, "mbarrier.arrive")
+    n = int(np.count_nonzero(mask))
+    bar.expected -= n
+    bar.tx += n * s.tx
+    _advance(it, bar, key)
+
+
+@stmt_rule(MbarWait)
+def _wait(it: ThreadInterpreter, s: MbarWait, env: dict, mask: np.ndarray) -> None:
+    key = _slot(it, s.bar, s.off, env, mask, "mbarrier.try_wait")
+    bar = _get(it, key, "mbarrier.try_wait")
+    p = np.broadcast_to(np.asarray(it.eval(s.parity, env, mask), np.int64), (it.T,))[mask]
+    parity = int(p[0]) & 1 if p.size else 0
+    if (bar.phase & 1) == parity:  # the phase with this parity is the current one: nothing can complete it now
+        it.fail(f"mbarrier {key[0].name}[{key[1]}]: a wait for phase parity {parity} that nothing can complete "
+                f"(the phase still expects {bar.expected} arrival(s) and {bar.tx} transaction bytes): a deadlock "
+                "on the GPU", RaceError)
+    for mem, o, vals in bar.completed:
+        sh = it.shared[mem]
+        sh.pending[o] = False
+        sh.data[o] = vals.astype(sh.data.dtype)
+        sh.w_epoch[o] = -1  # visible to every thread that waited: no barrier needed
+    bar.completed = []
+
+
+def _box(it: ThreadInterpreter, t: TensorMap, coords: list[int]) -> np.ndarray:
+    """The box at ``coords`` (innermost first) of ``t``'s tensor, zeros outside it; row-major, outermost first."""
+    src = it.globals_[it.k.params[t.param]]
+    eb = t.dtype.bits // 8
+    strides = (1,) + tuple(s // eb for s in t.strides)
+    grids = np.meshgrid(*[np.arange(b) + c for b, c in zip(t.box, coords)], indexing="ij")  # innermost first
+    inside = np.ones(grids[0].shape, bool)
+    flat = np.zeros(grids[0].shape, np.int64)
+    for g, d, st in zip(grids, t.dims, strides):
+        inside &= (g >= 0) & (g < d)
+        flat += np.clip(g, 0, d - 1) * st
+    vals = np.where(inside, src[flat], 0)
+    return np.transpose(vals).reshape(-1)  # outermost first: the order TMA writes the box in
+
+
+@stmt_rule(TmaLoad)
+def _tma(it: ThreadInterpreter, s: TmaLoad, env: dict, mask: np.ndarray) -> None:
+    t = s.tmap
+    eb = t.dtype.bits // 8
+    coords = [np.broadcast_to(np.asarray(it.eval(c, env, mask), np.int64), (it.T,)) for c in s.coords]
+    dst = np.broadcast_to(np.asarray(it.eval(s.dst_off, env, mask), np.int64), (it.T,))
+    key = _slot(it, s.bar, s.bar_off, env, mask, "TMA copy")
+    bar = _get(it, key, "TMA copy")
+    sh = it.shared[s.dst]
+    for tid in it.tids[mask]:
+        start = int(dst[tid]) * eb
+        if start % 128:
+            it.fail(f"TMA copy into {s.dst.name} at byte {start}: the destination must be 128-byte aligned")
+        vals = _box(it, t, [int(c[tid]) for c in coords])
+        byte = start + np.arange(vals.size) * eb
+        if t.swizzle:
+            byte = byte ^ (((byte >> 7) & (t.swizzle // 16 - 1)) << 4)
+        o = byte // eb
+        if o.min() < 0 or o.max() >= sh.data.size:
+            it.fail(f"TMA copy writes {s.dst.name} outside its {sh.data.size} elements")
+        it.track_write(sh, s.dst, np.array([tid]), o[None, :])
+        sh.pending[o] = True
+        bar.in_flight.append((s.dst, o, vals))
+        bar.tx -= vals.size * eb
+    _advance(it, bar, key)

@@ -1,0 +1,162 @@
+"""TMA tile copies and mbarriers (sm_90a; made by software pipelining with the ``tma`` pass config).
+
+A :class:`~tilec.ir.stmt.TmaCopy` of a ``rows x cols`` tile becomes one ``cp.async.bulk.tensor`` per panel of the
+tile's shared layout, issued by thread 0: with an S-byte swizzle (:func:`~tilec.lower.layouts.operand_layout`) each
+panel of S bytes per row is a box of ``S / elem_bytes`` columns by ``rows`` that TMA writes with the same swizzle
+(the buffer and each panel start 1024-byte aligned); a row-major tile is one box. The box's bytes complete on the
+copy's mbarrier. The tensor map of each (tensor, box, swizzle) is a kernel parameter the host encodes
+(:mod:`tilec.runtime.tensor_map`). Barrier ops: ``mbarrier.init`` by thread 0 followed by the init fence and a
+barrier; ``mbarrier.arrive.expect_tx`` by thread 0; ``mbarrier.try_wait.parity`` by every thread.
+"""
+
+from __future__ import annotations
+
+from tilec.backends.cemit import CEmitter, emit_rule
+from tilec.errors import TilecError
+from tilec.ir.buffer import Buffer
+from tilec.ir.expr import Expr, binop, const
+from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, TmaCopy
+from tilec.lower.context import Lowerer, lower_rule
+from tilec.lower.layouts import operand_layout, swizzle_bytes
+from tilec.lower.tir import (
+    FenceMbarInit,
+    If,
+    MbarArriveTx,
+    MbarInit,
+    MbarWait,
+    Sync,
+    TensorMap,
+    TmaLoad,
+    TStmt,
+    seq,
+)  # fmt: skip
+
+
+def tensor_map(lw: Lowerer, src: Buffer, box: tuple[int, ...], sw: int) -> TensorMap:
+    """The kernel's tensor map of ``src`` with boxes ``box`` (innermost first) and swizzle ``sw`` (one per such)."""
+    param = next(i for i, p in enumerate(lw.func.params) if p is src)
+    for t in lw.tensor_maps:
+        if t.param == param and t.box == box and t.swizzle == sw:
+            return t
+    eb = src.dtype.bits // 8
+    dims = tuple(int(d) for d in reversed(src.shape))
+    strides, acc = [], eb
+    for d in dims[:-1]:
+        acc *= d
+        strides.append(acc)
+    t = TensorMap(f"{src.name}_tmap{len(lw.tensor_maps)}", param, src.dtype, dims, tuple(strides), box, sw)
+    lw.tensor_maps.append(t)
+    lw.align[src] = max(lw.align.get(src, 1), 16)  # TMA needs the tensor's start 16-byte aligned
+    return t
+
+
+@lower_rule(TmaCopy)
+def lower_tma_copy(lw: Lowerer, c: TmaCopy) -> TStmt:
+    src, dst = c.src.buffer, c.dst.buffer
+    rows, cols = (int(d) for d in dst.shape[-2:])
+    lay = lw.shared_layout(dst)
+    if not lay.equals(operand_layout(tuple(int(d) for d in dst.shape), dst.dtype)):
+        raise TilecError(f"TMA copy into {dst.name!r}: its shared layout is not a gemm operand layout", c.loc)
+    sw = swizzle_bytes((rows, cols), dst.dtype) or 0
+    eb = dst.dtype.bits // 8
+    width = sw // eb if sw else cols
+    dim = next(d for d, e in enumerate(c.src.extents) if e != 1)  # the tile's row dimension in the tensor
+    box = [1] * src.ndim
+    box[0], box[src.ndim - 1 - dim] = width, rows
+    tmap = tensor_map(lw, src, tuple(box), sw)
+    version: Expr = c.dst.starts[0] if dst.ndim == 3 else const(0)
+    base = binop("*", version, rows * cols)
+    bar, bar_off = lw.mem_of(c.barrier.buffer), c.barrier.starts[0]
+    mem = lw.mem_of(dst)
+    loads: list[TStmt] = []
+    for p in range(cols // width):
+        coords = list(reversed(c.src.starts))
+        coords[0] = binop("+", coords[0], p * width)
+        loads.append(TmaLoad(tmap, tuple(coords), mem, binop("+", base, p * rows * width), bar, bar_off))
+    return If(binop("==", lw.tx, 0), seq(loads))
+
+
+@lower_rule(BarrierInit)
+def lower_barrier_init(lw: Lowerer, b: BarrierInit) -> TStmt:
+    mem = lw.mem_of(b.barriers.buffer)
+    inits: list[TStmt] = [MbarInit(mem, const(i), b.count) for i in range(int(b.barriers.extents[0]))]
+    return seq([If(binop("==", lw.tx, 0), seq(inits + [FenceMbarInit()])), Sync()])
+
+
+@lower_rule(BarrierArrive)
+def lower_barrier_arrive(lw: Lowerer, b: BarrierArrive) -> TStmt:
+    return If(binop("==", lw.tx, 0), MbarArriveTx(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.tx_bytes))
+
+
+@lower_rule(BarrierWait)
+def lower_barrier_wait(lw: Lowerer, b: BarrierWait) -> TStmt:
+    return MbarWait(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.parity)
+
+
+# ------------------------------------------------------------------------------------------------- emission
+
+_SMEM = "static_cast<unsigned>(__cvta_generic_to_shared({}))"
+
+
+def _helper(e: CEmitter, name: str, text: str) -> str:
+    if name not in e.helpers:
+        e.helpers[name] = f"namespace tl {{\n{text}}}  // namespace tl\n"
+    return f"tl::{name}"
+
+
+def tma_desc_struct(e: CEmitter) -> str:
+    """The C type of a tensor-map parameter (the driver's 128-byte, 64-byte aligned CUtensorMap)."""
+    return _helper(e, "TmaDesc", "struct alignas(64) TmaDesc { unsigned long long opaque[16]; };\n")
+
+
+@emit_rule(TmaLoad)
+def _emit_tma_load(e: CEmitter, s: TmaLoad, d: int) -> None:
+    rank = len(s.coords)
+    cs = ", ".join(f"%{i + 3}" for i in range(rank))
+    params = ", ".join(f"int c{i}" for i in range(rank))
+    ins = ", ".join(f'"r"(c{i})' for i in range(rank))
+    fn = _helper(e, f"tma_load_{rank}d", (
+        f"__device__ __forceinline__ void tma_load_{rank}d(const void* map, void* dst, void* bar, {params}) {{\n"
+        f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "\n'
+        f'               "[%0], [%1, {{{cs}}}], [%2];"\n'
+        f'               :: "r"({_SMEM.format("dst")}), "l"(map), "r"({_SMEM.format("bar")}), {ins} : "memory");\n'
+        "}\n"))
+    coords = ", ".join(e.e(c) for c in s.coords)
+    e.emit(d, f"{fn}(&{e.names(s.tmap)}, {e.names(s.dst)} + {e.e(s.dst_off)}, {e.names(s.bar)} + {e.e(s.bar_off)}, "
+              f"{coords});")
+
+
+@emit_rule(MbarInit)
+def _emit_init(e: CEmitter, s: MbarInit, d: int) -> None:
+    fn = _helper(e, "mbar_init", (
+        "__device__ __forceinline__ void mbar_init(void* bar, unsigned count) {\n"
+        f'  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"({_SMEM.format("bar")}), "r"(count) '
+        ': "memory");\n}\n'))
+    e.emit(d, f"{fn}({e.names(s.bar)} + {e.e(s.off)}, {s.count});")
+
+
+@emit_rule(FenceMbarInit)
+def _emit_fence(e: CEmitter, s: FenceMbarInit, d: int) -> None:
+    e.emit(d, 'asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");')
+
+
+@emit_rule(MbarArriveTx)
+def _emit_arrive(e: CEmitter, s: MbarArriveTx, d: int) -> None:
+    fn = _helper(e, "mbar_arrive_tx", (
+        "__device__ __forceinline__ void mbar_arrive_tx(void* bar, unsigned tx) {\n"
+        '  asm volatile("{\\n.reg .b64 state;\\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\\n}\\n"\n'
+        f'               :: "r"({_SMEM.format("bar")}), "r"(tx) : "memory");\n}}\n'))
+    e.emit(d, f"{fn}({e.names(s.bar)} + {e.e(s.off)}, {s.tx});")
+
+
+@emit_rule(MbarWait)
+def _emit_wait(e: CEmitter, s: MbarWait, d: int) -> None:
+    fn = _helper(e, "mbar_wait", (
+        "__device__ __forceinline__ void mbar_wait(void* bar, unsigned parity) {\n"
+        "  unsigned done;\n"
+        "  do {\n"
+        '    asm volatile("{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"\n'
+        '                 "selp.u32 %0, 1, 0, p;\\n}\\n"\n'
+        f'                 : "=r"(done) : "r"({_SMEM.format("bar")}), "r"(parity) : "memory");\n'
+        "  } while (!done);\n}\n"))
+    e.emit(d, f"{fn}({e.names(s.bar)} + {e.e(s.off)}, {e.e(s.parity)});")
