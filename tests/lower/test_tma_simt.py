@@ -1,0 +1,206 @@
+"""TMA pipelines (pass configs ``wgmma`` + ``tma``, target ``simt:sm_90a``) run by the thread interpreter against
+float64 numpy. The interpreter emulates TMA boxes (out-of-bounds zero fill, the swizzle on the written addresses) and
+mbarrier phases from the PTX ISA, so a missing or wrong wait, arrival or barrier is a named error; the tests remove
+each one from the lowered kernel and check that the hazard is reported."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import assert_close, load_example, randn
+
+import tilec
+import tilec.language as T
+from tilec.errors import RaceError
+
+TMA = {"wgmma": True, "tma": True}
+
+
+def _tma_note(kernel: tilec.JITKernel) -> str:
+    return next((line for line in kernel.report().splitlines() if "T.Pipelined" in line and "stages" in line), "")
+
+
+GEMM = [  # (M, N, K, tile kwargs): ragged in every dimension, several stages, two warpgroups, panels of B, bf16
+    (100, 72, 80, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}),
+    (130, 200, 64, {"block_M": 128, "block_N": 128, "block_K": 32, "threads": 256, "num_stages": 3}),
+    (64, 80, 48, {"block_M": 64, "block_N": 128, "block_K": 16, "dtype": "bfloat16", "num_stages": 3}),
+    (70, 256, 72, {"block_M": 64, "block_N": 256, "block_K": 32, "threads": 256, "num_stages": 2}),
+]
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles"), GEMM, ids=lambda x: str(x) if not isinstance(x, dict) else "")
+def test_tma_gemm(rng, M, N, K, tiles):
+    kernel = tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, "simt:sm_90a", [-1],
+                             pass_configs=TMA)
+    assert "with TMA on" in _tma_note(kernel)
+    dtype = tiles.get("dtype", "float16")
+    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_tma_flash_attention(rng, causal):
+    fa = load_example("03_flash_attention")
+    b, h, n, d = 1, 2, 100, 64
+    kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, causal, block_M=64, block_N=64, threads=128,
+                                                num_stages=2).prim_func, "simt:sm_90a", [3], pass_configs=TMA)
+    assert "K_s x2, V_s x2 with TMA" in _tma_note(kernel)
+    q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
+    assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+def test_tma_mla_decode(rng):
+    """Rank-4 tensors: each 64 x 512 latent tile is eight 128-byte-swizzled boxes."""
+    mla = load_example("07_mla_decode")
+    b, h, kvh, s = 1, 128, 2, 100
+    kernel = tilec.JITKernel(mla.mla_decode(b, h, kvh, s, num_stages=2).prim_func, "simt:sm_90a", [4],
+                             pass_configs=TMA)
+    assert "with TMA" in _tma_note(kernel)
+    maps = kernel.state.artifacts["thread_ir"].tensor_maps
+    assert {m.box for m in maps} == {(64, 1, 64, 1)} and {m.swizzle for m in maps} == {128}
+    q, q_pe = (randn(rng, (b, h, d), "float16") for d in (512, 64))
+    kv, k_pe = (randn(rng, (b, s, kvh, d), "float16") for d in (512, 64))
+    assert_close(kernel(q, q_pe, kv, k_pe), mla.reference(q, q_pe, kv, k_pe), "float16",
+                 scale=float(np.abs(kv.astype(np.float64)).max()))
+
+
+def test_tma_fp8_gemm(rng):
+    fp8 = load_example("06_fp8_gemm")
+    M, N, K = 100, 72, 160
+    a, sa = fp8.quantize(rng.standard_normal((M, K)), 1)
+    b, sb = fp8.quantize(rng.standard_normal((N, K)), 1)
+    kernel = tilec.JITKernel(fp8.fp8_matmul(M, N, K, block_M=64, block_N=64, block_K=64, num_stages=2).prim_func,
+                             "simt:sm_90a", [-1], pass_configs=TMA)
+    assert "with TMA" in _tma_note(kernel)
+    ref = (a.astype(np.float64) @ b.astype(np.float64).T) * sa[:, None] * sb[None, :]
+    out = kernel(a, b, sa, sb).astype(np.float64)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 8e-3
+
+
+def test_tma_needs_its_pass_config_and_sm_90a():
+    g = load_example("01_gemm").matmul(128, 128, 128, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    assert "TMA" not in _tma_note(tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={"wgmma": True}))
+    assert "TMA" not in _tma_note(tilec.JITKernel(g, "simt:sm_80", [-1], pass_configs=TMA))
+
+
+# -------------------------------------------------------------------------------------------- when TMA is refused
+
+
+def _refusal(kernel_fn) -> str:
+    kernel = tilec.JITKernel(kernel_fn, "simt:sm_90a", [-1], pass_configs=TMA)
+    return next(line for line in kernel.report().splitlines() if "not TMA" in line)
+
+
+def test_tma_refused_for_dynamic_shapes():
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((M, 64), "float16")):
+        with T.Kernel(T.ceildiv(M, 64), threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(A[bx * 64, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * 64, 0])
+
+    assert "compile-time sizes" in _refusal(main)
+
+
+def test_tma_refused_when_a_tile_feeds_more_than_gemm():
+    @T.prim_func
+    def main(A: T.Tensor((64, 128), "float16"), B: T.Tensor((128, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            S_f = T.alloc_fragment((64, 32), "float32")
+            T.clear(C_f)
+            T.clear(S_f)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                for i, j in T.Parallel(64, 32):
+                    S_f[i, j] += A_s[i, j]
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[0, 0])
+
+    assert "'A_s' is read by something other than T.gemm" in _refusal(main)
+
+
+def test_tma_refused_for_unaligned_rows():
+    """Rows of 100 bytes: TMA needs 16-byte multiple strides, so the loop keeps cp.async."""
+    g = load_example("01_gemm").matmul(64, 64, 50, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    assert "not a multiple of 16" in _refusal(g)
+
+
+# ------------------------------------------------------------------------------------------- hazards are named
+
+
+def _run_thread_ir(kernel: tilec.JITKernel, tk, *arrays) -> None:
+    from tilec.backends.simt import SimtExecutable
+    from tilec.runtime.args import allocate_like, bind
+
+    SimtExecutable(tk, kernel.prim_func)(bind(kernel.prim_func, arrays, "cpu", allocate_like))
+
+
+def _edit(tk, fn):
+    from tilec.ir.visit import transform
+
+    return dataclasses.replace(tk, body=transform(tk.body, fn))
+
+
+def _drop(cls):
+    """Remove every statement of class ``cls`` (with the tile op's group holding it)."""
+    from tilec.lower.tir import Group, Seq, seq
+
+    def hit(c) -> bool:
+        return isinstance(c, cls) or isinstance(c, Group) and any(isinstance(n, cls) for n in _walk(c.body))
+
+    def fn(node):
+        if isinstance(node, Seq) and any(hit(c) for c in node.stmts):
+            return seq([c for c in node.stmts if not hit(c)] or [Seq(())])
+        return None
+
+    return fn
+
+
+def _flip_parity(node):
+    from tilec.ir.expr import binop
+    from tilec.lower.tir import MbarWait
+
+    return dataclasses.replace(node, parity=binop("-", 1, node.parity)) if isinstance(node, MbarWait) else None
+
+
+def _hazards():
+    from tilec.lower.tir import MbarArriveTx, MbarWait
+
+    return [
+        (_drop(MbarWait), r"wgmma reads [AB]_s before the asynchronous copy writing it has landed"),
+        (_flip_parity, r"a wait for phase parity 1 that nothing can complete .* a deadlock"),
+        (_drop(MbarArriveTx), r"a wait for phase parity 0 that nothing can complete"),
+    ]
+
+
+def _walk(node):
+    from tilec.ir.visit import walk
+
+    return walk(node)
+
+
+@pytest.mark.parametrize("case", range(3), ids=["no wait", "wrong parity", "no arrival"])
+def test_tma_hazards_are_named(rng, case):
+    edit, hazard = _hazards()[case]
+    g = load_example("01_gemm").matmul(64, 64, 128, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs=TMA)
+    tk = kernel.state.artifacts["thread_ir"]
+    a, b = randn(rng, (64, 128), "float16"), randn(rng, (128, 64), "float16")
+    _run_thread_ir(kernel, tk, a, b)  # as lowered: no hazard
+    with pytest.raises(RaceError, match=hazard):
+        _run_thread_ir(kernel, _edit(tk, edit), a, b)
