@@ -104,13 +104,15 @@ def _compile_times(make: Callable[[], Any]) -> dict[str, float]:
 def _tilec_config(cfg: dict) -> tuple[dict, dict, str]:
     """A benchmark configuration as (kernel arguments, pass configs, row label): ``wgmma`` turns the Hopper path
     on, ``overlap=False`` makes each wgmma group complete within its trip (to measure what the overlap brings),
-    ``tma`` feeds the pipeline with TMA through mbarriers instead of cp.async."""
-    args = {k: v for k, v in cfg.items() if k not in ("wgmma", "overlap", "tma")}
-    wg, overlap, tma = cfg.get("wgmma", False), cfg.get("overlap", True), cfg.get("tma", False)
+    ``tma`` feeds the pipeline with TMA through mbarriers instead of cp.async, ``ws`` from a producer warpgroup
+    (warp specialization)."""
+    args = {k: v for k, v in cfg.items() if k not in ("wgmma", "overlap", "tma", "ws")}
+    wg, overlap, tma, ws = (cfg.get(k, d) for k, d in (("wgmma", False), ("overlap", True), ("tma", False),
+                                                       ("ws", False)))
     tag = f"tilec {args['block_M']}x{args['block_N']}x{args['block_K']}"
     tag += (" wgmma" if overlap else " wgmma wait0") if wg else ""
-    tag += " tma" if tma else ""
-    return args, {"wgmma": wg, "wgmma_overlap": overlap, "tma": tma}, tag
+    tag += (" tma ws" if ws else " tma") if tma else ""
+    return args, {"wgmma": wg, "wgmma_overlap": overlap, "tma": tma, "warp_specialize": ws}, tag
 
 
 def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
@@ -126,7 +128,8 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, overlap=False),
-               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True)]
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True)]
     for dtype in (["float16"] if quick else ["float16", "bfloat16"]):
         tdt = getattr(torch, dtype)
         for M, N, K in shapes:
@@ -161,7 +164,8 @@ def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, overlap=False),
                dict(block_M=128, block_N=128, block_K=128, num_stages=4, threads=128, wgmma=True),
-               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True)]
+               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True),
+               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True, ws=True)]
     for M, N, K in shapes:
         a = (torch.randn(M, K, device="cuda") * 64).to(torch.float8_e4m3fn)
         b = (torch.randn(N, K, device="cuda") * 64).to(torch.float8_e4m3fn)
@@ -204,12 +208,14 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
 
             impls["sdpa flash"] = lambda: sdpa(SDPBackend.FLASH_ATTENTION)
             impls["sdpa cudnn"] = lambda: sdpa(SDPBackend.CUDNN_ATTENTION)
-            for bm, bn, st, th, wg, tma in ((64, 64, 2, 128, False, False), (128, 64, 2, 256, True, False),
-                                            (128, 64, 2, 256, True, True)):
+            for bm, bn, st, th, wg, tma, ws in ((64, 64, 2, 128, False, False, False),
+                                                (128, 64, 2, 256, True, False, False),
+                                                (128, 64, 2, 256, True, True, False),
+                                                (128, 64, 2, 256, True, True, True)):
                 kern = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
                                                              num_stages=st, threads=th), "cuda", [3],
-                                       pass_configs={"wgmma": wg, "tma": tma})
-                tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}"
+                                       pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": ws})
+                tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}{' ws' if ws else ''}"
                 impls[tag] = lambda kern=kern, q=q, k_=k_, v=v: kern(q, k_, v)
             if "triton" in peers:
                 impls["triton"] = lambda q=q, k_=k_, v=v, c=causal: peers["triton"].attention(q, k_, v, c)
@@ -238,10 +244,12 @@ def case_mla(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
 
         ref = naive(*(x.double() for x in (q, q_pe, kv, k_pe)), out=torch.double)
         impls: dict[str, Callable] = {"torch bmm": naive}
-        for st, wg, tma in ((1, False, False), (2, False, False), (2, True, False), (2, True, True)):
+        for st, wg, tma, ws in ((1, False, False, False), (2, False, False, False), (2, True, False, False),
+                                (2, True, True, False), (2, True, True, True)):
             kern = tilec.JITKernel(mla.mla_decode.fn(batch, heads, kvh, s, num_stages=st), "cuda", [4],
-                                   pass_configs={"wgmma": wg, "tma": tma})
+                                   pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": ws})
             tag = f"tilec 64x64 {st} stage{'s' if st > 1 else ''}{' wgmma' if wg else ''}{' tma' if tma else ''}"
+            tag += " ws" if ws else ""
             impls[tag] = lambda k=kern, x=(q, q_pe, kv, k_pe): k(*x)
         if "tilelang" in peers:
             for tag, fn in peers["tilelang"].mla_decode_impls(batch, heads, kvh, s).items():

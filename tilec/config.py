@@ -8,7 +8,7 @@ variable                 meaning                                                
 ``TILEC_DISABLE_CACHE``  ``1`` disables the disk cache (*)                         ``0``
 ``TILEC_DUMP_DIR``       when set, the IR after every stage is written there as    unset
                          ``<kernel>.<NN>.<stage>.txt``
-``TILEC_WGMMA``          ``1``: ``T.gemm`` on sm_90a uses wgmma (experimental)      ``0``
+``TILEC_WGMMA``          ``1``: ``T.gemm`` on sm_90a uses wgmma, fed by TMA         ``0``
 =======================  ========================================================  ====================
 
 (*) read by the GPU backends and by ``tilec.autotune`` (its results, under ``autotune/``); the ``cpu`` target

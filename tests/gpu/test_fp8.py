@@ -41,15 +41,16 @@ def test_fp8_gemm_mma(examples, mnk):
 
 
 @pytest.mark.skipif(_cc() != (9, 0), reason="wgmma needs sm_90")
-@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize("feed", ["cp.async", "tma", "tma ws"])
 @pytest.mark.parametrize("cfg", [(128, 256, 128, 3, 256), (128, 128, 64, 4, 128)])
-def test_fp8_gemm_wgmma(examples, cfg, tma):
+def test_fp8_gemm_wgmma(examples, cfg, feed):
     fp8 = examples["06_fp8_gemm"]
     bm, bn, bk, st, th = cfg
     M, N, K = 1000, 1008, 1024  # ragged against every tile; N a multiple of 16, as cuBLAS's fp8 GEMM requires
     k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th),
-                        "cuda", [-1], pass_configs={"wgmma": True, "tma": tma})
-    assert ("with TMA" in k.report()) == tma
+                        "cuda", [-1], pass_configs={"wgmma": True, "tma": feed != "cp.async",
+                                                    "warp_specialize": feed == "tma ws"})
+    assert ("TMA" in k.report()) == (feed != "cp.async")
     assert "wgmma (m64n" in k.report()
     args, ref = _inputs(fp8, M, N, K)
     out = k(*args)

@@ -18,15 +18,17 @@ _HOPPER_ONLY = pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 
 
 @pytest.mark.parametrize("path", ["mma", pytest.param("wgmma", marks=_HOPPER_ONLY),
-                                  pytest.param("tma", marks=_HOPPER_ONLY)])
+                                  pytest.param("tma", marks=_HOPPER_ONLY), pytest.param("tma ws", marks=_HOPPER_ONLY)])
 @pytest.mark.parametrize(("batch", "kv_heads", "seqlen", "stages"), [(4, 1, 1000, 1), (2, 2, 2048, 2)])
 def test_mla_decode(examples, path, batch, kv_heads, seqlen, stages):
     mla = examples["07_mla_decode"]
     heads = 128
     k = tilec.JITKernel(mla.mla_decode.fn(batch, heads, kv_heads, seqlen, num_stages=stages), "cuda", [4],
-                        pass_configs={"wgmma": path != "mma", "tma": path == "tma"})
+                        pass_configs={"wgmma": path != "mma", "tma": path.startswith("tma"),
+                                      "warp_specialize": path == "tma ws"})
     assert ("wgmma" in k.report()) == (path != "mma")
-    assert ("with TMA" in k.report()) == (path == "tma" and stages > 1)
+    assert ("TMA" in k.report()) == (path.startswith("tma") and stages > 1)
+    assert ("warp-specialized" in k.report()) == (path == "tma ws" and stages > 1)
     rng = np.random.default_rng()
     q, q_pe = (rng.standard_normal((batch, heads, d)).astype(np.float16) for d in (512, 64))
     kv, k_pe = (rng.standard_normal((batch, seqlen, kv_heads, d)).astype(np.float16) for d in (512, 64))

@@ -20,17 +20,19 @@ def _rel(out, ref):
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
-@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize("feed", ["cp.async", "tma", "tma ws"])
 @pytest.mark.parametrize("cfg", [(128, 128, 64, 3, 128), (128, 256, 64, 3, 256), (64, 64, 32, 2, 128)])
 @pytest.mark.parametrize("mnk", [(512, 512, 512), (1000, 1000, 1000), (1000, 1000, 1024)])
-def test_wgmma_gemm(examples, cfg, mnk, tma):
+def test_wgmma_gemm(examples, cfg, mnk, feed):
     bm, bn, bk, st, th = cfg
     M, N, K = mnk
     g = examples["01_gemm"]
     k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th),
-                        "cuda", [-1], pass_configs={"wgmma": True, "tma": tma})
+                        "cuda", [-1], pass_configs={"wgmma": True, "tma": feed != "cp.async",
+                                                    "warp_specialize": feed == "tma ws"})
     assert "wgmma" in k.report()
-    assert ("with TMA" in k.report()) == tma
+    assert ("TMA" in k.report()) == (feed != "cp.async")
+    assert ("warp-specialized" in k.report()) == (feed == "tma ws")
     a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
     assert _rel(k(a, b), a.double() @ b.double()) < 3e-3
 
@@ -42,7 +44,7 @@ def test_tma_gemm_checked_launch_and_cache(examples, tmp_path, monkeypatch):
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     g = examples["01_gemm"]
     make = lambda: tilec.JITKernel(g.matmul.fn(1000, 520, 1000, block_M=128, block_N=128, block_K=64, num_stages=3),  # noqa: E731
-                                   "cuda", [-1], pass_configs={"wgmma": True, "tma": True})
+                                   "cuda", [-1], pass_configs={"wgmma": True, "tma": True, "warp_specialize": True})
     a, b = torch.randn(1000, 1000, device="cuda").half(), torch.randn(1000, 520, device="cuda").half()
     ref = a.double() @ b.double()
     out = make()(cupy.asarray(a), cupy.asarray(b))
@@ -51,15 +53,17 @@ def test_tma_gemm_checked_launch_and_cache(examples, tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
-@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize("feed", ["cp.async", "tma", "tma ws"])
 @pytest.mark.parametrize("n", [512, 1000])
 @pytest.mark.parametrize("causal", [False, True])
-def test_wgmma_flash_attention(examples, causal, n, tma):
+def test_wgmma_flash_attention(examples, causal, n, feed):
     fa = examples["03_flash_attention"]
     b, h, d = 2, 4, 128
     k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=128, block_N=64, threads=256,
-                                              num_stages=2), "cuda", [3], pass_configs={"wgmma": True, "tma": tma})
-    assert ("with TMA" in k.report()) == tma
+                                              num_stages=2), "cuda", [3],
+                        pass_configs={"wgmma": True, "tma": feed != "cp.async", "warp_specialize": feed == "tma ws"})
+    assert ("TMA" in k.report()) == (feed != "cp.async")
+    assert ("warp-specialized" in k.report()) == (feed == "tma ws")
     assert "wgmma" in k.report()
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)

@@ -204,3 +204,103 @@ def test_tma_hazards_are_named(rng, case):
     _run_thread_ir(kernel, tk, a, b)  # as lowered: no hazard
     with pytest.raises(RaceError, match=hazard):
         _run_thread_ir(kernel, _edit(tk, edit), a, b)
+
+
+# ---------------------------------------------------------------------------------------- warp specialization
+
+WS = {**TMA, "warp_specialize": True}
+
+
+def _ws_note(kernel: tilec.JITKernel) -> str:
+    return next((line for line in kernel.report().splitlines() if "warp-specialized" in line), "")
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles"), GEMM, ids=lambda x: str(x) if not isinstance(x, dict) else "")
+def test_ws_gemm(rng, M, N, K, tiles):
+    """A producer warpgroup beside the block: the interpreter runs both roles as coroutines."""
+    kernel = tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, "simt:sm_90a", [-1],
+                             pass_configs=WS)
+    assert "a producer warpgroup issues TMA copies" in _ws_note(kernel)
+    tk = kernel.state.artifacts["thread_ir"]
+    assert tk.threads == tiles.get("threads", 128) + 128 and tk.min_blocks == 1
+    dtype = tiles.get("dtype", "float16")
+    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_ws_flash_attention(rng, causal):
+    fa = load_example("03_flash_attention")
+    b, h, n, d = 1, 2, 100, 64
+    kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, causal, block_M=64, block_N=64, threads=128,
+                                                num_stages=2).prim_func, "simt:sm_90a", [3], pass_configs=WS)
+    assert "release each stage after it" in _ws_note(kernel)
+    q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
+    assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+def test_ws_mla_decode(rng):
+    mla = load_example("07_mla_decode")
+    b, h, kvh, s = 1, 128, 2, 100
+    kernel = tilec.JITKernel(mla.mla_decode(b, h, kvh, s, num_stages=2).prim_func, "simt:sm_90a", [4],
+                             pass_configs=WS)
+    assert "2 consumer warpgroup(s)" in _ws_note(kernel)
+    q, q_pe = (randn(rng, (b, h, d), "float16") for d in (512, 64))
+    kv, k_pe = (randn(rng, (b, s, kvh, d), "float16") for d in (512, 64))
+    assert_close(kernel(q, q_pe, kv, k_pe), mla.reference(q, q_pe, kv, k_pe), "float16",
+                 scale=float(np.abs(kv.astype(np.float64)).max()))
+
+
+def test_ws_registers_move_to_the_consumers():
+    """Two consumer warpgroups: 168 registers a thread at launch (384 threads), 40 for the producer, 232 for them."""
+    from tilec.lower.tir import Roles
+
+    g = load_example("01_gemm").matmul(256, 256, 256, block_M=128, block_N=256, block_K=64, threads=256,
+                                       num_stages=3).prim_func
+    kernel = tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs=WS)
+    roles = next(n for n in _walk(kernel.state.artifacts["thread_ir"].body) if isinstance(n, Roles))
+    assert (roles.producer_regs, roles.consumer_regs) == (40, 232)
+    src = kernel.get_kernel_source()
+    assert "__launch_bounds__(384, 1)" in src and "setmaxnreg.inc.sync.aligned.u32 232" in src
+    assert "__syncthreads" not in src.split("the producer warpgroup")[1]  # after the split: named barriers only
+
+
+def test_ws_needs_the_loop_at_the_top_level():
+    @T.prim_func
+    def main(A: T.Tensor((2, 64, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for r in T.serial(2):
+                for k in T.Pipelined(2, num_stages=2):
+                    T.copy(A[r, 0, k * 32], A_s)
+                    T.copy(B[k * 32, 0], B_s)
+                    T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[0, 0])
+
+    kernel = tilec.JITKernel(main, "simt:sm_90a", [-1], pass_configs=WS)
+    assert "not warp-specialized: the loop is not at the kernel's top level" in kernel.report()
+    assert "with TMA on" in _tma_note(kernel)  # still a TMA pipeline
+
+
+def test_ws_deadlock_without_releases(rng):
+    """Without the consumers' releases the producer waits forever for a free stage: a named deadlock."""
+    from tilec.lower.tir import MbarArriveTx
+
+    g = load_example("01_gemm").matmul(64, 64, 256, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs=WS)
+    tk = kernel.state.artifacts["thread_ir"]
+    a, b = randn(rng, (64, 256), "float16"), randn(rng, (256, 64), "float16")
+    _run_thread_ir(kernel, tk, a, b)
+    def only_releases(node):  # the consumers' arrivals carry no transaction bytes
+        from tilec.lower.tir import Group, Seq
+
+        if isinstance(node, Group) and any(isinstance(n, MbarArriveTx) and n.tx == 0 for n in _walk(node)):
+            return Seq(())
+        return None
+
+    with pytest.raises(RaceError, match=r"k_empty\[\d\]: a wait for phase parity \d that nothing can complete"):
+        _run_thread_ir(kernel, _edit(tk, only_releases), a, b)

@@ -58,6 +58,7 @@ class CTable:
     math32: dict[str, str] = field(default_factory=dict)  # intrinsic -> float32 function
     math64: dict[str, str] = field(default_factory=dict)
     launch_bounds: str = "__launch_bounds__({threads})"
+    named_sync: str = ""  # a barrier of the first {n} threads (warp-specialized kernels)
     smem_decl: str = "extern __shared__ __align__(1024) unsigned char smem[];"
     align: str = "__align__({n})"  # the alignment attribute of a declaration
     warp_size: int = 32  # a shuffle's width when the IR gives none
@@ -156,6 +157,7 @@ class CEmitter:
     # ---------------------------------------------------------------------------------------------- kernel
 
     def kernel(self, k: ThreadKernel) -> str:
+        self.tx = k.tx
         for v in (k.tx, *k.block_idx, *k.dyn_vars):
             self.nonneg.add(id(v))
         params = []
@@ -172,6 +174,8 @@ class CEmitter:
             params += [f"const __grid_constant__ {desc} {self.names(t)}" for t in k.tensor_maps]
         out = [self.t.header, ""]
         bounds = self.t.launch_bounds.format(threads=k.threads)
+        if k.min_blocks:
+            bounds = bounds[:-1] + f", {k.min_blocks})"
         out.append(f'extern "C" {self.t.kernel_prefix} {bounds} void {kernel_name(k)}(' + ", ".join(params) + ") {")
         if k.smem_bytes:
             out.append(f"  {self.t.smem_decl}")
@@ -223,6 +227,10 @@ class CEmitter:
             self.emit(d, "}")
         elif isinstance(s, Write):
             self.write(s, d)
+        elif isinstance(s, Sync) and s.threads is not None:
+            if not self.t.named_sync:
+                raise TilecError(f"the {self.t.name} backend has no barriers of part of a block")
+            self.emit(d, self.t.named_sync.format(n=s.threads))
         elif isinstance(s, Sync):
             self.emit(d, self.t.sync)
         else:

@@ -431,8 +431,10 @@ def _write(it: ThreadInterpreter, s: Write, env: dict, mask: np.ndarray) -> None
 
 @stmt_rule(Sync)
 def _sync(it: ThreadInterpreter, s: Sync, env: dict, mask: np.ndarray) -> None:
-    if not np.all(mask):
-        it.fail(f"__syncthreads reached by {int(np.count_nonzero(mask))} of {it.T} threads (a deadlock on the GPU)",
+    need = it.T if s.threads is None else s.threads
+    if np.count_nonzero(mask) != need or not np.all(mask[:need]):
+        what = "__syncthreads" if s.threads is None else f"the barrier of the first {s.threads} threads"
+        it.fail(f"{what} reached by {int(np.count_nonzero(mask))} of {need} threads (a deadlock on the GPU)",
                 RaceError)
     it.epoch += 1
 

@@ -24,7 +24,7 @@ from tilec.errors import SourceLoc, TilecBoundsError, TilecError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, UnOp, Var
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp
+from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp, WarpRoles
 
 TILE_RULES: dict[type, Callable[[TileInterpreter, Any, dict], None]] = {}
 
@@ -115,6 +115,9 @@ class TileInterpreter:
                 self.store(s.buffer, s.indices, self.eval(s.value, env), env, mask)
             elif isinstance(s, For):
                 self.exec_for(s, env, mask)
+            elif isinstance(s, WarpRoles):  # at tile level the producer may simply run first
+                self.exec(s.then_body, env, mask)
+                self.exec(s.else_body, env, mask)
             elif isinstance(s, IfThenElse):
                 self.exec_if(s, env, mask)
             elif isinstance(s, Parallel):

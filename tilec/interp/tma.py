@@ -6,6 +6,10 @@ on it land in shared memory when a thread waits for that phase (``try_wait.parit
 become visible to every waiting thread without a barrier. A TMA copy reads its box from the global tensor (zeros
 outside it) and writes it with the tensor map's swizzle applied to the byte address.
 
+Warp-specialized kernels run their producer and consumer code as two coroutines: a wait that cannot complete yet
+hands over to the other role, and a wait that cannot complete while the other role is finished or itself waiting
+without having changed any mbarrier is a deadlock.
+
 Reported: reading data before the wait that lands it, a TMA copy writing what others read since the last barrier,
 a wait that no arrival can ever satisfy (a deadlock on the GPU), more arrivals than a phase expects, re-initialising
 a barrier with copies in flight, and a kernel that ends with copies in flight.
@@ -13,13 +17,14 @@ a barrier with copies in flight, and a kernel that ends with copies in flight.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tilec.errors import RaceError
 from tilec.interp.thread import ThreadInterpreter, stmt_rule
-from tilec.lower.tir import FenceMbarInit, MbarArriveTx, MbarInit, MbarWait, Mem, TensorMap, TmaLoad
+from tilec.lower.tir import FenceMbarInit, MbarArriveTx, MbarInit, MbarWait, Mem, Roles, TensorMap, TmaLoad
 
 
 @dataclass
@@ -84,6 +89,7 @@ def _arrive(it: ThreadInterpreter, s: MbarArriveTx, env: dict, mask: np.ndarray)
     bar.expected -= n
     bar.tx += n * s.tx
     _advance(it, bar, key)
+    _progress(it)
 
 
 @stmt_rule(MbarWait)
@@ -92,7 +98,10 @@ def _wait(it: ThreadInterpreter, s: MbarWait, env: dict, mask: np.ndarray) -> No
     bar = _get(it, key, "mbarrier.try_wait")
     p = np.broadcast_to(np.asarray(it.eval(s.parity, env, mask), np.int64), (it.T,))[mask]
     parity = int(p[0]) & 1 if p.size else 0
-    if (bar.phase & 1) == parity:  # the phase with this parity is the current one: nothing can complete it now
+    while (bar.phase & 1) == parity:  # the phase with this parity is the current one: another role may complete it
+        roles = getattr(it, "roles", None)
+        if roles is not None and roles.hand_over():
+            continue
         it.fail(f"mbarrier {key[0].name}[{key[1]}]: a wait for phase parity {parity} that nothing can complete "
                 f"(the phase still expects {bar.expected} arrival(s) and {bar.tx} transaction bytes): a deadlock "
                 "on the GPU", RaceError)
@@ -144,3 +153,77 @@ def _tma(it: ThreadInterpreter, s: TmaLoad, env: dict, mask: np.ndarray) -> None
         bar.in_flight.append((s.dst, o, vals))
         bar.tx -= vals.size * eb
     _advance(it, bar, key)
+    _progress(it)
+
+
+def _progress(it: ThreadInterpreter) -> None:
+    roles = getattr(it, "roles", None)
+    if roles is not None:
+        roles.progress += 1
+
+
+class _Abort(Exception):
+    """Raised in a role whose partner failed: the partner's error is the one reported."""
+
+
+class _Coroutines:
+    """Two roles on two Python threads of which exactly one runs at a time (deterministic interleaving)."""
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.turn = 0
+        self.alive = [True, True]
+        self.error: BaseException | None = None
+        self.progress = 0  # mbarrier arrivals and TMA completions so far
+
+    def run(self, it: ThreadInterpreter, branches: list[tuple]) -> None:
+        workers = [threading.Thread(target=self._role, args=(it, i, b), daemon=True) for i, b in enumerate(branches)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        if self.error is not None:
+            raise self.error
+
+    def _role(self, it: ThreadInterpreter, i: int, branch: tuple) -> None:
+        with self.cv:
+            self.cv.wait_for(lambda: self.turn == i or self.error is not None)
+        try:
+            if self.error is None:
+                with np.errstate(all="ignore"):
+                    it.exec(*branch)
+        except _Abort:
+            pass
+        except BaseException as e:  # noqa: BLE001 - handed to the interpreter's thread
+            self.error = self.error or e
+        finally:
+            with self.cv:
+                self.alive[i] = False
+                self.turn = 1 - i
+                self.cv.notify_all()
+
+    def hand_over(self) -> bool:
+        """Let the other role run until it waits or ends; False when it cannot run or changed no mbarrier."""
+        with self.cv:
+            me = self.turn
+            other = 1 - me
+            if not self.alive[other]:
+                return False
+            mark = self.progress
+            self.turn = other
+            self.cv.notify_all()
+            self.cv.wait_for(lambda: self.turn == me or self.error is not None)
+        if self.error is not None:
+            raise _Abort()
+        return self.progress != mark
+
+
+@stmt_rule(Roles)
+def _roles(it: ThreadInterpreter, s: Roles, env: dict, mask: np.ndarray) -> None:
+    """The producer's first thread and the consumer threads, as two coroutines (see the module docstring)."""
+    it.roles = _Coroutines()
+    try:
+        it.roles.run(it, [(s.producer, dict(env), mask & (it.tids == s.threads)),
+                          (s.consumer, env, mask & (it.tids < s.threads))])
+    finally:
+        it.roles = None

@@ -35,6 +35,7 @@ from tilec.ir.stmt import (
     Stmt,
     Store,
     TmaCopy,
+    WarpRoles,
 )  # fmt: skip
 
 _PREC = {
@@ -201,6 +202,11 @@ class _Printer:
             vs = ", ".join(self.names(v) for v in s.vars)
             self.emit(d, f"for {vs} in T.Parallel({', '.join(self.e(x) for x in s.extents)}):")
             self.body(s.body, d + 1)
+        elif isinstance(s, WarpRoles):
+            self.emit(d, f"with T.warp_role('producer', threads={s.producer_threads}):")
+            self.body(s.then_body, d + 1)
+            self.emit(d, "with T.warp_role('consumer'):")
+            self.body(s.else_body, d + 1)
         elif isinstance(s, IfThenElse):
             self.emit(d, f"if {self.e(s.cond)}:")
             self.body(s.then_body, d + 1)
@@ -243,7 +249,8 @@ class _Printer:
         if isinstance(s, BarrierInit):
             return f"T.barrier_init({self.r(s.barriers)}, count={s.count})"
         if isinstance(s, BarrierArrive):
-            return f"T.barrier_arrive({self.r(s.barrier)}, tx_bytes={s.tx_bytes})"
+            each = ", per_warpgroup=True" if s.per_warpgroup else ""
+            return f"T.barrier_arrive({self.r(s.barrier)}, tx_bytes={s.tx_bytes}{each})"
         if isinstance(s, BarrierWait):
             return f"T.barrier_wait({self.r(s.barrier)}, parity={self.e(s.parity)})"
         if isinstance(s, AsyncCopy):

@@ -56,6 +56,16 @@ class IfThenElse(Stmt):
 
 
 @dataclass(frozen=True, eq=False)
+class WarpRoles(IfThenElse):
+    """Warp specialization (made by software pipelining): ``then_body`` runs on ``producer_threads`` extra threads
+    (one warpgroup after the block's own threads), ``else_body`` on the block's threads, at the same time; they
+    meet only through mbarriers. ``cond`` is ``True`` (the split is by thread, not by a value): tile-level
+    interpreters run the producer first, then the consumer."""
+
+    producer_threads: int = 128
+
+
+@dataclass(frozen=True, eq=False)
 class Store(Stmt):
     """``buffer[indices] = value``."""
 
@@ -315,10 +325,12 @@ class BarrierInit(TileOp):
 @dataclass(frozen=True, eq=False)
 class BarrierArrive(TileOp):
     """One thread arrives on the mbarrier ``barrier`` and adds ``tx_bytes`` to the bytes its phase waits for (the
-    TMA copies completing on it)."""
+    TMA copies completing on it); with ``per_warpgroup``, one thread of each warpgroup arrives (after the
+    warpgroup's wgmma reads are done: a consumer releasing a pipeline stage)."""
 
     barrier: Region
     tx_bytes: int
+    per_warpgroup: bool = False
     kind = "barrier_arrive"
 
 

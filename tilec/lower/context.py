@@ -56,6 +56,8 @@ class Lowerer:
     # buffers of wgmma groups a gemm left in flight (``in_flight``) -> the accumulator mems to wait for
     wgmma_pending: dict[Buffer, list[Mem]] = field(default_factory=dict)
     tensor_maps: list[TensorMap] = field(default_factory=list)  # TMA descriptors the kernel takes
+    issuer: int = 0  # the thread that issues single-thread ops (TMA, mbarrier arrivals): a producer's first
+    roles: tuple[int, int] | None = None  # warp specialization: (producer threads, producer registers)
     loc: SourceLoc | None = None
     _counter: int = 0
 

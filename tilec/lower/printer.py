@@ -18,6 +18,7 @@ TIR = CTable(
     thread_idx="thread_idx",
     block_idx=("block_idx.x", "block_idx.y", "block_idx.z"),
     sync="sync_threads();",
+    named_sync="sync_threads(first {n});",
     shfl={"shfl_xor": "shfl_xor({v}, {a}, {w})", "shfl_idx": "shfl_idx({v}, {a}, {w})",
           "shfl_down": "shfl_down({v}, {a}, {w})"},
     header="",
@@ -32,6 +33,7 @@ class _Printer(CEmitter):
         return self.t.types.get(d.name, d.name)
 
     def kernel(self, k: ThreadKernel) -> str:
+        self.tx = k.tx
         for v in (k.tx, *k.block_idx, *k.dyn_vars):
             self.nonneg.add(id(v))
         params = [f"{self.names(p)}: {self.ctype(p.dtype)}[{expr_str(p.size)}]" if isinstance(p, Mem)

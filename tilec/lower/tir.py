@@ -124,7 +124,24 @@ class Group(TStmt):
 
 @dataclass(frozen=True, eq=False)
 class Sync(TStmt):
-    """A barrier of all threads of the block (``__syncthreads``)."""
+    """A barrier of all threads of the block (``__syncthreads``), or with ``threads`` of the first ``threads``
+    threads only (named barrier 1: the consumer warpgroups of a warp-specialized kernel)."""
+
+    threads: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Roles(TStmt):
+    """Warp specialization: threads ``[threads, threads + producer_threads)`` run ``producer`` (its first thread
+    only) with ``producer_regs`` registers each, the others ``consumer`` with ``consumer_regs`` (``setmaxnreg``;
+    0: unchanged)."""
+
+    producer: TStmt
+    consumer: TStmt
+    threads: int
+    producer_threads: int
+    producer_regs: int = 0
+    consumer_regs: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -370,6 +387,7 @@ class ThreadKernel:
     align: tuple[tuple[int, int], ...] = ()  # (parameter index, bytes): alignment the tensor's data needs
     warp_size: int = 32
     tensor_maps: tuple[TensorMap, ...] = ()  # TMA descriptors, passed after the sizes
+    min_blocks: int = 0  # blocks per SM the register allocation must allow (launch bounds); 0: unspecified
 
     __hash__ = object.__hash__
 
@@ -377,6 +395,20 @@ class ThreadKernel:
         from tilec.lower.printer import print_kernel
 
         return print_kernel(self)
+
+
+def arena(sizes: list[int]) -> tuple[list[int], int]:
+    """(byte offset of each mem, total bytes) in the shared arena: mems of 1 KB or more first, in order, each at
+    1024-byte alignment (what the swizzles and TMA assume), then the smaller ones (mbarriers, reduction scratch)
+    at 16-byte alignment."""
+    offsets = [0] * len(sizes)
+    off = 0
+    for i in sorted(range(len(sizes)), key=lambda i: sizes[i] < 1024):
+        align = 1024 if sizes[i] >= 1024 else 16
+        off = -(-off // align) * align
+        offsets[i] = off
+        off += sizes[i]
+    return offsets, off
 
 
 def seq(stmts: list[TStmt]) -> TStmt:

@@ -11,11 +11,13 @@ barrier; ``mbarrier.arrive.expect_tx`` by thread 0; ``mbarrier.try_wait.parity``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tilec.backends.cemit import CEmitter, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, binop, const
-from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, TmaCopy
+from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, Stmt, TmaCopy, WarpRoles
 from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.layouts import operand_layout, swizzle_bytes
 from tilec.lower.tir import (
@@ -24,6 +26,7 @@ from tilec.lower.tir import (
     MbarArriveTx,
     MbarInit,
     MbarWait,
+    Roles,
     Sync,
     TensorMap,
     TmaLoad,
@@ -73,19 +76,41 @@ def lower_tma_copy(lw: Lowerer, c: TmaCopy) -> TStmt:
         coords = list(reversed(c.src.starts))
         coords[0] = binop("+", coords[0], p * width)
         loads.append(TmaLoad(tmap, tuple(coords), mem, binop("+", base, p * rows * width), bar, bar_off))
-    return If(binop("==", lw.tx, 0), seq(loads))
+    return If(binop("==", lw.tx, lw.issuer), seq(loads))
 
 
 @lower_rule(BarrierInit)
 def lower_barrier_init(lw: Lowerer, b: BarrierInit) -> TStmt:
     mem = lw.mem_of(b.barriers.buffer)
     inits: list[TStmt] = [MbarInit(mem, const(i), b.count) for i in range(int(b.barriers.extents[0]))]
-    return seq([If(binop("==", lw.tx, 0), seq(inits + [FenceMbarInit()])), Sync()])
+    return seq([If(binop("==", lw.tx, lw.issuer), seq(inits + [FenceMbarInit()])), Sync()])
 
 
 @lower_rule(BarrierArrive)
 def lower_barrier_arrive(lw: Lowerer, b: BarrierArrive) -> TStmt:
-    return If(binop("==", lw.tx, 0), MbarArriveTx(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.tx_bytes))
+    who = binop("==", binop("%", lw.tx, 128), 0) if b.per_warpgroup else binop("==", lw.tx, lw.issuer)
+    return If(who, MbarArriveTx(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.tx_bytes))
+
+
+PRODUCER_REGS = 40  # a TMA-issuing warpgroup needs few registers; the consumers get the rest
+REGISTERS = 65536  # per SM (every Hopper part)
+
+
+def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TStmt:
+    """The producer warpgroup after the block's threads; registers moved to the consumers with setmaxnreg when the
+    block is alone on its SM (launch bounds ask for that)."""
+    threads = lw.T + s.producer_threads
+    at_launch = min(255, REGISTERS // threads) // 8 * 8
+    consumer = min(240, (REGISTERS - PRODUCER_REGS * s.producer_threads) // lw.T // 8 * 8)
+    lw.issuer = lw.T
+    try:
+        producer = lower(s.then_body)
+    finally:
+        lw.issuer = 0
+    body = lower(s.else_body)
+    lw.roles = (s.producer_threads, PRODUCER_REGS)
+    return Roles(producer, body, lw.T, s.producer_threads, PRODUCER_REGS if at_launch > PRODUCER_REGS else 0,
+                 consumer if consumer > at_launch else 0)
 
 
 @lower_rule(BarrierWait)
@@ -160,3 +185,19 @@ def _emit_wait(e: CEmitter, s: MbarWait, d: int) -> None:
         f'                 : "=r"(done) : "r"({_SMEM.format("bar")}), "r"(parity) : "memory");\n'
         "  } while (!done);\n}\n"))
     e.emit(d, f"{fn}({e.names(s.bar)} + {e.e(s.off)}, {e.e(s.parity)});")
+
+
+@emit_rule(Roles)
+def _emit_roles(e: CEmitter, s: Roles, d: int) -> None:
+    tx = e.names(e.tx)
+    e.emit(d, f"if ({tx} >= {s.threads}) {{  // the producer warpgroup")
+    if s.producer_regs:
+        e.emit(d + 1, f'asm volatile("setmaxnreg.dec.sync.aligned.u32 {s.producer_regs};\\n");')
+    e.emit(d + 1, f"if ({tx} == {s.threads}) {{")
+    e.stmt(s.producer, d + 2)
+    e.emit(d + 1, "}")
+    e.emit(d, f"}} else {{  // the {s.threads // 128} consumer warpgroup(s)")
+    if s.consumer_regs:
+        e.emit(d + 1, f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {s.consumer_regs};\\n");')
+    e.stmt(s.consumer, d + 1)
+    e.emit(d, "}")

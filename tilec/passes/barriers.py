@@ -13,6 +13,7 @@ ends with a barrier), arrivals and waits reads of it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tilec.ir.expr import Const
@@ -29,6 +30,7 @@ from tilec.lower.tir import (
     MbarInit,
     MbarWait,
     MemRef,
+    Roles,
     Seq,
     Sync,
     ThreadKernel,
@@ -120,6 +122,8 @@ class _Placer:
             return s2, _State(st.written, st.read, st.pending - self.tma_mems)
         if isinstance(s, Loop):
             return self.loop(s, st)
+        if isinstance(s, Roles):
+            return self.roles(s, st)
         if isinstance(s, If) and not isinstance(s, Group):
             a, sa = self.stmt(s.then_body, st)
             b, sb = self.stmt(s.else_body, st) if s.else_body is not None else (None, st)
@@ -146,6 +150,19 @@ class _Placer:
             st = st | _State(pending=frozenset(aw))
         return seq(pre + [s]), st
 
+    def roles(self, s: Roles, st: _State) -> tuple[TStmt, _State]:
+        """The producer runs beside the consumers, ordered with them by mbarriers only: it gets no barrier (it
+        issues TMA copies and mbarrier operations, whose ordering the mbarriers give); the consumers' barriers
+        are named barriers of their own threads."""
+        from tilec.ir.visit import transform
+
+        producer, _ = _Placer(self.tma_mems).stmt(s.producer, _State())
+        if any(isinstance(n, Sync) for n in walk(producer)):
+            raise AssertionError("a warp-specialized producer needs a block barrier")
+        consumer, end = self.stmt(s.consumer, st)
+        consumer = transform(consumer, lambda n: Sync(threads=s.threads) if isinstance(n, Sync) else None)
+        return dataclasses.replace(s, producer=producer, consumer=consumer), end
+
     def loop(self, s: Loop, st: _State) -> tuple[TStmt, _State]:
         entry = st
         carried = _State()
@@ -164,8 +181,6 @@ class _Placer:
 
 def place_barriers(k: ThreadKernel) -> ThreadKernel:
     """``k`` with barriers placed (see the module docstring); ``k`` itself when it needs none."""
-    import dataclasses
-
     placer = _Placer(frozenset(id(n.dst) for n in walk(k.body) if isinstance(n, TmaLoad)))
     body, _ = placer.stmt(k.body, _State())
     return dataclasses.replace(k, body=body) if placer.count else k

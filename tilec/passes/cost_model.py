@@ -8,7 +8,7 @@ moves and computes, and :mod:`tilec.passes.trip_counts` how many times each bloc
 tensor, shared-memory reads and writes (ldmatrix traffic from the gemm warp partition), register traffic,
 tensor-core FLOPs per instruction and dtype, SIMT lane operations, SFU operations. Shared memory per block is
 the sum of the shared buffers (pipelined ones hold their stages) and of the scratch tiles lowering adds
-(cross-warp reductions, layout conversions), each aligned to 1024 bytes as lowering places them. Registers per
+(cross-warp reductions, layout conversions), placed as lowering places them. Registers per
 thread: the fragments' locals (two 16-bit values per register), plus the ldmatrix operands of the largest gemm
 for up to three k-steps (one when that would pass the limit: then ptxas trades in-flight loads for registers),
 plus :data:`REGISTER_OVERHEAD`; over the limit even with one k-step, the candidate is rejected. Barriers: one per
@@ -158,14 +158,13 @@ class KernelCost:
 
 
 def shared_bytes(func: Any, scratch: list[int] = ()) -> int:
-    """Shared memory of one block: its shared buffers, then the ops' scratch buffers, each aligned to 1024 bytes
-    (as lowering places them)."""
+    """Shared memory of one block: its shared buffers and the ops' scratch buffers, placed as lowering places them
+    (:func:`~tilec.lower.tir.arena`)."""
+    from tilec.lower.tir import arena
+
     sizes = [math.ceil(math.prod(int(d) for d in b.shape) * b.dtype.bits / 8) for b in func.launch.allocs
              if b.scope == "shared"] + [s for s in scratch if s]
-    off = 0
-    for size in sizes:
-        off = -(-off // 1024) * 1024 + size
-    return off
+    return arena(sizes)[1]
 
 
 def estimate_registers(plan: Any, scratch: list[tuple[int, int]], limit: int = 255) -> tuple[int, bool]:

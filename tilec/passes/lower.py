@@ -15,7 +15,7 @@ from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, Load, Var, binop
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp
+from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp, WarpRoles
 from tilec.ir.visit import transform, walk
 from tilec.lower import gemm, mfma, ops, reduce, tma, wgmma  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
@@ -33,6 +33,7 @@ from tilec.lower.tir import (
     TStmt,
     WgmmaWait,
     Write,
+    arena,
     seq,
 )
 from tilec.passes.layout_inference import LayoutPlan
@@ -108,6 +109,10 @@ class _Driver:
             ext = block_expr(lw, s.extent)
             lw.ranges[s.var] = (0, int(ext.value) - 1) if hasattr(ext, "value") else None
             return Loop(s.var, ext, self.stmt(s.body), unroll=s.kind == "unroll", loc=s.loc)
+        if isinstance(s, WarpRoles):
+            from tilec.lower.tma import lower_roles
+
+            return lower_roles(lw, s, self.stmt)
         if isinstance(s, IfThenElse):
             other = self.stmt(s.else_body) if s.else_body is not None else None
             return If(block_expr(lw, s.cond), self.stmt(s.then_body), other, loc=s.loc)
@@ -179,13 +184,9 @@ def _raster(launch: KernelLaunch, hw: list[Var]) -> list[TStmt]:
 
 
 def _place_shared(shared: list[Mem]) -> tuple[tuple[tuple[Mem, int], ...], int]:
-    """Byte offsets in the shared arena: each mem aligned to 1024 bytes (what the swizzles assume)."""
-    out, off = [], 0
-    for m in shared:
-        off = -(-off // 1024) * 1024
-        out.append((m, off))
-        off += int(m.size) * m.dtype.bits // 8
-    return tuple(out), off
+    """Byte offsets in the shared arena (see :func:`~tilec.lower.tir.arena`)."""
+    offsets, total = arena([int(m.size) * m.dtype.bits // 8 for m in shared])
+    return tuple(sorted(zip(shared, offsets), key=lambda x: x[1])), total
 
 
 def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKernel:
@@ -200,5 +201,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKern
     body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)] + _drain_wgmma(lw, None))
     shared, nbytes = _place_shared(lw.shared)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
-    return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), launch.num_threads, lw.tx, shared,
-                        tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size, tuple(lw.tensor_maps))
+    threads = launch.num_threads + (lw.roles[0] if lw.roles else 0)
+    return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), threads, lw.tx, shared,
+                        tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size, tuple(lw.tensor_maps),
+                        1 if lw.roles else 0)

@@ -49,6 +49,7 @@ from tilec.ir.stmt import (
     Stmt,
     Store,
     TmaCopy,
+    WarpRoles,
 )  # fmt: skip
 from tilec.ir.visit import substitute, transform, walk
 from tilec.passes.prefetch import prefetch_loop
@@ -92,11 +93,14 @@ class _Pipeliner:
         opts = options or {}
         self.overlap = bool(opts.get("wgmma")) and opts.get("wgmma_overlap", True) and target.arch == "sm_90a"
         self.tma = bool(opts.get("tma")) and target.arch == "sm_90a"
+        self.ws = self.tma and bool(opts.get("warp_specialize"))
+        # consumer loop -> (barrier inits, producer loop) of a warp-specialized pipeline, for pipeline_loops
+        self.roles: dict[int, tuple[list[Stmt], Stmt]] = {}
         self.replaced: dict[Buffer, Buffer] = {}
         self.new_allocs: list[Buffer] = []
         self.notes: list[str] = []
 
-    def loop(self, loop: For, outside: Stmt) -> Stmt:
+    def loop(self, loop: For, outside: Stmt, top: bool = False) -> Stmt:
         body = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
         if not supports_async_copy(self.target) and loop.ann("stage") is None and (loop.ann("num_stages") or 0) >= 2:
             producers = [st for st in body if self.is_producer(st, body, outside)]
@@ -111,6 +115,15 @@ class _Pipeliner:
             body = self.overlap_wgmma(loop, body, stages, versions)
         if self.tma:
             why = self.tma_refusal(loop, body, stages, versions)
+            line = loop.loc.line if loop.loc else 0
+            if why is None and self.ws and not top:
+                self.notes.append(f"T.Pipelined at line {line}: not warp-specialized: the loop is not at the "
+                                  "kernel's top level")
+            elif why is None and self.ws and self.func.launch.num_threads % 128:
+                self.notes.append(f"T.Pipelined at line {line}: not warp-specialized: {self.func.launch.num_threads} "
+                                  "threads are not whole warpgroups")
+            elif why is None and self.ws and not self.roles:
+                return self.rewrite_ws(loop, body, stages, order, versions)
             if why is None:
                 return self.rewrite_tma(loop, body, stages, order, depth, versions)
             self.notes.append(f"T.Pipelined at line {loop.loc.line if loop.loc else 0}: cp.async, not TMA: {why}")
@@ -294,6 +307,53 @@ class _Pipeliner:
         new = For(k, binop("+", n, depth - 1), "serial", SeqStmt(tuple(out)), loc=loop.loc)
         return SeqStmt((new, AsyncWait(0, loc=loop.loc))) if async_ok else new
 
+    def rewrite_ws(self, loop: For, body: list[Stmt], stages: list[int], order: list[int],
+                   versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
+        """A producer warpgroup issues the TMA copies of iteration k once the consumers released its stage (the
+        ``empty`` ring); the block's threads run the rest, waiting for each stage on the ``full`` ring and releasing
+        it when done (one iteration later for a gemm whose wgmma group runs on into the next one)."""
+        n = loop.extent
+        k = Var(loop.var.name)
+        nv = next(v for _, a, v in versions.values() if a == 0)
+        for _, (buf, _a, v) in versions.items():
+            if buf not in self.replaced:
+                self.replaced[buf] = Buffer(buf.name, (v,) + tuple(buf.shape), buf.dtype, "shared", loc=buf.loc)
+        full = Buffer(f"{loop.var.name}_full", (nv,), dt.uint64, "shared", loc=loop.loc)
+        empty = Buffer(f"{loop.var.name}_empty", (nv,), dt.uint64, "shared", loc=loop.loc)
+        self.new_allocs += [full, empty]
+
+        def slot(bar: Buffer, i: Any) -> Region:
+            return Region(bar, (binop("%", i, nv),), (1,))
+
+        producers = [body[i] for i in order if stages[i] == 0]
+        consumers = [body[i] for i in order if stages[i] > 0]
+        tx = sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in producers)
+        phase = binop("%", binop("//", k, nv), 2)
+        prod: list[Stmt] = [BarrierWait(slot(empty, k), binop("-", 1, phase), loc=loop.loc),
+                            BarrierArrive(slot(full, k), tx, loc=loop.loc)]
+        for p in producers:
+            s = self.remap(substitute(p, {loop.var: k}), k, versions)
+            prod.append(TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc))
+        cons: list[Stmt] = [BarrierWait(slot(full, k), phase, loc=loop.loc)]
+        cons += [self.remap(substitute(c, {loop.var: k}), k, versions) for c in consumers]
+        from tilec.ir.stmt import Gemm
+
+        lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
+        release = BarrierArrive(slot(empty, binop("-", k, lag) if lag else k), 0, per_warpgroup=True, loc=loop.loc)
+        cons.append(IfThenElse(binop(">=", k, lag), release, loc=loop.loc) if lag else release)
+        groups = self.func.launch.num_threads // 128
+        inits: list[Stmt] = [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
+                             BarrierInit(Region(empty, (const(0),), (nv,)), groups, loc=loop.loc)]
+        producer = For(k, n, "serial", SeqStmt(tuple(prod)), loc=loop.loc)
+        consumer = For(k, n, "serial", SeqStmt(tuple(cons)), loc=loop.loc)
+        self.roles[id(consumer)] = (inits, producer)
+        line = loop.loc.line if loop.loc else 0
+        self.notes.append(f"T.Pipelined at line {line}: warp-specialized, a producer warpgroup issues TMA copies "
+                          f"into " + ", ".join(f"{b.name} x{v}" for b, _, v in versions.values())
+                          + f" ({tx} bytes a stage) on {nv} full/empty mbarrier pairs; {groups} consumer "
+                          f"warpgroup(s) release each stage {'one iteration late' if lag else 'after it'}")
+        return consumer
+
     @staticmethod
     def is_async(s: Stmt) -> bool:
         return type(s) is Copy and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
@@ -400,9 +460,11 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
         return func, []
     p = _Pipeliner(func, target, options)
 
+    top = set(map(id, launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)))
+
     def rewrite(s: Stmt) -> Stmt:
         if isinstance(s, For) and s.kind == "pipelined":
-            return p.loop(s, _without(launch.body, s))
+            return p.loop(s, _without(launch.body, s), id(s) in top)
         if isinstance(s, SeqStmt):
             return dataclasses.replace(s, stmts=tuple(rewrite(c) for c in s.stmts))
         if isinstance(s, For):
@@ -413,6 +475,11 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
         return s
 
     body = rewrite(launch.body)
+    if p.roles:  # the barrier inits, then the producer warpgroup beside the block running everything else
+        stmts = list(body.stmts) if isinstance(body, SeqStmt) else [body]
+        key = next(i for i, s in enumerate(stmts) if id(s) in p.roles)
+        inits, producer = p.roles[id(stmts[key])]
+        body = SeqStmt(tuple(inits) + (WarpRoles(const(True), producer, SeqStmt(tuple(stmts)), loc=producer.loc),))
     allocs = tuple(p.replaced.get(b, b) for b in launch.allocs) + tuple(p.new_allocs)
     layout_map = tuple((p.replaced[b], lay.stack(p.replaced[b].shape[0])) if b in p.replaced else (b, lay)
                        for b, lay in launch.layout_map)

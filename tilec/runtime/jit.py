@@ -23,10 +23,10 @@ from tilec.tune.knobs import auto_params, is_auto
 
 
 def default_pass_configs() -> dict:
-    """Pass configs from the environment (``TILEC_WGMMA=1``: wgmma for T.gemm on sm_90a, experimental)."""
+    """Pass configs from the environment (``TILEC_WGMMA=1``: wgmma for T.gemm on sm_90a, its pipelines fed by TMA)."""
     from tilec.config import config
 
-    return {"wgmma": True} if config().wgmma else {}
+    return {"wgmma": True, "tma": True} if config().wgmma else {}
 
 
 class JITKernel:

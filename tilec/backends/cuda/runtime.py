@@ -152,6 +152,11 @@ def _load_module(cubin: bytes, name: str, smem: int) -> tuple[Any, int]:
     module = cupy.cuda.function.Module()
     module.load(cubin)
     fn = module.get_function(name)  # holds a reference to its module
+    dev = cupy.cuda.Device()
+    limit = dev.attributes.get("MaxSharedMemoryPerBlockOptin", 0)
+    if limit and smem > limit:
+        raise TilecRuntimeError(f"kernel {name!r} needs {smem} bytes of shared memory; this GPU gives a block at "
+                                f"most {limit}: use smaller tiles or fewer pipeline stages (num_stages)")
     if smem > 48 * 1024:
         driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
     return fn, driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_NUM_REGS, fn.ptr)

@@ -17,6 +17,7 @@ CUDA = CTable(
     thread_idx="threadIdx.x",
     block_idx=("blockIdx.x", "blockIdx.y", "blockIdx.z"),
     sync="__syncthreads();",
+    named_sync='asm volatile("bar.sync 1, {n};" ::: "memory");',
     shfl={
         "shfl_xor": "__shfl_xor_sync(0xffffffffu, {v}, {a}, {w})",
         "shfl_idx": "__shfl_sync(0xffffffffu, {v}, {a}, {w})",
