@@ -57,7 +57,7 @@ class Lowerer:
     wgmma_pending: dict[Buffer, list[Mem]] = field(default_factory=dict)
     tensor_maps: list[TensorMap] = field(default_factory=list)  # TMA descriptors the kernel takes
     issuer: int = 0  # the thread that issues single-thread ops (TMA, mbarrier arrivals): a producer's first
-    roles: tuple[int, int] | None = None  # warp specialization: (producer threads, producer registers)
+    producer_threads: int = 0  # warp specialization: the producer warpgroup's threads, launched after the block's
     loc: SourceLoc | None = None
     _counter: int = 0
 

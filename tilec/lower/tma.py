@@ -1,12 +1,16 @@
 """TMA tile copies and mbarriers (sm_90a; made by software pipelining with the ``tma`` pass config).
 
 A :class:`~tilec.ir.stmt.TmaCopy` of a ``rows x cols`` tile becomes one ``cp.async.bulk.tensor`` per panel of the
-tile's shared layout, issued by thread 0: with an S-byte swizzle (:func:`~tilec.lower.layouts.operand_layout`) each
-panel of S bytes per row is a box of ``S / elem_bytes`` columns by ``rows`` that TMA writes with the same swizzle
-(the buffer and each panel start 1024-byte aligned); a row-major tile is one box. The box's bytes complete on the
-copy's mbarrier. The tensor map of each (tensor, box, swizzle) is a kernel parameter the host encodes
-(:mod:`tilec.runtime.tensor_map`). Barrier ops: ``mbarrier.init`` by thread 0 followed by the init fence and a
-barrier; ``mbarrier.arrive.expect_tx`` by thread 0; ``mbarrier.try_wait.parity`` by every thread.
+tile's shared layout, issued by one thread (thread 0, or the producer warpgroup's first): with an S-byte swizzle
+(:func:`~tilec.lower.layouts.operand_layout`) each panel of S bytes per row is a box of ``S / elem_bytes`` columns
+by ``rows`` that TMA writes with the same swizzle (the buffer and each panel start 1024-byte aligned); a row-major
+tile is one box. The box's bytes complete on the copy's mbarrier. The tensor map of each (tensor, box, swizzle) is
+a kernel parameter the host encodes (:mod:`tilec.runtime.tensor_map`).
+
+Barrier ops: ``mbarrier.init`` by that thread, then the init fence and a barrier; ``mbarrier.arrive.expect_tx`` by
+that thread, or by the first thread of each warpgroup (a consumer releasing a stage); ``mbarrier.try_wait.parity``
+by every thread. :class:`~tilec.ir.stmt.WarpRoles` becomes :class:`~tilec.lower.tir.Roles`: the producer warpgroup
+after the block's threads, registers handed to the consumers with ``setmaxnreg``.
 """
 
 from __future__ import annotations
@@ -92,6 +96,11 @@ def lower_barrier_arrive(lw: Lowerer, b: BarrierArrive) -> TStmt:
     return If(who, MbarArriveTx(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.tx_bytes))
 
 
+@lower_rule(BarrierWait)
+def lower_barrier_wait(lw: Lowerer, b: BarrierWait) -> TStmt:
+    return MbarWait(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.parity)
+
+
 PRODUCER_REGS = 40  # a TMA-issuing warpgroup needs few registers; the consumers get the rest
 REGISTERS = 65536  # per SM (every Hopper part)
 
@@ -108,14 +117,9 @@ def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TS
     finally:
         lw.issuer = 0
     body = lower(s.else_body)
-    lw.roles = (s.producer_threads, PRODUCER_REGS)
+    lw.producer_threads = s.producer_threads
     return Roles(producer, body, lw.T, s.producer_threads, PRODUCER_REGS if at_launch > PRODUCER_REGS else 0,
                  consumer if consumer > at_launch else 0)
-
-
-@lower_rule(BarrierWait)
-def lower_barrier_wait(lw: Lowerer, b: BarrierWait) -> TStmt:
-    return MbarWait(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.parity)
 
 
 # ------------------------------------------------------------------------------------------------- emission

@@ -201,7 +201,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKern
     body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)] + _drain_wgmma(lw, None))
     shared, nbytes = _place_shared(lw.shared)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
-    threads = launch.num_threads + (lw.roles[0] if lw.roles else 0)
+    threads = launch.num_threads + lw.producer_threads
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), threads, lw.tx, shared,
                         tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size, tuple(lw.tensor_maps),
-                        1 if lw.roles else 0)
+                        1 if lw.producer_threads else 0)

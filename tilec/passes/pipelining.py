@@ -17,6 +17,9 @@ operand version (a shared ``uint64`` buffer initialised before the loop), and in
 barrier ``k % v`` expecting the bytes of the trip's tiles and issues their :class:`TmaCopy` copies (guarded by
 ``k < n``: every arrival is waited for); the consumers of iteration ``j`` start by waiting for phase parity
 ``(j // v) % 2`` of barrier ``j % v``. Tiles past the tensor's end arrive as zeros (TMA's out-of-bounds fill).
+With ``warp_specialize`` as well, a loop at the kernel's top level is split between a producer warpgroup (the
+copies, after waiting for a free stage on an ``empty`` ring) and the block's threads (everything else, waiting on
+the ``full`` ring and releasing stages): :class:`WarpRoles`. Each refusal is a note naming its reason.
 
 Targets without asynchronous copies (HIP) get the register prefetch of :mod:`tilec.passes.prefetch` instead
 (the next tile loaded into registers during the compute, stored to shared memory after it), unless the loop
@@ -114,19 +117,17 @@ class _Pipeliner:
         if self.overlap and supports_async_copy(self.target):
             body = self.overlap_wgmma(loop, body, stages, versions)
         if self.tma:
-            why = self.tma_refusal(loop, body, stages, versions)
             line = loop.loc.line if loop.loc else 0
-            if why is None and self.ws and not top:
-                self.notes.append(f"T.Pipelined at line {line}: not warp-specialized: the loop is not at the "
-                                  "kernel's top level")
-            elif why is None and self.ws and self.func.launch.num_threads % 128:
-                self.notes.append(f"T.Pipelined at line {line}: not warp-specialized: {self.func.launch.num_threads} "
-                                  "threads are not whole warpgroups")
-            elif why is None and self.ws and not self.roles:
-                return self.rewrite_ws(loop, body, stages, order, versions)
-            if why is None:
+            why = self.tma_refusal(loop, body, stages, versions)
+            if why is not None:
+                self.notes.append(f"T.Pipelined at line {line}: cp.async, not TMA: {why}")
+            else:
+                why = self.ws_refusal(top) if self.ws else ""
+                if why is None:
+                    return self.rewrite_ws(loop, body, stages, order, versions)
+                if why:
+                    self.notes.append(f"T.Pipelined at line {line}: not warp-specialized: {why}")
                 return self.rewrite_tma(loop, body, stages, order, depth, versions)
-            self.notes.append(f"T.Pipelined at line {loop.loc.line if loop.loc else 0}: cp.async, not TMA: {why}")
         return self.rewrite(loop, body, stages, order, depth, versions)
 
     def tma_refusal(self, loop: For, body: list[Stmt], stages: list[int],
@@ -152,14 +153,28 @@ class _Pipeliner:
                 return why
         return None
 
+    def ws_refusal(self, top: bool) -> str | None:
+        """Why a TMA pipeline cannot be warp-specialized, or None when it can."""
+        if not top:
+            return "the loop is not at the kernel's top level"
+        if self.func.launch.num_threads % 128:
+            return f"{self.func.launch.num_threads} threads are not whole warpgroups"
+        if self.roles:
+            return "another loop of the kernel is specialized"
+        return None
+
+    def ring(self, versions: dict[int, tuple[Buffer, int, int]]) -> int:
+        """Multi-buffer the tiles of ``versions``; the producers' number of versions (an mbarrier ring's size)."""
+        for _, (buf, _a, v) in versions.items():
+            if buf not in self.replaced:
+                self.replaced[buf] = Buffer(buf.name, (v,) + tuple(buf.shape), buf.dtype, "shared", loc=buf.loc)
+        return next((v for _, a, v in versions.values() if a == 0), 1)
+
     def rewrite_tma(self, loop: For, body: list[Stmt], stages: list[int], order: list[int], depth: int,
                     versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
         n = loop.extent
         k = Var(loop.var.name)
-        nv = next(v for _, a, v in versions.values() if a == 0)
-        for _, (buf, _a, v) in versions.items():
-            if buf not in self.replaced:
-                self.replaced[buf] = Buffer(buf.name, (v,) + tuple(buf.shape), buf.dtype, "shared", loc=buf.loc)
+        nv = self.ring(versions)
         bar = Buffer(f"{loop.var.name}_full", (nv,), dt.uint64, "shared", loc=loop.loc)
         self.new_allocs.append(bar)
 
@@ -274,9 +289,7 @@ class _Pipeliner:
                 versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
         n = loop.extent
         k = Var(loop.var.name)
-        for _, (buf, _a, nv) in versions.items():
-            if buf not in self.replaced:
-                self.replaced[buf] = Buffer(buf.name, (nv,) + tuple(buf.shape), buf.dtype, "shared", loc=buf.loc)
+        self.ring(versions)
         async_ok = supports_async_copy(self.target)
         gaps = [stages[j] - stages[i] for i in range(len(body)) for j in range(len(body))
                 if stages[j] > stages[i] and _writes(body[i]) & _reads(body[j]) & set(versions)]
@@ -314,10 +327,7 @@ class _Pipeliner:
         it when done (one iteration later for a gemm whose wgmma group runs on into the next one)."""
         n = loop.extent
         k = Var(loop.var.name)
-        nv = next(v for _, a, v in versions.values() if a == 0)
-        for _, (buf, _a, v) in versions.items():
-            if buf not in self.replaced:
-                self.replaced[buf] = Buffer(buf.name, (v,) + tuple(buf.shape), buf.dtype, "shared", loc=buf.loc)
+        nv = self.ring(versions)
         full = Buffer(f"{loop.var.name}_full", (nv,), dt.uint64, "shared", loc=loop.loc)
         empty = Buffer(f"{loop.var.name}_empty", (nv,), dt.uint64, "shared", loc=loop.loc)
         self.new_allocs += [full, empty]
