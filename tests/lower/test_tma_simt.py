@@ -194,6 +194,29 @@ def _walk(node):
     return walk(node)
 
 
+def test_tma_needs_the_barrier_before_overwriting_a_stage(rng):
+    """Two warpgroups: without the barrier before a trip's copies, thread 0's TMA may overwrite the stage the other
+    warpgroup's wgmma read (the interpreter tracks wgmma reads per warpgroup)."""
+    from tilec.lower.tir import Loop, Sync
+
+    g = load_example("01_gemm").matmul(128, 64, 256, block_M=128, block_N=64, block_K=32, threads=256,
+                                       num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs=TMA)
+    tk = kernel.state.artifacts["thread_ir"]
+    a, b = randn(rng, (128, 256), "float16"), randn(rng, (256, 64), "float16")
+    _run_thread_ir(kernel, tk, a, b)
+    no_sync = _edit(tk, lambda n: dataclasses.replace(n, body=_edit_body(n.body, _drop(Sync)))
+                    if isinstance(n, Loop) else None)
+    with pytest.raises(RaceError, match=r"race on shared [AB]_s\[\d+\]: thread 0 writes what thread 128 read"):
+        _run_thread_ir(kernel, no_sync, a, b)
+
+
+def _edit_body(body, fn):
+    from tilec.ir.visit import transform
+
+    return transform(body, fn)
+
+
 @pytest.mark.parametrize("case", range(3), ids=["no wait", "wrong parity", "no arrival"])
 def test_tma_hazards_are_named(rng, case):
     edit, hazard = _hazards()[case]

@@ -10,7 +10,8 @@ Warp-specialized kernels run their producer and consumer code as two coroutines:
 hands over to the other role, and a wait that cannot complete while the other role is finished or itself waiting
 without having changed any mbarrier is a deadlock.
 
-Reported: reading data before the wait that lands it, a TMA copy writing what others read since the last barrier,
+Reported: reading data before the wait that lands it, a TMA copy writing what others read since the last barrier
+(wgmma reads count as reads by their warpgroup's first thread),
 a wait that no arrival can ever satisfy (a deadlock on the GPU), more arrivals than a phase expects, re-initialising
 a barrier with copies in flight, and a kernel that ends with copies in flight.
 """
@@ -105,6 +106,8 @@ def _wait(it: ThreadInterpreter, s: MbarWait, env: dict, mask: np.ndarray) -> No
         it.fail(f"mbarrier {key[0].name}[{key[1]}]: a wait for phase parity {parity} that nothing can complete "
                 f"(the phase still expects {bar.expected} arrival(s) and {bar.tx} transaction bytes): a deadlock "
                 "on the GPU", RaceError)
+    if not np.all(mask):  # one role waits for the other's arrivals: ordered after its accesses (over-approximated
+        it.epoch += 1  # as after everyone's, which can hide a race but never reports a false one)
     for mem, o, vals in bar.completed:
         sh = it.shared[mem]
         sh.pending[o] = False

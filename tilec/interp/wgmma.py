@@ -85,6 +85,8 @@ def _wgmma(it: ThreadInterpreter, s: Wgmma, env: dict, mask: np.ndarray) -> None
             a = _register_a(it, s, env, mask, base)
         b, idx = _gather(it, s.b, _start(it, s.b, env, mask, base), ka, s.n, True)
         reads.append((s.b.mem, idx))
+        for mem, i in reads[-2 if s.a is not None else -1:]:  # race checks: the warpgroup (its first thread) reads
+            it.track_read(it.shared[mem], mem, np.array([base]), i.reshape(1, -1))
         regs = it.regs[s.c]
         acc = regs[base + d_thread, c_off + d_reg].astype(np.float32) + a @ b
         regs[base + d_thread, c_off + d_reg] = typed(acc, s.c.dtype)
