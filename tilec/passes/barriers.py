@@ -161,6 +161,7 @@ class _Placer:
             raise AssertionError("a warp-specialized producer needs a block barrier")
         consumer, end = self.stmt(s.consumer, st)
         consumer = transform(consumer, lambda n: Sync(threads=s.threads) if isinstance(n, Sync) else None)
+        self.count += 1  # the consumers' barriers (placed or from lowering) changed to named ones
         return dataclasses.replace(s, producer=producer, consumer=consumer), end
 
     def loop(self, s: Loop, st: _State) -> tuple[TStmt, _State]:
