@@ -37,11 +37,13 @@ def render_table(result: dict) -> str:
     env = result.get("environment", {})
     lines.append(", ".join(f"{k} {v}" for k, v in env.items()))
     lines.append("")
-    lines += ["| kernel | shape | implementation | ms | TFLOP/s | GB/s | rel. error | best tilec ÷ this (speed-up) |",
-              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    compiles = any("compile_cold_s" in r["extra"] and r["ms"] is not None for r in result["rows"])
+    head = "| kernel | shape | implementation | ms | TFLOP/s | GB/s | rel. error | best tilec ÷ this (speed-up) |"
+    rule = "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
+    lines += [head + (" compile s, cold / cached |" if compiles else ""), rule + (" ---: |" if compiles else "")]
     host: list[dict] = []
     for (kernel, shape), rows in _groups(result["rows"]).items():
-        if rows[0]["ms"] is None and rows[0]["extra"]:
+        if all(r["ms"] is None and not r["note"] for r in rows) and rows[0]["extra"]:  # host-side measurements
             host += rows
             continue
         best = _best_tilec(rows)
@@ -50,8 +52,13 @@ def render_table(result: dict) -> str:
             if best is not None and r["ms"] and not r["impl"].startswith("tilec"):
                 ratio = f"{r['ms'] / best['ms']:.2f}x"
             note = f" ({r['note']})" if r["note"] else ""
-            lines.append(f"| {kernel} | {shape} | {r['impl']}{note} | {_fmt(r['ms'], '.3f')} | {_fmt(r['tflops'])} | "
-                         f"{_fmt(r['gbs'], '.0f')} | {_fmt(r['error'], '.1e')} | {ratio} |")
+            line = (f"| {kernel} | {shape} | {r['impl']}{note} | {_fmt(r['ms'], '.3f')} | {_fmt(r['tflops'])} | "
+                    f"{_fmt(r['gbs'], '.0f')} | {_fmt(r['error'], '.1e')} | {ratio} |")
+            if compiles:
+                e = r["extra"]
+                line += (f" {e['compile_cold_s']:.2f} / {e['compile_cached_s']:.3f} |" if "compile_cold_s" in e
+                         else " |")
+            lines.append(line)
     if host:
         lines += ["", "| measurement | what | implementation | figures |", "| --- | --- | --- | --- |"]
         for r in host:

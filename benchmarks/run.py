@@ -3,8 +3,10 @@
     python benchmarks/run.py [--quick] [--only gemm,attention,...] [--json PATH]
 
 Timing: CUDA events through ``triton.testing.do_bench`` (L2 flushed before every repetition), median of the
-repetitions after warm-up, fresh random inputs. Every implementation's output is compared with a float64
-reference. Peers that are not installed are skipped with a note.
+repetitions after warm-up, fresh random inputs rotated between calls (enough sets that they span twice the L2, at
+most 8). Every implementation's output is compared with a float64 reference on the first set. Each tilec kernel is
+built twice, cold (an empty disk cache, nothing compiled in this process) and from the disk cache; both times go in
+its row. Peers that are not installed are skipped with a note.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
+import itertools
 import json
 import os
 import platform
@@ -58,14 +61,28 @@ def _rel(out: Any, ref: Any) -> float:
     return (torch.linalg.norm(out - ref) / torch.linalg.norm(ref)).item()
 
 
-def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable], ref: Any, flops: float,
-             nbytes: float, quick: bool) -> None:
+L2_BYTES = 50 * 2**20  # H100 / H200
+
+
+def input_sets(make: Callable[[], tuple]) -> list[tuple]:
+    """Fresh random input sets to rotate through: as many as make them span twice the L2 (at most 8)."""
+    first = make()
+    nbytes = sum(x.numel() * x.element_size() for x in first if hasattr(x, "element_size"))
+    count = max(1, min(8, -(-2 * L2_BYTES // max(nbytes, 1))))
+    return [first] + [make() for _ in range(count - 1)]
+
+
+def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable], sets: list[tuple], ref: Any,
+             flops: float, nbytes: float, quick: bool, compile_times: dict[str, dict] | None = None) -> None:
+    """One row per implementation (a function of one input set): its error on the first set, its median time
+    over calls that take the sets in turn, and the tilec kernels' compile times."""
     for name, fn in impls.items():
-        row = Row(kernel, shape, name)
+        row = Row(kernel, shape, name, extra=dict((compile_times or {}).get(name, {})))
         try:
-            out = fn()
+            out = fn(*sets[0])
             row.error = _rel(out, ref) if ref is not None else None
-            row.ms = _bench(fn, quick)
+            turn = itertools.count()
+            row.ms = _bench(lambda fn=fn, turn=turn: fn(*sets[next(turn) % len(sets)]), quick)
             row.tflops = flops / row.ms / 1e9 if flops else None
             row.gbs = nbytes / row.ms / 1e6 if nbytes else None
         except Exception as e:  # noqa: BLE001 - one failing implementation must not stop the suite
@@ -73,29 +90,30 @@ def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable
         rows.append(row)
 
 
-def _compile_times(make: Callable[[], Any]) -> dict[str, float]:
-    """Cold compile (empty disk cache, this process's binaries forgotten) and rebuild from the disk cache."""
+def tilec_kernel(make: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
+    """``make()``'s kernel, built cold (empty disk cache, this process's binaries forgotten) and then again from
+    the disk cache: (the second kernel, both times in seconds)."""
     from tilec.backends.cuda import runtime
-
-    runtime._BUILT.clear()
 
     with tempfile.TemporaryDirectory() as d:
         old = os.environ.get("TILEC_CACHE_DIR")
         os.environ["TILEC_CACHE_DIR"] = d
         try:
+            runtime._BUILT.clear()
             t0 = time.perf_counter()
             make().compile()
             cold = time.perf_counter() - t0
             runtime._BUILT.clear()
             t0 = time.perf_counter()
-            make().compile()
-            warm = time.perf_counter() - t0
+            kernel = make()
+            kernel.compile()
+            cached = time.perf_counter() - t0
         finally:
             if old is None:
                 os.environ.pop("TILEC_CACHE_DIR")
             else:
                 os.environ["TILEC_CACHE_DIR"] = old
-    return {"compile_cold_s": cold, "compile_cached_s": warm}
+    return kernel, {"compile_cold_s": cold, "compile_cached_s": cached}
 
 
 # ------------------------------------------------------------------------------------------------------- cases
@@ -133,23 +151,22 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     for dtype in (["float16"] if quick else ["float16", "bfloat16"]):
         tdt = getattr(torch, dtype)
         for M, N, K in shapes:
-            a = torch.randn(M, K, device="cuda").to(tdt)
-            b = torch.randn(K, N, device="cuda").to(tdt)
+            sets = input_sets(lambda M=M, N=N, K=K, tdt=tdt: (torch.randn(M, K, device="cuda").to(tdt),
+                                                               torch.randn(K, N, device="cuda").to(tdt)))
+            a, b = sets[0]
             ref = a.double() @ b.double()
-            impls: dict[str, Callable] = {"torch": lambda a=a, b=b: torch.matmul(a, b)}
+            impls: dict[str, Callable] = {"torch": torch.matmul}
+            times: dict[str, dict] = {}
             for cfg in configs:
                 cfg, passes, tag = _tilec_config(cfg)
-                k = tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **cfg), "cuda", [-1], pass_configs=passes)
-                impls[tag] = lambda k=k, a=a, b=b: k(a, b)
+                impls[tag], times[tag] = tilec_kernel(lambda M=M, N=N, K=K, cfg=cfg, passes=passes, dt=dtype:
+                                                      tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dt, **cfg), "cuda",
+                                                                      [-1], pass_configs=passes))
             if "triton" in peers:
-                impls["triton"] = lambda a=a, b=b: peers["triton"].matmul(a, b)
+                impls["triton"] = peers["triton"].matmul
             if "tilelang" in peers:
-                for tag, fn in peers["tilelang"].gemm_impls(M, N, K, dtype).items():
-                    impls[tag] = lambda fn=fn, a=a, b=b: fn(a, b)
-            _measure(rows, f"gemm {dtype}", f"{M}x{N}x{K}", impls, ref, 2.0 * M * N * K, 0, quick)
-    cfg = configs[0]
-    times = _compile_times(lambda: tilec.JITKernel(gemm.matmul.fn(4096, 4096, 4096, **cfg), "cuda", [-1]))
-    rows.append(Row("compile", "gemm 4096^3", "tilec", extra=times))
+                impls.update(peers["tilelang"].gemm_impls(M, N, K, dtype))
+            _measure(rows, f"gemm {dtype}", f"{M}x{N}x{K}", impls, sets, ref, 2.0 * M * N * K, 0, quick, times)
 
 
 def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
@@ -167,23 +184,27 @@ def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True, ws=True)]
     for M, N, K in shapes:
-        a = (torch.randn(M, K, device="cuda") * 64).to(torch.float8_e4m3fn)
-        b = (torch.randn(N, K, device="cuda") * 64).to(torch.float8_e4m3fn)
-        sa, sb = torch.rand(M, device="cuda") / 64 + 1e-3, torch.rand(N, device="cuda") / 64 + 1e-3
+        def make(M=M, N=N, K=K) -> tuple:
+            return ((torch.randn(M, K, device="cuda") * 64).to(torch.float8_e4m3fn),
+                    (torch.randn(N, K, device="cuda") * 64).to(torch.float8_e4m3fn),
+                    torch.rand(M, device="cuda") / 64 + 1e-3, torch.rand(N, device="cuda") / 64 + 1e-3)
+
+        sets = input_sets(make)
+        a, b, sa, sb = sets[0]
         ref = (a.double() @ b.double().T) * sa.double()[:, None] * sb.double()[None, :]
         impls: dict[str, Callable] = {
-            "torch _scaled_mm": lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(
-                a, b.t(), scale_a=sa[:, None], scale_b=sb[None, :], out_dtype=torch.bfloat16)}
+            "torch _scaled_mm": lambda a, b, sa, sb: torch._scaled_mm(a, b.t(), scale_a=sa[:, None],
+                                                                      scale_b=sb[None, :], out_dtype=torch.bfloat16)}
+        times: dict[str, dict] = {}
         for cfg in configs:
             cfg, passes, tag = _tilec_config(cfg)
-            k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, **cfg), "cuda", [-1], pass_configs=passes)
-            impls[tag] = lambda k=k, a=a, b=b, sa=sa, sb=sb: k(a, b, sa, sb)
+            impls[tag], times[tag] = tilec_kernel(lambda M=M, N=N, K=K, cfg=cfg, passes=passes: tilec.JITKernel(
+                fp8.fp8_matmul.fn(M, N, K, **cfg), "cuda", [-1], pass_configs=passes))
         if "triton" in peers:
-            impls["triton"] = lambda a=a, b=b, sa=sa, sb=sb: peers["triton"].matmul_fp8(a, b, sa, sb)
+            impls["triton"] = peers["triton"].matmul_fp8
         if "tilelang" in peers and M % 256 == 0 and N % 256 == 0:  # its epilogue reads the scales unguarded
-            for tag, fn in peers["tilelang"].fp8_gemm_impls(M, N, K).items():
-                impls[tag] = lambda fn=fn, a=a, b=b, sa=sa, sb=sb: fn(a, b, sa, sb)
-        _measure(rows, "gemm fp8 e4m3", f"{M}x{N}x{K}", impls, ref, 2.0 * M * N * K, 0, quick)
+            impls.update(peers["tilelang"].fp8_gemm_impls(M, N, K))
+        _measure(rows, "gemm fp8 e4m3", f"{M}x{N}x{K}", impls, sets, ref, 2.0 * M * N * K, 0, quick, times)
 
 
 def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
@@ -196,33 +217,39 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     shapes = [(8, 16, 2048, 128)] + ([] if quick else [(2, 16, 8192, 128), (8, 16, 2048, 64)])
     for b, h, n, d in shapes:
         for causal in (False, True):
-            q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
+            sets = input_sets(lambda b=b, h=h, n=n, d=d: tuple(torch.randn(b, h, n, d, device="cuda").half()
+                                                                for _ in range(3)))
+            q, k_, v = sets[0]
             ref = F.scaled_dot_product_attention(q.float(), k_.float(), v.float(), is_causal=causal)
             flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
-            impls: dict[str, Callable] = {}
             from torch.nn.attention import SDPBackend, sdpa_kernel
 
-            def sdpa(backend: Any, q=q, k_=k_, v=v, causal=causal) -> Any:
-                with sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(q, k_, v, is_causal=causal)
+            def sdpa(backend: Any, causal: bool = causal) -> Callable:
+                def run(*qkv: Any) -> Any:
+                    with sdpa_kernel(backend):
+                        return F.scaled_dot_product_attention(*qkv, is_causal=causal)
 
-            impls["sdpa flash"] = lambda: sdpa(SDPBackend.FLASH_ATTENTION)
-            impls["sdpa cudnn"] = lambda: sdpa(SDPBackend.CUDNN_ATTENTION)
+                return run
+
+            impls: dict[str, Callable] = {"sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION),
+                                          "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+            times: dict[str, dict] = {}
             for bm, bn, st, th, wg, tma, ws in ((64, 64, 2, 128, False, False, False),
                                                 (128, 64, 2, 256, True, False, False),
                                                 (128, 64, 2, 256, True, True, False),
                                                 (128, 64, 2, 256, True, True, True)):
-                kern = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
-                                                             num_stages=st, threads=th), "cuda", [3],
-                                       pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": ws})
                 tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}{' ws' if ws else ''}"
-                impls[tag] = lambda kern=kern, q=q, k_=k_, v=v: kern(q, k_, v)
+                impls[tag], times[tag] = tilec_kernel(
+                    lambda b=b, h=h, n=n, d=d, causal=causal, bm=bm, bn=bn, st=st, th=th, wg=wg, tma=tma, ws=ws:
+                    tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn, num_stages=st,
+                                                          threads=th), "cuda", [3],
+                                    pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": ws}))
             if "triton" in peers:
-                impls["triton"] = lambda q=q, k_=k_, v=v, c=causal: peers["triton"].attention(q, k_, v, c)
+                impls["triton"] = lambda q, k, v, c=causal: peers["triton"].attention(q, k, v, c)
             if "tilelang" in peers:
-                for tag, fn in peers["tilelang"].attention_impls(b, h, n, d, causal).items():
-                    impls[tag] = lambda fn=fn, q=q, k_=k_, v=v: fn(q, k_, v)
-            _measure(rows, f"attention{' causal' if causal else ''}", f"{b}x{h}x{n}x{d}", impls, ref, flops, 0, quick)
+                impls.update(peers["tilelang"].attention_impls(b, h, n, d, causal))
+            _measure(rows, f"attention{' causal' if causal else ''}", f"{b}x{h}x{n}x{d}", impls, sets, ref, flops, 0,
+                     quick, times)
 
 
 def case_mla(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
@@ -234,61 +261,65 @@ def case_mla(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     mla = importlib.import_module("07_mla_decode")
     heads, kvh, s, dv, dpe = 128, 1, 8192, 512, 64
     for batch in (64,) if quick else (64, 132):
-        q, q_pe = (torch.randn(batch, heads, d, device="cuda").half() for d in (dv, dpe))
-        kv, k_pe = (torch.randn(batch, s, kvh, d, device="cuda").half() for d in (dv, dpe))
+        sets = input_sets(lambda batch=batch: tuple(torch.randn(batch, heads, d, device="cuda").half()
+                                                    for d in (dv, dpe))
+                          + tuple(torch.randn(batch, s, kvh, d, device="cuda").half() for d in (dv, dpe)))
 
-        def naive(q=q, q_pe=q_pe, kv=kv, k_pe=k_pe, out=torch.half) -> Any:  # a PyTorch prototype: bmm, softmax
+        def naive(q: Any, q_pe: Any, kv: Any, k_pe: Any, out: Any = torch.half) -> Any:  # a PyTorch prototype
             scores = torch.bmm(q, kv[:, :, 0].transpose(1, 2)) + torch.bmm(q_pe, k_pe[:, :, 0].transpose(1, 2))
             p = torch.softmax(scores.to(torch.float32 if out is torch.half else out) * (dv + dpe) ** -0.5, -1).to(out)
             return torch.bmm(p, kv[:, :, 0])
 
-        ref = naive(*(x.double() for x in (q, q_pe, kv, k_pe)), out=torch.double)
+        ref = naive(*(x.double() for x in sets[0]), out=torch.double)
         impls: dict[str, Callable] = {"torch bmm": naive}
+        times: dict[str, dict] = {}
         for st, wg, tma, ws in ((1, False, False, False), (2, False, False, False), (2, True, False, False),
                                 (2, True, True, False), (2, True, True, True)):
-            kern = tilec.JITKernel(mla.mla_decode.fn(batch, heads, kvh, s, num_stages=st), "cuda", [4],
-                                   pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": ws})
             tag = f"tilec 64x64 {st} stage{'s' if st > 1 else ''}{' wgmma' if wg else ''}{' tma' if tma else ''}"
             tag += " ws" if ws else ""
-            impls[tag] = lambda k=kern, x=(q, q_pe, kv, k_pe): k(*x)
+            impls[tag], times[tag] = tilec_kernel(lambda batch=batch, st=st, wg=wg, tma=tma, ws=ws: tilec.JITKernel(
+                mla.mla_decode.fn(batch, heads, kvh, s, num_stages=st), "cuda", [4],
+                pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": ws}))
         if "tilelang" in peers:
-            for tag, fn in peers["tilelang"].mla_decode_impls(batch, heads, kvh, s).items():
-                impls[tag] = lambda fn=fn, x=(q, q_pe, kv, k_pe): fn(*x)
+            impls.update(peers["tilelang"].mla_decode_impls(batch, heads, kvh, s))
         flops = 2.0 * batch * heads * s * (dv + dpe + dv)
         nbytes = 2.0 * batch * s * kvh * (dv + dpe)  # the KV cache, read once per head group's block
-        _measure(rows, "mla decode fp16", f"b{batch} h{heads} s{s}", impls, ref, flops, nbytes, quick)
+        _measure(rows, "mla decode fp16", f"b{batch} h{heads} s{s}", impls, sets, ref, flops, nbytes, quick, times)
 
 
 def case_softmax(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import torch
 
+    import tilec
+
     sm = importlib.import_module("02_softmax")
     for M, N in ((8192, 4096),) if quick else ((8192, 4096), (4096, 16384)):
-        x = torch.randn(M, N, device="cuda").half()
-        ref = torch.softmax(x.double(), -1)
-        kern = sm.softmax(M, N)
-        impls = {"torch": lambda x=x: torch.softmax(x, -1), "tilec": lambda kern=kern, x=x: kern(x)}
-        _measure(rows, "softmax fp16", f"{M}x{N}", impls, ref, 0, 2.0 * M * N * 2, quick)
+        sets = input_sets(lambda M=M, N=N: (torch.randn(M, N, device="cuda").half(),))
+        ref = torch.softmax(sets[0][0].double(), -1)
+        kern, times = tilec_kernel(lambda M=M, N=N: tilec.JITKernel(sm.softmax.fn(M, N), "cuda", [-1]))
+        impls = {"torch": lambda x: torch.softmax(x, -1), "tilec": kern}
+        _measure(rows, "softmax fp16", f"{M}x{N}", impls, sets, ref, 0, 2.0 * M * N * 2, quick, {"tilec": times})
 
 
 def case_norms(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import torch
     import torch.nn.functional as F
 
+    import tilec
+
     norms = importlib.import_module("05_norms")
     for M, N in ((8192, 4096),) if quick else ((8192, 4096), (16384, 1024)):
-        x = torch.randn(M, N, device="cuda").half()
-        w, b = torch.randn(N, device="cuda").half(), torch.randn(N, device="cuda").half()
-        rms, ln = norms.rms_norm(M, N), norms.layer_norm(M, N)
-        xd = x.double()
-        ref = xd / torch.sqrt((xd * xd).mean(-1, keepdim=True) + 1e-6) * w.double()
-        impls = {"torch": lambda x=x, w=w, n=N: F.rms_norm(x, (n,), w, 1e-6),
-                 "tilec": lambda x=x, w=w, k=rms: k(x, w)}
-        _measure(rows, "rms_norm fp16", f"{M}x{N}", impls, ref, 0, 2.0 * M * N * 2, quick)
-        ref = F.layer_norm(xd, (N,), w.double(), b.double(), 1e-5)
-        impls = {"torch": lambda x=x, w=w, b=b, n=N: F.layer_norm(x, (n,), w, b, 1e-5),
-                 "tilec": lambda x=x, w=w, b=b, k=ln: k(x, w, b)}
-        _measure(rows, "layer_norm fp16", f"{M}x{N}", impls, ref, 0, 2.0 * M * N * 2, quick)
+        sets = input_sets(lambda M=M, N=N: (torch.randn(M, N, device="cuda").half(),
+                                            torch.randn(N, device="cuda").half(), torch.randn(N, device="cuda").half()))
+        xd, wd, bd = (t.double() for t in sets[0])
+        rms, t_rms = tilec_kernel(lambda M=M, N=N: tilec.JITKernel(norms.rms_norm.fn(M, N), "cuda", [-1]))
+        ln, t_ln = tilec_kernel(lambda M=M, N=N: tilec.JITKernel(norms.layer_norm.fn(M, N), "cuda", [-1]))
+        ref = xd / torch.sqrt((xd * xd).mean(-1, keepdim=True) + 1e-6) * wd
+        impls = {"torch": lambda x, w, b, n=N: F.rms_norm(x, (n,), w, 1e-6), "tilec": lambda x, w, b, k=rms: k(x, w)}
+        _measure(rows, "rms_norm fp16", f"{M}x{N}", impls, sets, ref, 0, 2.0 * M * N * 2, quick, {"tilec": t_rms})
+        ref = F.layer_norm(xd, (N,), wd, bd, 1e-5)
+        impls = {"torch": lambda x, w, b, n=N: F.layer_norm(x, (n,), w, b, 1e-5), "tilec": ln}
+        _measure(rows, "layer_norm fp16", f"{M}x{N}", impls, sets, ref, 0, 2.0 * M * N * 2, quick, {"tilec": t_ln})
 
 
 def case_host(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:

@@ -49,3 +49,50 @@ def test_ratios_and_missing_values(report):
     assert "broken (RuntimeError: x)" in text
     assert "us_per_launch 4.5" in text
     assert "note: peer X skipped" in text
+
+
+def test_compile_times_get_their_column(report):
+    row = {"kernel": "k", "shape": "s", "ms": 1.0, "tflops": 1.0, "gbs": None, "error": 1e-4, "note": ""}
+    result = {"rows": [dict(row, impl="tilec a", extra={"compile_cold_s": 0.25, "compile_cached_s": 0.002}),
+                       dict(row, impl="peer", ms=2.0, extra={})]}
+    text = report.render_table(result)
+    assert "compile s, cold / cached |" in text
+    assert "| k | s | tilec a | 1.000 | 1.0 | — | 1.0e-04 |  | 0.25 / 0.002 |" in text
+    assert "| k | s | peer | 2.000 | 1.0 | — | 1.0e-04 | 2.00x | |" in text
+
+
+class _FakeTensor:
+    def __init__(self, nbytes: int, tag: int) -> None:
+        self.nbytes, self.tag = nbytes, tag
+
+    def numel(self) -> int:
+        return self.nbytes
+
+    def element_size(self) -> int:
+        return 1
+
+
+@pytest.fixture(scope="module")
+def harness():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import run
+
+    yield run
+    sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_inputs_rotate_between_calls(harness, monkeypatch):
+    """Input sets span twice the L2 (at most 8); the timed calls take them in turn, the error uses the first."""
+    made = iter(range(100))
+    sets = harness.input_sets(lambda: (_FakeTensor(harness.L2_BYTES // 2, next(made)),))
+    assert len(sets) == 4 and [s[0].tag for s in sets] == list(range(4))
+    assert len(harness.input_sets(lambda: (_FakeTensor(harness.L2_BYTES * 4, 0),))) == 1
+    assert len(harness.input_sets(lambda: (_FakeTensor(1, 0),))) == 8
+    seen: list[int] = []
+    monkeypatch.setattr(harness, "_bench", lambda fn, quick: [fn() for _ in range(9)] and 0.5)
+    rows: list = []
+    harness._measure(rows, "k", "s", {"tilec x": lambda t: seen.append(t.tag)}, sets, None, 1e9, 0, True,
+                     {"tilec x": {"compile_cold_s": 0.1, "compile_cached_s": 0.01}})
+    assert seen == [0] + [i % 4 for i in range(9)]  # the check on set 0, then every set in turn
+    (row,) = rows
+    assert row.ms == 0.5 and row.tflops == 2.0 and row.extra["compile_cold_s"] == 0.1 and row.note == ""
