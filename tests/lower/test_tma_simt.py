@@ -327,3 +327,30 @@ def test_ws_deadlock_without_releases(rng):
 
     with pytest.raises(RaceError, match=r"k_empty\[\d\]: a wait for phase parity \d that nothing can complete"):
         _run_thread_ir(kernel, _edit(tk, only_releases), a, b)
+
+
+# ------------------------------------------------------------------------------------------- persistent kernels
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles", "blocks"), [
+    (200, 200, 80, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}, 3),  # 16 tiles on 3 blocks
+    (300, 264, 104, {"block_M": 128, "block_N": 64, "block_K": 32, "threads": 256, "num_stages": 3}, 5),
+])
+def test_persistent_gemm(rng, M, N, K, tiles, blocks):
+    """Every block loops over tiles b, b + P, ...: the mbarrier rings run on across tiles (parity from the global
+    iteration), and the producer loads the next tile while the consumers store the last one."""
+    kernel = tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, "simt:sm_90a", [-1],
+                             pass_configs={**WS, "persistent": blocks})
+    assert f"persistent, {blocks} blocks loop over the tiles" in kernel.report()
+    tk = kernel.state.artifacts["thread_ir"]
+    assert [int(g.value) for g in tk.grid] == [blocks]
+    dtype = tiles.get("dtype", "float16")
+    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+def test_persistent_needs_warp_specialization():
+    g = load_example("01_gemm").matmul(300, 264, 100, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 4})  # rows of 200 bytes
+    assert "not persistent: that needs a warp-specialized TMA pipeline" in kernel.report()
+    assert len(kernel.state.artifacts["thread_ir"].grid) == 2

@@ -97,6 +97,9 @@ class _Pipeliner:
         self.overlap = bool(opts.get("wgmma")) and opts.get("wgmma_overlap", True) and target.arch == "sm_90a"
         self.tma = bool(opts.get("tma")) and target.arch == "sm_90a"
         self.ws = self.tma and bool(opts.get("warp_specialize"))
+        blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
+        self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
+        self.tile = Var("tile")  # a persistent block's tile counter (its global pipeline iteration: tile * n + k)
         # consumer loop -> (barrier inits, producer loop) of a warp-specialized pipeline, for pipeline_loops
         self.roles: dict[int, tuple[list[Stmt], Stmt]] = {}
         self.replaced: dict[Buffer, Buffer] = {}
@@ -327,6 +330,7 @@ class _Pipeliner:
         it when done (one iteration later for a gemm whose wgmma group runs on into the next one)."""
         n = loop.extent
         k = Var(loop.var.name)
+        g = binop("+", binop("*", self.tile, n), k) if self.persistent else k  # the ring's iteration
         nv = self.ring(versions)
         full = Buffer(f"{loop.var.name}_full", (nv,), dt.uint64, "shared", loc=loop.loc)
         empty = Buffer(f"{loop.var.name}_empty", (nv,), dt.uint64, "shared", loc=loop.loc)
@@ -338,19 +342,19 @@ class _Pipeliner:
         producers = [body[i] for i in order if stages[i] == 0]
         consumers = [body[i] for i in order if stages[i] > 0]
         tx = sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in producers)
-        phase = binop("%", binop("//", k, nv), 2)
-        prod: list[Stmt] = [BarrierWait(slot(empty, k), binop("-", 1, phase), loc=loop.loc),
-                            BarrierArrive(slot(full, k), tx, loc=loop.loc)]
+        phase = binop("%", binop("//", g, nv), 2)
+        prod: list[Stmt] = [BarrierWait(slot(empty, g), binop("-", 1, phase), loc=loop.loc),
+                            BarrierArrive(slot(full, g), tx, loc=loop.loc)]
         for p in producers:
-            s = self.remap(substitute(p, {loop.var: k}), k, versions)
-            prod.append(TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc))
-        cons: list[Stmt] = [BarrierWait(slot(full, k), phase, loc=loop.loc)]
-        cons += [self.remap(substitute(c, {loop.var: k}), k, versions) for c in consumers]
+            s = self.remap(substitute(p, {loop.var: k}), g, versions)
+            prod.append(TmaCopy(s.src, s.dst, slot(full, g), loc=s.loc))
+        cons: list[Stmt] = [BarrierWait(slot(full, g), phase, loc=loop.loc)]
+        cons += [self.remap(substitute(c, {loop.var: k}), g, versions) for c in consumers]
         from tilec.ir.stmt import Gemm
 
         lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
-        release = BarrierArrive(slot(empty, binop("-", k, lag) if lag else k), 0, per_warpgroup=True, loc=loop.loc)
-        cons.append(IfThenElse(binop(">=", k, lag), release, loc=loop.loc) if lag else release)
+        release = BarrierArrive(slot(empty, binop("-", g, lag) if lag else g), 0, per_warpgroup=True, loc=loop.loc)
+        cons.append(IfThenElse(binop(">=", g, lag), release, loc=loop.loc) if lag else release)
         groups = self.func.launch.num_threads // 128
         inits: list[Stmt] = [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
                              BarrierInit(Region(empty, (const(0),), (nv,)), groups, loc=loop.loc)]
@@ -485,16 +489,57 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
         return s
 
     body = rewrite(launch.body)
+    grid, block_vars = launch.grid, launch.block_vars
+    if p.persistent and not p.roles:
+        p.notes.append("T.Kernel: not persistent: that needs a warp-specialized TMA pipeline (see the notes above)")
     if p.roles:  # the barrier inits, then the producer warpgroup beside the block running everything else
         stmts = list(body.stmts) if isinstance(body, SeqStmt) else [body]
         key = next(i for i, s in enumerate(stmts) if id(s) in p.roles)
         inits, producer = p.roles[id(stmts[key])]
-        body = SeqStmt(tuple(inits) + (WarpRoles(const(True), producer, SeqStmt(tuple(stmts)), loc=producer.loc),))
+        consumer: Stmt = SeqStmt(tuple(stmts))
+        if p.persistent:
+            grid, block_vars, producer, consumer = _persistent(launch, p, producer, consumer)
+            if launch.swizzle is not None:
+                p.notes.append("T.use_swizzle: not applied to the tiles of a persistent kernel (row-major order)")
+                launch = dataclasses.replace(launch, swizzle=None)
+        body = SeqStmt(tuple(inits) + (WarpRoles(const(True), producer, consumer, loc=producer.loc),))
     allocs = tuple(p.replaced.get(b, b) for b in launch.allocs) + tuple(p.new_allocs)
     layout_map = tuple((p.replaced[b], lay.stack(p.replaced[b].shape[0])) if b in p.replaced else (b, lay)
                        for b, lay in launch.layout_map)
-    new_launch: KernelLaunch = dataclasses.replace(launch, body=body, allocs=allocs, layout_map=layout_map)
+    new_launch: KernelLaunch = dataclasses.replace(launch, body=body, allocs=allocs, layout_map=layout_map, grid=grid,
+                                                   block_vars=block_vars)
     return dataclasses.replace(func, body=new_launch), p.notes
+
+
+def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: Stmt) -> tuple:
+    """A persistent kernel: ``p.persistent`` blocks (at most one per tile), block ``b`` taking tiles ``b, b + P,
+    ...`` in row-major order of the original grid; both roles loop over the block's tiles, so the producer loads the
+    next tile's first stages while the consumers finish the last one. (grid, block vars, producer, consumer)."""
+    from tilec.ir.expr import ceildiv
+
+    P = p.persistent
+    dims = list(launch.grid)
+    tiles: Any = dims[0]
+    for d in dims[1:]:
+        tiles = binop("*", tiles, d)
+    pid = Var("pid")
+    t = binop("+", pid, binop("*", p.tile, P))
+    sub: dict[Var, Any] = {}
+    rest: Any = t
+    for v, d in zip(launch.block_vars, dims):  # the first block variable varies fastest (blockIdx.x)
+        sub[v] = binop("%", rest, d)
+        rest = binop("//", rest, d)
+    trips = ceildiv(binop("-", tiles, pid), P)
+    line = launch.loc.line if launch.loc else 0
+    p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid")
+    wrap = [For(p.tile, trips, "serial", substitute(s, sub), loc=s.loc) for s in (producer, consumer)]
+    return (binop("min", tiles, P),), (pid,), wrap[0], wrap[1]
+
+
+def _sms(target: Target) -> int:
+    from tilec.arch import device_model
+
+    return device_model(target).sms
 
 
 def _without(body: Stmt, loop: Stmt) -> Stmt:

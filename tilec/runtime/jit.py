@@ -106,6 +106,8 @@ class JITKernel:
         lines = [f"kernel {self.prim_func.name} for target {self.target}"]
         lines += [f"  {n} {d['kind']:<10} line {d['line']}: {d['label']}" for n, d in self.ftg.graph.nodes(data=True)]
         lines += [f"  note: {r}" for r in self.state.report]
+        ck = getattr(self._exe, "ck", None)  # compiled already: what ptxas said about performance
+        lines += [f"  ptxas: {w}" for w in getattr(ck, "warnings", ())]
         lines += [f"  stage {name}: {sec * 1e3:.2f} ms" for name, sec in self.state.timings]
         return "\n".join(lines)
 

@@ -84,6 +84,13 @@ def _spills(log: str) -> int:
     return sum(int(x) for x in m)
 
 
+def ptxas_warnings(log: str) -> tuple[str, ...]:
+    """ptxas's performance warnings in a compile log (a serialized wgmma pipeline, injected waits)."""
+    keep = ("Potential Performance Loss", "is injected")
+    return tuple(dict.fromkeys(line.split("ptxas info    : ")[-1].strip() for line in log.splitlines()
+                               if any(k in line for k in keep)))
+
+
 @dataclass
 class CompiledKernel:
     """A loaded CUDA kernel and how to launch it."""
@@ -98,6 +105,7 @@ class CompiledKernel:
     device: int = 0
     align: tuple[tuple[int, int], ...] = ()  # (parameter index, bytes)
     tensor_maps: tuple = ()  # tilec.lower.tir.TensorMap: TMA descriptors passed after the sizes
+    warnings: tuple[str, ...] = ()  # ptxas's performance warnings
 
 
 def _maps_to_json(maps: tuple) -> list[dict]:
@@ -174,16 +182,18 @@ def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | No
     fn, regs = _load_module(entry[0], meta["name"], meta["smem"])
     return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(func.launch.grid, func.dyn_vars), regs,
                           meta["spills"], meta["arch"], _current_device(), tuple(tuple(a) for a in meta["align"]),
-                          _maps_from_json(meta.get("tensor_maps", [])))
+                          _maps_from_json(meta.get("tensor_maps", [])), tuple(meta.get("warnings", [])))
 
 
 _BUILT: dict[str, tuple[bytes, int]] = {}  # binaries this process compiled (key -> cubin, spills), newest last
+_WARNINGS: dict[str, tuple[str, ...]] = {}  # binary key -> ptxas's performance warnings
 _BUILT_KEEP = 256
 
 
 def build_binary(source: str, arch: str, name: str) -> tuple[str, bytes, int]:
     """(cache key, cubin, spill bytes) of ``source`` for ``arch``: from this process's recent builds, the disk cache,
-    or NVRTC. Needs no GPU context, so it may run in a worker thread (NVRTC releases the GIL); the autotuner
+    or NVRTC (ptxas's performance warnings are kept for :func:`load`).
+    Needs no GPU context, so it may run in a worker thread (NVRTC releases the GIL); the autotuner
     compiles its candidates this way, in parallel, before loading them."""
     key = "b" + hashlib.sha256("\0".join([source, arch, _nvrtc_version(), tilec.__version__]).encode()).hexdigest()
     built = _BUILT.get(key)
@@ -193,10 +203,13 @@ def build_binary(source: str, arch: str, name: str) -> tuple[str, bytes, int]:
     if entry is None:
         cubin, log = nvrtc_compile(source, arch, name)
         spills = _spills(log)
+        _WARNINGS[key] = ptxas_warnings(log)
         cache.put(key, cubin, json.dumps({"name": name, "arch": arch, "spills": spills, "log": log[-4000:]}), source)
     else:
         cubin, meta_text = entry
-        spills = json.loads(meta_text)["spills"]
+        meta = json.loads(meta_text)
+        spills = meta["spills"]
+        _WARNINGS[key] = ptxas_warnings(meta.get("log", ""))
     _BUILT[key] = (cubin, spills)
     while len(_BUILT) > _BUILT_KEEP:
         _BUILT.pop(next(iter(_BUILT)))
@@ -211,11 +224,13 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
     name = kernel_name(kernel)
     key, cubin, spills = build_binary(source, arch, name)
     fn, regs = _load_module(cubin, name, kernel.smem_bytes)
+    warnings = _WARNINGS.get(key, ())
     meta = {"binary": key, "name": name, "smem": kernel.smem_bytes, "threads": kernel.threads, "spills": spills,
-            "arch": arch, "align": [list(a) for a in kernel.align], "tensor_maps": _maps_to_json(kernel.tensor_maps)}
+            "arch": arch, "align": [list(a) for a in kernel.align], "tensor_maps": _maps_to_json(kernel.tensor_maps),
+            "warnings": list(warnings)}
     cache.put_meta(front_key(func, target, options), json.dumps(meta))
     return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(kernel.grid, kernel.dyn_vars), regs,
-                          spills, arch, _current_device(), kernel.align, kernel.tensor_maps)
+                          spills, arch, _current_device(), kernel.align, kernel.tensor_maps, warnings)
 
 
 class CudaExecutable:
