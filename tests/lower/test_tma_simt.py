@@ -16,10 +16,24 @@ import tilec.language as T
 from tilec.errors import RaceError
 
 TMA = {"wgmma": True, "tma": True}
+WS = {**TMA, "warp_specialize": True}  # and a producer warpgroup: the interpreter runs both roles as coroutines
 
 
 def _tma_note(kernel: tilec.JITKernel) -> str:
     return next((line for line in kernel.report().splitlines() if "T.Pipelined" in line and "stages" in line), "")
+
+
+def _ws_note(kernel: tilec.JITKernel) -> str:
+    return next((line for line in kernel.report().splitlines() if "warp-specialized" in line), "")
+
+
+def _check_feed(kernel: tilec.JITKernel, ws: bool, tma_text: str, ws_text: str) -> None:
+    if ws:
+        assert ws_text in _ws_note(kernel)
+        tk = kernel.state.artifacts["thread_ir"]
+        assert tk.threads == kernel.prim_func.launch.num_threads + 128 and tk.min_blocks == 1
+    else:
+        assert tma_text in _tma_note(kernel)
 
 
 GEMM = [  # (M, N, K, tile kwargs): ragged in every dimension, several stages, two warpgroups, panels of B, bf16
@@ -30,35 +44,39 @@ GEMM = [  # (M, N, K, tile kwargs): ragged in every dimension, several stages, t
 ]
 
 
+@pytest.mark.parametrize("ws", [False, True], ids=["tma", "tma ws"])
 @pytest.mark.parametrize(("M", "N", "K", "tiles"), GEMM, ids=lambda x: str(x) if not isinstance(x, dict) else "")
-def test_tma_gemm(rng, M, N, K, tiles):
+def test_tma_gemm(rng, M, N, K, tiles, ws):
     kernel = tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, "simt:sm_90a", [-1],
-                             pass_configs=TMA)
-    assert "with TMA on" in _tma_note(kernel)
+                             pass_configs=WS if ws else TMA)
+    _check_feed(kernel, ws, "with TMA on", "a producer warpgroup issues TMA copies")
     dtype = tiles.get("dtype", "float16")
     a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
+@pytest.mark.parametrize("ws", [False, True], ids=["tma", "tma ws"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_tma_flash_attention(rng, causal):
+def test_tma_flash_attention(rng, causal, ws):
     fa = load_example("03_flash_attention")
     b, h, n, d = 1, 2, 100, 64
     kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, causal, block_M=64, block_N=64, threads=128,
-                                                num_stages=2).prim_func, "simt:sm_90a", [3], pass_configs=TMA)
-    assert "K_s x2, V_s x2 with TMA" in _tma_note(kernel)
+                                                num_stages=2).prim_func, "simt:sm_90a", [3],
+                             pass_configs=WS if ws else TMA)
+    _check_feed(kernel, ws, "K_s x2, V_s x2 with TMA", "release each stage after it")
     q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
     assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
                  scale=float(np.abs(v.astype(np.float64)).max()))
 
 
-def test_tma_mla_decode(rng):
+@pytest.mark.parametrize("ws", [False, True], ids=["tma", "tma ws"])
+def test_tma_mla_decode(rng, ws):
     """Rank-4 tensors: each 64 x 512 latent tile is eight 128-byte-swizzled boxes."""
     mla = load_example("07_mla_decode")
     b, h, kvh, s = 1, 128, 2, 100
     kernel = tilec.JITKernel(mla.mla_decode(b, h, kvh, s, num_stages=2).prim_func, "simt:sm_90a", [4],
-                             pass_configs=TMA)
-    assert "with TMA" in _tma_note(kernel)
+                             pass_configs=WS if ws else TMA)
+    _check_feed(kernel, ws, "with TMA", "2 consumer warpgroup(s)")
     maps = kernel.state.artifacts["thread_ir"].tensor_maps
     assert {m.box for m in maps} == {(64, 1, 64, 1)} and {m.swizzle for m in maps} == {128}
     q, q_pe = (randn(rng, (b, h, d), "float16") for d in (512, 64))
@@ -230,50 +248,6 @@ def test_tma_hazards_are_named(rng, case):
 
 
 # ---------------------------------------------------------------------------------------- warp specialization
-
-WS = {**TMA, "warp_specialize": True}
-
-
-def _ws_note(kernel: tilec.JITKernel) -> str:
-    return next((line for line in kernel.report().splitlines() if "warp-specialized" in line), "")
-
-
-@pytest.mark.parametrize(("M", "N", "K", "tiles"), GEMM, ids=lambda x: str(x) if not isinstance(x, dict) else "")
-def test_ws_gemm(rng, M, N, K, tiles):
-    """A producer warpgroup beside the block: the interpreter runs both roles as coroutines."""
-    kernel = tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, "simt:sm_90a", [-1],
-                             pass_configs=WS)
-    assert "a producer warpgroup issues TMA copies" in _ws_note(kernel)
-    tk = kernel.state.artifacts["thread_ir"]
-    assert tk.threads == tiles.get("threads", 128) + 128 and tk.min_blocks == 1
-    dtype = tiles.get("dtype", "float16")
-    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
-    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_ws_flash_attention(rng, causal):
-    fa = load_example("03_flash_attention")
-    b, h, n, d = 1, 2, 100, 64
-    kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, causal, block_M=64, block_N=64, threads=128,
-                                                num_stages=2).prim_func, "simt:sm_90a", [3], pass_configs=WS)
-    assert "release each stage after it" in _ws_note(kernel)
-    q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
-    assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
-                 scale=float(np.abs(v.astype(np.float64)).max()))
-
-
-def test_ws_mla_decode(rng):
-    mla = load_example("07_mla_decode")
-    b, h, kvh, s = 1, 128, 2, 100
-    kernel = tilec.JITKernel(mla.mla_decode(b, h, kvh, s, num_stages=2).prim_func, "simt:sm_90a", [4],
-                             pass_configs=WS)
-    assert "2 consumer warpgroup(s)" in _ws_note(kernel)
-    q, q_pe = (randn(rng, (b, h, d), "float16") for d in (512, 64))
-    kv, k_pe = (randn(rng, (b, s, kvh, d), "float16") for d in (512, 64))
-    assert_close(kernel(q, q_pe, kv, k_pe), mla.reference(q, q_pe, kv, k_pe), "float16",
-                 scale=float(np.abs(kv.astype(np.float64)).max()))
-
 
 def test_ws_registers_move_to_the_consumers():
     """Two consumer warpgroups: 168 registers a thread at launch (384 threads), 40 for the producer, 232 for them."""
