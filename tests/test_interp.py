@@ -396,3 +396,29 @@ def test_torch_cpu_tensors(rng):
     out = torch.full((32, 32), float("nan"), dtype=torch.bfloat16)
     bf(x, y, out)
     assert_close(out.float().numpy(), x.double().numpy() @ y.double().numpy(), "bfloat16")
+
+
+# ------------------------------------------------------------------------------------------------ dynamic sizes
+
+
+@tilec.jit(target="cpu", out_idx=[1])
+def rows_scaled(block=128):
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, 64), "float32"), Y: T.Tensor((M, 64), "float32")):
+        with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+            for i, j in T.Parallel(block, 64):
+                if bx * block + i < M:
+                    Y[bx * block + i, j] = X[bx * block + i, j] * 3.0 + j
+
+    return main
+
+
+@pytest.mark.parametrize("m", [300, 1, 0])
+def test_dynamic_rows_including_an_empty_array(m, rng):
+    k = rows_scaled()
+    x = randn(rng, (m, 64), "float32")
+    y = k(x)
+    assert y.shape == (m, 64)
+    np.testing.assert_allclose(y, x.astype(np.float64) * 3 + np.arange(64), rtol=1e-6, atol=1e-5)

@@ -202,3 +202,37 @@ def test_fast_launch_path_matches_checked_path():
     assert torch.equal(z1, z2)
     with pytest.raises(ValueError, match="dimension 0"):
         k(x[:100], y[:100])
+    with pytest.raises(TypeError, match="float16"):
+        k(x.float(), y)
+    with pytest.raises(ValueError):
+        k(x.view(64, 64), y)  # wrong rank
+    with pytest.raises(ValueError):
+        k(torch.randn(2 * n, device="cuda").half()[::2], y)  # not contiguous
+    assert torch.equal(k(x, y), z1)  # the fast path still serves after the refusals
+
+
+@tilec.jit(target="cuda", out_idx=[1])
+def _rows_scaled(block=128):
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, 64), "float32"), Y: T.Tensor((M, 64), "float32")):
+        with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+            for i, j in T.Parallel(block, 64):
+                if bx * block + i < M:
+                    Y[bx * block + i, j] = X[bx * block + i, j] * 3.0 + j
+
+    return main
+
+
+def test_fast_launch_path_with_dynamic_sizes():
+    k = _rows_scaled()
+    for m in (1000, 1000, 5, 4096, 0):  # the second call of each size goes through the generated launcher
+        x = torch.randn(m, 64, device="cuda")
+        y = k(x)
+        assert y.shape == (m, 64)
+        if m:
+            assert _rel(y, x.double() * 3 + torch.arange(64, device="cuda").double()) < 1e-6
+    assert k._fast
+    with pytest.raises(ValueError):
+        k(torch.randn(8, 65, device="cuda"))

@@ -90,7 +90,9 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def is_contiguous(info: ArrayInfo) -> bool:
-    """Row-major contiguous (strides of size-1 dimensions are ignored)."""
+    """Row-major contiguous (strides of size-1 dimensions are ignored; an empty array is contiguous)."""
+    if 0 in info.shape:
+        return True
     want = contiguous_strides(info.shape)
     return all(n == 1 or s == w for n, s, w in zip(info.shape, info.strides, want))
 

@@ -43,35 +43,39 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
              f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args" if names else "    pass"]
     cond: list[str] = []
     sizes: dict[Var, str] = {}
+    ptr: dict[int, str] = {}  # parameter index -> the local holding its data pointer
     for (i, p), a in zip(inputs, names):
         if isinstance(p, Buffer):
-            if p.dtype.name == "int4":
+            if p.dtype.name == "int4" or p.strides is not None:
                 return None
             env[f"_d{i}"] = _torch_dtype(p.dtype.name)
             cond.append(f"type({a}) is _Tensor and {a}.dtype is _d{i} and {a}.get_device() == _dev")
-            if p.strides is not None:
-                return None
             cond.append(f"{a}.is_contiguous()")
+            # one read of .shape (each read builds a torch.Size): compared whole when static
+            if all(isinstance(n, int) for n in p.shape):
+                env[f"_s{i}"] = tuple(p.shape)
+                cond.append(f"{a}.shape == _s{i}")
+            else:
+                cond.append(f"len(sh{i} := {a}.shape) == {p.ndim}")
+                for d, n in enumerate(p.shape):
+                    if isinstance(n, int):
+                        cond.append(f"sh{i}[{d}] == {n}")
+                    elif isinstance(n, Var) and n not in sizes:
+                        sizes[n] = f"sh{i}[{d}]"
+                    elif isinstance(n, Var):
+                        cond.append(f"sh{i}[{d}] == {sizes[n]}")
+                    else:
+                        return None
             nbytes = dict(compiled.align).get(i)
-            if nbytes:
-                cond.append(f"{a}.data_ptr() % {nbytes} == 0")
-            cond.append(f"{a}.dim() == {p.ndim}")
-            for d, n in enumerate(p.shape):
-                if isinstance(n, int):
-                    cond.append(f"{a}.shape[{d}] == {n}")
-                elif isinstance(n, Var) and n not in sizes:
-                    sizes[n] = f"{a}.shape[{d}]"
-                elif isinstance(n, Var):
-                    cond.append(f"{a}.shape[{d}] == {sizes[n]}")
-                else:
-                    return None
+            if nbytes:  # the pointer is read once, by the alignment check
+                cond.append(f"(p{i} := {a}.data_ptr()) % {nbytes} == 0")
+            ptr[i] = f"p{i}" if nbytes else f"{a}.data_ptr()"
         else:
             kind = "int" if p.dtype.is_int else ("float" if p.dtype.is_float else "bool")
             cond.append(f"type({a}) is {kind}")
     if any(v not in sizes for v in func.dyn_vars):
         return None
-    tensors = [a for (i, p), a in zip(inputs, names) if isinstance(p, Buffer)]
-    where = f"{tensors[0]}.device" if tensors else "'cuda'"
+    env["_device"] = torch.device("cuda", device)
     lines.append("    if not (" + " and\n            ".join(cond or ["True"]) + "):")
     lines.append("        return _slow(*args)")
     for v in func.dyn_vars:
@@ -86,10 +90,10 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
                 return None
             o = f"o{i}"
             env[f"_d{i}"] = _torch_dtype(p.dtype.name)
-            lines.append(f"    {o} = _empty(({shape},), dtype=_d{i}, device={where})")
+            lines.append(f"    {o} = _empty(({shape},), dtype=_d{i}, device=_device)")
             values.append((ctypes.c_uint64, f"{o}.data_ptr()"))
         elif isinstance(p, Buffer):
-            values.append((ctypes.c_uint64, f"{arg_of[i]}.data_ptr()"))
+            values.append((ctypes.c_uint64, ptr[i]))
         else:
             values.append((_CTYPES[p.dtype.name], arg_of[i]))
     for v in func.dyn_vars:
@@ -107,10 +111,12 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
         for j, t in enumerate(maps):
             env[f"_tm{j}"] = TensorMapCache(t)
             lines.append(f"    _keep[{len(cells) + j}] = _tm{j}({values[t.param][1]})")
-    grid_args = ", ".join(f"s_{v.name}" for v in func.dyn_vars)
-    lines.append(f"    gx, gy, gz = _grid({grid_args})")
-    lines.append("    if gx and gy and gz:")
-    lines.append("        _launch(_fn, gx, gy, gz, _T, 1, 1, _smem, _stream(_dev), _ptrs, 0)")
+    if func.dyn_vars:
+        lines.append(f"    gx, gy, gz = _grid({', '.join(f's_{v.name}' for v in func.dyn_vars)})")
+        lines.append("    if gx and gy and gz:")
+        lines.append("        _launch(_fn, gx, gy, gz, _T, 1, 1, _smem, _stream(_dev), _ptrs, 0)")
+    elif all(compiled.grid()):  # a static grid is part of the generated code; an empty one launches nothing
+        lines.append("    _launch(_fn, {}, {}, {}, _T, 1, 1, _smem, _stream(_dev), _ptrs, 0)".format(*compiled.grid()))
     out_names = [f"o{i}" for i in func.out_params]
     ret = "None" if not out_names else (out_names[0] if len(out_names) == 1 else "(" + ", ".join(out_names) + ",)")
     lines.append(f"    return {ret}")

@@ -1,0 +1,100 @@
+"""The generated CUDA launcher (tilec/runtime/launcher.py) on the CPU, with torch and CuPy's driver replaced by
+fakes: what it accepts, what it hands to the checked path, and the arguments it passes to cuLaunchKernel."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import types
+
+import pytest
+from test_interp import gemm_kernel, rows_scaled
+
+
+class FakeTensor:
+    def __init__(self, shape, dtype, ptr=4096, contiguous=True, device=0):
+        self.shape, self.dtype, self._ptr, self._contiguous, self._device = tuple(shape), dtype, ptr, contiguous, device
+
+    def get_device(self):
+        return self._device
+
+    def is_contiguous(self):
+        return self._contiguous
+
+    def data_ptr(self):
+        return self._ptr
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    """(fake torch module, list of launchKernel calls)."""
+    torch = types.ModuleType("torch")
+    torch.Tensor, torch.float32, torch.float16 = FakeTensor, "f32", "f16"
+    torch.empty = lambda shape, dtype, device: FakeTensor(shape, dtype, 8192)
+    torch.device = lambda *a: a
+    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda dev: 77)
+    calls: list[tuple] = []
+    driver = types.ModuleType("cupy.cuda.driver")
+    driver.launchKernel = lambda *a: calls.append(a)
+    cuda = types.ModuleType("cupy.cuda")
+    cuda.driver = driver
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = cuda
+    for name, mod in (("torch", torch), ("cupy", cupy), ("cupy.cuda", cuda), ("cupy.cuda.driver", driver)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    return torch, calls
+
+
+def _launcher(func, align=()):
+    from tilec.backends.cuda.runtime import _grid_fn
+    from tilec.runtime.launcher import build_fast_launcher
+
+    compiled = types.SimpleNamespace(function=types.SimpleNamespace(ptr=5), threads=128, smem=1024, align=align,
+                                     grid=_grid_fn(func.launch.grid, func.dyn_vars), tensor_maps=())
+    return build_fast_launcher(func, compiled, 0, lambda *args: "checked")
+
+
+def _args(call):
+    """The values behind cuLaunchKernel's kernelParams (all 8-byte cells here but the int32 sizes)."""
+    ptrs = ctypes.cast(call[9], ctypes.POINTER(ctypes.c_void_p))
+    return ptrs
+
+
+def test_static_kernel_launches_with_its_constant_grid(fakes):
+    _, calls = fakes
+    launch = _launcher(gemm_kernel(64, 96, 64, 32, 32, 32, "float16", "float32"))
+    a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
+    assert launch(a, b, c) is None
+    fn, gx, gy, gz, tx, ty, tz, smem, stream = calls[-1][:9]
+    assert (fn, gx, gy, gz, tx, smem, stream) == (5, 3, 2, 1, 128, 1024, 77)
+    ptrs = _args(calls[-1])
+    assert [ctypes.c_uint64.from_address(ptrs[i]).value for i in range(3)] == [4096, 8192, 12288]
+
+
+@pytest.mark.parametrize("bad", [dict(shape=(64, 65)), dict(dtype="f32"), dict(contiguous=False), dict(device=1),
+                                 dict(shape=(64,))])
+def test_anything_unusual_goes_to_the_checked_path(fakes, bad):
+    _, calls = fakes
+    launch = _launcher(gemm_kernel(64, 64, 64, 32, 32, 32, "float16", "float32"))
+    spec = dict(shape=(64, 64), dtype="f16") | bad
+    a = FakeTensor(spec.pop("shape"), spec.pop("dtype"), **spec)
+    assert launch(a, FakeTensor((64, 64), "f16"), FakeTensor((64, 64), "f32")) == "checked"
+    assert launch(FakeTensor((64, 64), "f16"), FakeTensor((64, 64), "f16")) == "checked"  # wrong count
+    assert not calls
+
+
+def test_dynamic_sizes_outputs_and_alignment(fakes):
+    _, calls = fakes
+    launch = _launcher(rows_scaled().prim_func, align=((0, 16),))
+    y = launch(FakeTensor((300, 64), "f32", 4096))
+    assert isinstance(y, FakeTensor) and y.shape == (300, 64) and y.dtype == "f32"
+    assert calls[-1][1:4] == (3, 1, 1)
+    ptrs = _args(calls[-1])
+    assert ctypes.c_uint64.from_address(ptrs[0]).value == 4096
+    assert ctypes.c_uint64.from_address(ptrs[1]).value == 8192  # the output
+    assert ctypes.c_int32.from_address(ptrs[2]).value == 300
+    assert launch(FakeTensor((300, 64), "f32", 4100)) == "checked"  # misaligned
+    assert launch(FakeTensor((300, 63), "f32")) == "checked"
+    n = len(calls)
+    assert launch(FakeTensor((0, 64), "f32")).shape == (0, 64)  # an empty grid launches nothing
+    assert len(calls) == n
