@@ -1,6 +1,7 @@
 """How good is the cost model? Time every buildable candidate on the GPU and compare with the model's ranking.
 
-    python benchmarks/recommend_eval.py [--only gemm,attention,autotune] [--quick] [--model-only] [--json PATH]
+    python benchmarks/recommend_eval.py [--only gemm,attention,autotune] [--shapes S,...] [--quick] [--model-only]
+                                        [--json PATH]
 
 For each GEMM shape (4096^3, 8192^3, 1x4096x4096, 4096x4096x1000) and flash-attention shape (ANCHORS.md), the
 candidate space is enumerated, costed (tilec.recommend), and every candidate that builds is timed on the GPU
@@ -8,7 +9,8 @@ with tilec.autotune (CUDA events, median; outputs checked against the model's to
 measured time of the model's top-1 over the measured best (target <= 1.10), Spearman's rho between predicted and
 measured times over the candidates the model ranks (target >= 0.7), and ptxas registers against the model's
 estimate. ``autotune`` times a cold autotuning of 50 GEMM configs (a new process, an empty disk cache).
-``--model-only`` prints the model's side only (no GPU needed). The JSON (``--json``, or ``$OUT/recommend_eval.json``
+``--model-only`` prints the model's side only (no GPU needed); ``--replay JSON...`` scores today's model against
+the measurements kept in earlier reports (no GPU needed either). The JSON (``--json``, or ``$OUT/recommend_eval.json``
 when ``$OUT`` is set) keeps every candidate's prediction terms and measurement, for calibrating the device model.
 """
 
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -132,10 +135,16 @@ def _summarize(entry: dict, result: Any) -> None:
           f"average; build {result.build_s:.1f} s, timing {result.bench_s:.1f} s")
 
 
+def _selected(opts: argparse.Namespace, name: str) -> bool:
+    return not opts.shapes or any(s.strip() and s.strip() in name for s in opts.shapes.split(","))
+
+
 def part_gemm(opts: argparse.Namespace) -> list[dict]:
     g = __import__("01_gemm")
     out = []
     for M, N, K in GEMM_SHAPES[:2] if opts.quick else GEMM_SHAPES:
+        if not _selected(opts, f"gemm {M}x{N}x{K}"):
+            continue
         space = QUICK if opts.quick else (SKINNY_SPACE if M < 64 else GEMM_SPACE)
         out.append(evaluate(f"gemm {M}x{N}x{K}", g.matmul, (M, N, K), space, opts.warmup, opts.rep, opts.model_only))
     return out
@@ -146,6 +155,8 @@ def part_attention(opts: argparse.Namespace) -> list[dict]:
     out = []
     for b, h, n, d, causal in ATTENTION_SHAPES[:2] if opts.quick else ATTENTION_SHAPES:
         name = f"attention {b}x{h}x{n}x{d}{' causal' if causal else ''}"
+        if not _selected(opts, name):
+            continue
         out.append(evaluate(name, fa.flash_attention, (b, h, n, d, causal), ATTENTION_SPACE, opts.warmup, opts.rep,
                             opts.model_only))
     return out
@@ -186,6 +197,36 @@ def _cold_autotune_child() -> None:
                       "excluded": sum(t.status != "ok" for t in r.trials), "best": r.best}))
 
 
+def _shape_args(name: str) -> tuple[Any, tuple]:
+    """The kernel factory and arguments of an entry name ("gemm 1x4096x4096", "attention 8x16x2048x128 causal")."""
+    kind, dims, *rest = name.split()
+    sizes = tuple(int(x) for x in dims.split("x"))
+    if kind == "gemm":
+        return __import__("01_gemm").matmul, sizes
+    return __import__("03_flash_attention").flash_attention, sizes + (bool(rest),)
+
+
+def replay(paths: list[str]) -> list[dict]:
+    """Score today's model against measurements kept in earlier JSON reports (no GPU needed): each entry's
+    candidate space is re-ranked and joined with its measured times by configuration."""
+    out = []
+    for path in paths:
+        report = json.loads(Path(path).read_text())
+        for entry in (e for part in ("gemm", "attention") for e in report.get(part, [])):
+            measured = {_tag(r["config"]): r for r in entry["rows"] if r.get("measured_ms") is not None}
+            if not measured:
+                continue
+            space = {k: sorted({r["config"][k] for r in entry["rows"]}) for k in entry["rows"][0]["config"]}
+            fn, args = _shape_args(entry["name"])
+            new = evaluate(f"{entry['name']} ({Path(path).name})", fn, args, space, 0, 0, True)
+            for row in new["rows"]:
+                m = measured.get(_tag(row["config"]))
+                row.update(measured_ms=m["measured_ms"] if m else None, regs_ptxas=(m or {}).get("regs_ptxas"))
+            _summarize(new, types.SimpleNamespace(build_s=0.0, bench_s=0.0))
+            out.append(new)
+    return out
+
+
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", default="gemm,attention,autotune")
@@ -193,11 +234,18 @@ def main(argv: list[str]) -> None:
     p.add_argument("--model-only", action="store_true", help="the model's rankings only (no GPU)")
     p.add_argument("--warmup", type=float, default=10.0, help="ms of warm-up per candidate")
     p.add_argument("--rep", type=float, default=50.0, help="ms of timed repetitions per candidate")
+    p.add_argument("--shapes", default="", help="comma-separated parts of shape names to run, e.g. "
+                   "'gemm 1x4096x4096,attention 2x16' (default: all)")
+    p.add_argument("--replay", nargs="+", metavar="JSON", help="score the model against the measurements in "
+                   "these reports instead of measuring (no GPU needed)")
     p.add_argument("--json", default=None)
     p.add_argument("--cold-autotune-child", action="store_true", help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
     if opts.cold_autotune_child:
         _cold_autotune_child()
+        return
+    if opts.replay:
+        replay(opts.replay)
         return
     parts = opts.only.split(",")
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(),

@@ -55,3 +55,38 @@ def test_model_only_run_writes_its_json(tmp_path, monkeypatch):
     report = json.loads(out.read_text())
     (entry,) = report["gemm"]
     assert entry["candidates"] == 2 and entry["rows"][0]["model_rank"] == 1 and "terms_us" in entry["rows"][0]
+
+
+def test_replay_scores_the_model_against_kept_h200_measurements(tmp_path, capsys):
+    """The D=64 attention entry of a kept H200 report, re-ranked by today's model (the recorded top-1 was the
+    measured best; with register crowding priced in, it still is)."""
+    import json
+
+    ev = _script()
+    report = json.loads((ROOT / "benchmarks" / "results" / "2026-12-02-h200-recommend-2.json").read_text())
+    entry = next(e for e in report["attention"] if e["name"] == "attention 8x16x2048x64")
+    small = tmp_path / "one.json"
+    small.write_text(json.dumps({"attention": [entry]}))
+    (out,) = ev.replay([str(small)])
+    assert out["timed"] == entry["timed"] == 36
+    assert out["top1_ratio"] <= 1.10 and out["spearman"] >= 0.7
+    assert "Spearman rho" in capsys.readouterr().out
+
+
+def test_register_crowding_stretches_the_estimate():
+    """A flash-attention config whose best schedule wants more registers than the cap is costed slower than the
+    same totals without the penalty, and the JSON keeps what it wanted."""
+    from tilec.passes import cost_model
+
+    fa = load_example("03_flash_attention")
+    space = {"block_M": [128], "block_N": [32], "num_stages": [2], "threads": [128]}
+    (c,) = tilec.recommend(fa.flash_attention, 8, 16, 2048, 128, True, space=space).ranked
+    f = c.cost.factors
+    assert c.cost.regs_per_thread == 255 and f["regs_wanted"] > 255 > f["regs_least"]
+    saved = cost_model.REGISTER_CROWDING
+    try:
+        cost_model.REGISTER_CROWDING = 0.0
+        (plain,) = tilec.recommend(fa.flash_attention, 8, 16, 2048, 128, True, space=space).ranked
+    finally:
+        cost_model.REGISTER_CROWDING = saved
+    assert c.cost.time_s > plain.cost.time_s * 1.05

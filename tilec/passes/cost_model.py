@@ -30,6 +30,7 @@ that fills, ``B = min(blocks per SM, ceil(blocks / SMs))`` are resident per SM a
   ``f_tc = min(1, resident warps / subpartitions)``, shared ``bytes / smem_bandwidth``, SIMT
   ``ops / (fp32_lanes * SMs * clock)``, SFU likewise; the units overlap across warps:
   ``t = max + (1 - o) * (sum - max)`` with ``o = 1 - 1 / (resident warps per subpartition)`` (clamped at 0),
+  stretched by ``1 + REGISTER_CROWDING * shortfall`` when the best schedule wants more registers than the cap,
   plus ``barriers * sync_ns`` (a block waiting at a barrier leaves the SM to the other resident blocks); the
   blocks then run on the slots in launch order (list scheduling; uniform blocks give
   ``ceil(waves) / waves``) and ``t_comp`` is when the last one ends (tail and imbalance included);
@@ -39,7 +40,7 @@ that fills, ``B = min(blocks per SM, ceil(blocks / SMs))`` are resident per SM a
 With every factor at 1 this is the roofline ``max_i(traffic_i / bandwidth_i, max_j flops_j / peak_j)`` over
 waves, plus the launch. ``roofline_s`` is the bound at the device's best rates (e.g. wgmma's peak), and
 ``utilization = roofline_s / time_s``. Not modeled: L2 re-fetch across waves (rasterization), bank conflicts,
-instruction overhead of address arithmetic, the cost of register spills.
+instruction overhead of address arithmetic; register spills only through :data:`REGISTER_CROWDING`.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ from tilec.passes.trip_counts import Grid, buffer_bytes, launch_grid, trip_count
 # of 60 GEMM and attention configs (CUDA 13.0 ptxas, sm_90a) is off by 15 registers on average (-31 to +46), and
 # every config ptxas spills more than 64 bytes for is estimated above 255.
 REGISTER_OVERHEAD = 14
+# A kernel whose best schedule wants more registers than a thread has runs slower than the model's unit times:
+# ptxas keeps fewer gemm operands in flight and may spill. Its compute time is stretched by this factor times the
+# share of the shortfall, (wanted - cap) / (wanted - fewest). Calibrated on the H200 measurements of
+# benchmarks/results/2026-12-02-h200-recommend-2.json (flash attention D=128 at the cap spills 32-108 bytes and runs
+# 1.1-1.2x slower than predicted; D=64 at the cap does not spill): see docs/perf-notes.md, change K.
+REGISTER_CROWDING = 0.3
 SCHEDULE_LIMIT = 1 << 16  # blocks simulated one by one; beyond, the mean block stands for all
 
 
@@ -167,6 +174,13 @@ def shared_bytes(func: Any, scratch: list[int] = ()) -> int:
     return arena(sizes)[1]
 
 
+def register_demand(plan: Any, scratch: list[tuple[int, int]]) -> tuple[int, int]:
+    """(registers the best schedule wants, the fewest it can run with): fragments, the operands of the op that
+    needs most, and :data:`REGISTER_OVERHEAD`."""
+    regs = sum(math.ceil(f.num_locals * b.dtype.bits / 32) for b, f in plan.fragments.items()) + REGISTER_OVERHEAD
+    return regs + max((s[0] for s in scratch), default=0), regs + max((s[1] for s in scratch), default=0)
+
+
 def estimate_registers(plan: Any, scratch: list[tuple[int, int]], limit: int = 255) -> tuple[int, bool]:
     """(registers per thread, whether ptxas can fit them in ``limit`` without spilling).
 
@@ -175,9 +189,7 @@ def estimate_registers(plan: Any, scratch: list[tuple[int, int]], limit: int = 2
     k-step when they do not -- plus :data:`REGISTER_OVERHEAD`. The estimate is capped at ``limit`` when one
     k-step's operands fit.
     """
-    regs = sum(math.ceil(f.num_locals * b.dtype.bits / 32) for b, f in plan.fragments.items()) + REGISTER_OVERHEAD
-    want = regs + max((s[0] for s in scratch), default=0)
-    least = regs + max((s[1] for s in scratch), default=0)
+    want, least = register_demand(plan, scratch)
     if least > limit:
         return least, False
     return min(want, limit), True
@@ -281,6 +293,7 @@ def estimate(state: Any, device: Any = None, sizes: dict[str, int] | None = None
     threads = func.launch.num_threads
     smem = shared_bytes(func, tot.scratch_smem)
     regs, fits = estimate_registers(plan, tot.scratch, dev.regs_per_thread)
+    want, least = register_demand(plan, tot.scratch)
     per_sm, limit = occupancy(dev, threads, smem, regs)
     reason = "; ".join(tot.rejects) or _reject_reason(dev, threads, smem, 0 if fits else regs, per_sm, limit)
     if fits and regs == dev.regs_per_thread:
@@ -289,7 +302,9 @@ def estimate(state: Any, device: Any = None, sizes: dict[str, int] | None = None
     for loop, trips in counts.loops.values():
         full = grid.full(trips)
         loops[ftg.names(loop.var)] = (float(full.min()), float(full.mean()), float(full.max()))
-    cost = _time(dev, func, tot, threads, smem, regs, max(per_sm, 1), limit)
+    crowded = (want - regs) / max(1, want - least) if fits and want > regs else 0.0
+    cost = _time(dev, func, tot, threads, smem, regs, max(per_sm, 1), limit, crowded)
+    cost.factors.update(regs_wanted=want, regs_least=least)
     cost.ops, cost.loops, cost.rejected = tot.rows, loops, reason
     return cost
 
@@ -371,7 +386,8 @@ def _roofline(dev: DeviceModel, dram: float, tensor: dict[str, float], simt_flop
 
 
 def _time(dev: DeviceModel, func: Any, tot: _Totals, threads: int, smem: int, regs: int, per_sm: int,
-          limit: str) -> KernelCost:
+          limit: str, crowded: float = 0.0) -> KernelCost:
+    """The kernel's time from its per-block totals; ``crowded`` is the register shortfall share (0 to 1)."""
     g = tot.grid
     n, warps = g.blocks, -(-threads // dev.warp_size)
     resident = max(1, min(per_sm, -(-n // dev.sms)))
@@ -390,7 +406,7 @@ def _time(dev: DeviceModel, func: Any, tot: _Totals, threads: int, smem: int, re
     stacked = np.stack(list(units.values()))
     top = stacked.max(axis=0)
     sync = g.full(tot.barriers) * dev.sync_ns * 1e-9
-    work = top + (1.0 - o_c) * (stacked.sum(axis=0) - top) + sync
+    work = (top + (1.0 - o_c) * (stacked.sum(axis=0) - top)) * (1.0 + REGISTER_CROWDING * crowded) + sync
     t_comp = _schedule(np.ascontiguousarray(work.transpose(2, 1, 0)).ravel(), slots)
     ideal = float(work.sum()) / slots
     eff = ideal / t_comp if t_comp > 0 else 1.0
