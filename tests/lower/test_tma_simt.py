@@ -328,3 +328,11 @@ def test_persistent_needs_warp_specialization():
     kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 4})  # rows of 200 bytes
     assert "not persistent: that needs a warp-specialized TMA pipeline" in kernel.report()
     assert len(kernel.state.artifacts["thread_ir"].grid) == 2
+
+
+def test_persistent_is_refused_on_cuda_targets():
+    """Measured wrong on an H200 (perf notes J): a CUDA kernel asking for it gets the non-persistent pipeline."""
+    g = load_example("01_gemm").matmul(1024, 1024, 512, block_M=128, block_N=256, block_K=64, threads=256).prim_func
+    kernel = tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs={**WS, "persistent": True})
+    assert "not persistent on CUDA targets" in kernel.report()
+    assert [int(d.value) for d in kernel.state.artifacts["thread_ir"].grid] == [4, 8]

@@ -89,6 +89,12 @@ def _writes(s: Stmt) -> frozenset[int]:
     return frozenset(out)
 
 
+# The persistent pipeline passes the thread interpreter's checks but not the H200: wrong results for bf16 4096^3
+# and 19x slower at fp16 8192^3 (benchmarks/results/2026-12-02-h200-full-4.json; docs/perf-notes.md, change J).
+PERSISTENT_REFUSED = ("T.Kernel: not persistent on CUDA targets: the persistent pipeline gave wrong results on an "
+                      "H200 (bf16 4096^3) and is not yet fixed; it runs in the thread interpreter (simt:sm_90a) only")
+
+
 class _Pipeliner:
     def __init__(self, func: PrimFunc, target: Target, options: dict | None = None) -> None:
         self.func = func
@@ -97,14 +103,17 @@ class _Pipeliner:
         self.overlap = bool(opts.get("wgmma")) and opts.get("wgmma_overlap", True) and target.arch == "sm_90a"
         self.tma = bool(opts.get("tma")) and target.arch == "sm_90a"
         self.ws = self.tma and bool(opts.get("warp_specialize"))
+        self.notes: list[str] = []
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
+        if blocks and target.kind == "cuda":
+            self.notes.append(PERSISTENT_REFUSED)
+            blocks = None
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
         self.tile = Var("tile")  # a persistent block's tile counter (its global pipeline iteration: tile * n + k)
         # consumer loop -> (barrier inits, producer loop) of a warp-specialized pipeline, for pipeline_loops
         self.roles: dict[int, tuple[list[Stmt], Stmt]] = {}
         self.replaced: dict[Buffer, Buffer] = {}
         self.new_allocs: list[Buffer] = []
-        self.notes: list[str] = []
 
     def loop(self, loop: For, outside: Stmt, top: bool = False) -> Stmt:
         body = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
