@@ -181,15 +181,11 @@ def register_demand(plan: Any, scratch: list[tuple[int, int]]) -> tuple[int, int
     return regs + max((s[0] for s in scratch), default=0), regs + max((s[1] for s in scratch), default=0)
 
 
-def estimate_registers(plan: Any, scratch: list[tuple[int, int]], limit: int = 255) -> tuple[int, bool]:
-    """(registers per thread, whether ptxas can fit them in ``limit`` without spilling).
-
-    Every fragment's locals (16-bit values two to a register), plus the operand registers of the op that needs
-    most -- a gemm's ldmatrix results of up to three k-steps, as ptxas schedules them when registers allow, of one
-    k-step when they do not -- plus :data:`REGISTER_OVERHEAD`. The estimate is capped at ``limit`` when one
-    k-step's operands fit.
-    """
-    want, least = register_demand(plan, scratch)
+def estimate_registers(want: int, least: int, limit: int = 255) -> tuple[int, bool]:
+    """(registers per thread, whether ptxas can fit them in ``limit`` without spilling), from
+    :func:`register_demand`: a gemm's ldmatrix results of up to three k-steps, as ptxas schedules them when
+    registers allow, of one k-step when they do not. The estimate is capped at ``limit`` when one k-step's operands
+    fit."""
     if least > limit:
         return least, False
     return min(want, limit), True
@@ -292,8 +288,8 @@ def estimate(state: Any, device: Any = None, sizes: dict[str, int] | None = None
     tot.barriers = barrier_count(ftg, counts)
     threads = func.launch.num_threads
     smem = shared_bytes(func, tot.scratch_smem)
-    regs, fits = estimate_registers(plan, tot.scratch, dev.regs_per_thread)
     want, least = register_demand(plan, tot.scratch)
+    regs, fits = estimate_registers(want, least, dev.regs_per_thread)
     per_sm, limit = occupancy(dev, threads, smem, regs)
     reason = "; ".join(tot.rejects) or _reject_reason(dev, threads, smem, 0 if fits else regs, per_sm, limit)
     if fits and regs == dev.regs_per_thread:
