@@ -211,22 +211,10 @@ def test_fast_launch_path_matches_checked_path():
     assert torch.equal(k(x, y), z1)  # the fast path still serves after the refusals
 
 
-@tilec.jit(target="cuda", out_idx=[1])
-def _rows_scaled(block=128):
-    M = T.dynamic("M")
-
-    @T.prim_func
-    def main(X: T.Tensor((M, 64), "float32"), Y: T.Tensor((M, 64), "float32")):
-        with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
-            for i, j in T.Parallel(block, 64):
-                if bx * block + i < M:
-                    Y[bx * block + i, j] = X[bx * block + i, j] * 3.0 + j
-
-    return main
-
-
 def test_fast_launch_path_with_dynamic_sizes():
-    k = _rows_scaled()
+    from test_interp import rows_scaled  # the CPU interpreter's dynamic-size kernel, here compiled for CUDA
+
+    k = tilec.jit(target="cuda", out_idx=[1])(rows_scaled.fn)()
     for m in (1000, 1000, 5, 4096, 0):  # the second call of each size goes through the generated launcher
         x = torch.randn(m, 64, device="cuda")
         y = k(x)
