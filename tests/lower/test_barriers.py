@@ -129,12 +129,15 @@ def test_pipelined_gemm_loop_has_one_barrier_per_trip(stages):
     assert str(loop.extent) == str(3 + stages - 1)
     assert trip(loop.body) == [f"T.ptx_wait_group({stages - 2})", "sync", "T.async_copy", "T.async_copy",
                                "T.ptx_commit_group", (f"k >= {stages - 1}", ["T.gemm"])]
-    assert count_syncs(tk.body) == 1
-    # after the loop, the copies still in flight (reloads nobody reads) are waited for, with no barrier
-    assert trip(tk.body) == ["Decl", "Decl", "T.fill", "Loop", "T.ptx_wait_group(0)", "T.copy"]
-    # the shared buffers hold `stages` versions of the tile
+    assert count_syncs(loop) == 1
+    # after the loop, the copies still in flight (reloads nobody reads) are waited for; the accumulators go out
+    # through a shared tile over A_s (tilec.passes.epilogue), between the barriers test_the_staged_epilogue_... checks
+    assert trip(tk.body) == ["Decl", "Decl", "T.fill", "Loop", "T.ptx_wait_group(0)", "sync", "T.copy", "sync",
+                             "T.copy"]
+    # the shared buffers hold `stages` versions of the tile; the staging tile takes A_s's memory
     shared = {m.name: (int(m.size), off) for m, off in tk.shared}
-    assert shared == {"A_s": (stages * 64 * 32, 0), "B_s": (stages * 32 * 64, stages * 64 * 32 * 2)}
+    assert shared == {"A_s": (stages * 64 * 32, 0), "B_s": (stages * 32 * 64, stages * 64 * 32 * 2),
+                      "C_f_stage": (64 * 64, 0)}
 
 
 @pytest.mark.parametrize("stages", [1, 3])
@@ -148,7 +151,7 @@ def test_a_one_step_k_loop_needs_no_loop_carried_barrier(stages):
         assert str(loop.extent) == "3"
         assert trip(loop.body) == ["T.ptx_wait_group(1)", "sync", "T.async_copy", "T.async_copy",
                                    "T.ptx_commit_group", ("k >= 2", ["T.gemm"])]
-    assert count_syncs(thread_ir(k).body) == 1
+    assert count_syncs(loop) == 1
 
 
 def test_flash_attention_barriers():
@@ -161,7 +164,8 @@ def test_flash_attention_barriers():
     assert got.count("sync") == 2
     assert got[got.index("T.gemm") - 1] == "sync"
     assert got[len(got) - 1 - got[::-1].index("T.gemm") - 1] == "sync"
-    assert count_syncs(thread_ir(k).body) == 2
+    # after the loop: the output through a shared tile over V_s, a barrier before it is written and before it is read
+    assert labels_in(thread_ir(k).body)[-5:] == ["T.Parallel", "sync", "T.copy", "sync", "T.copy"]
 
 
 def test_no_barrier_between_register_only_ops():
@@ -275,7 +279,7 @@ def test_the_pipelined_gemm_barrier_serves_both_the_raw_and_the_war(rng, stages)
     the RAW, but then the copies overwrite the version last trip's gemm read: a WAR race at the copy."""
     k = gemm(k_tiles=3, num_stages=stages)
     tk = thread_ir(k)
-    (sync,) = syncs(tk)
+    (sync,) = [n for n in walk(k_loop(tk)) if isinstance(n, Sync)]
     a, b = randn(rng, (100, 96), "float16"), randn(rng, (96, 72), "float16")
     run_thread_ir(k, tk, a, b)  # as placed: no race
     copy_line, gemm_line = gemm_lines()
@@ -288,6 +292,24 @@ def test_the_pipelined_gemm_barrier_serves_both_the_raw_and_the_war(rng, stages)
     with pytest.raises(RaceError) as e:
         run_thread_ir(k, late, a, b)
     assert_war(e, copy_line)
+
+
+def test_the_staged_epilogue_needs_its_two_barriers(rng):
+    """The accumulators go out through a shared tile placed over A_s (tilec.passes.epilogue): one barrier orders its
+    writes after the last trips' ldmatrix reads of A_s and the reloads landing in it (the memory it takes), the other
+    its 16-byte reads after the other threads' writes. Without either, the interpreter names the race (A_s through
+    the overlay, then the tile)."""
+    k = gemm(k_tiles=3, num_stages=3)
+    tk = thread_ir(k)
+    loop_syncs = {id(n) for n in walk(k_loop(tk)) if isinstance(n, Sync)}
+    first, second = [s for s in syncs(tk) if id(s) not in loop_syncs]
+    a, b = randn(rng, (100, 96), "float16"), randn(rng, (96, 72), "float16")
+    run_thread_ir(k, tk, a, b)
+    with pytest.raises(RaceError, match=r"race on shared A_s\[\d+\]: thread \d+ writes what "
+                                        r"(thread \d+ wrote|several threads read)"):
+        run_thread_ir(k, without(tk, first), a, b)
+    with pytest.raises(RaceError, match=r"race on shared C_f_stage\[\d+\]: thread \d+ reads what thread \d+ wrote"):
+        run_thread_ir(k, without(tk, second), a, b)
 
 
 @pytest.mark.parametrize("causal", [False, True])

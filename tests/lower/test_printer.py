@@ -46,13 +46,15 @@ def test_thread_ir_prints_a_pipelined_loop():
     gemm_at = lines.index("// line 26: T.gemm(A_s[(k - 2) % 3, :64, :32], B_s[(k - 2) % 3, :32, :64], C_f)")
     assert lines[gemm_at - 2 : gemm_at] == ["tl::cp_async_commit();", "if (k >= 2) {"]
     assert "tl::ldmatrix_x4_trans(" in text and "tl::mma_m16n8k16_f16(C_f + 0, " in text
-    assert text.count("sync_threads();") == 1
+    assert text.count("sync_threads();") == 3  # the trip's, and two around the accumulators' staging tile
+    assert "  shared C_f_stage: float16[4096] at byte 0" in text  # over A_s (tilec.passes.epilogue)
     assert lines[lines.index("// line 23: T.ptx_wait_group(0)") + 1] == "tl::cp_async_wait<0>();"
     assert "#include" not in text
 
 
 def test_dump_after_lower_and_barriers():
-    for stages, syncs in ((1, 2), (3, 1)):  # the plain loop needs two barriers, the pipelined one one per trip
+    # the plain loop needs two barriers, the pipelined one one per trip and two around its staged epilogue
+    for stages, syncs in ((1, 2), (3, 3)):
         k = gemm(64, stages)
         lowered = tilec.dump(k, after="lower")
         placed = tilec.dump(k, after="barriers")

@@ -303,6 +303,51 @@ def test_ws_deadlock_without_releases(rng):
         _run_thread_ir(kernel, _edit(tk, only_releases), a, b)
 
 
+MMA_WS = {"tma": True, "warp_specialize": True}  # mma.sync consumers: each warp reads the stage with ldmatrix
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles"), [
+    (100, 72, 80, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}),
+    (130, 200, 96, {"block_M": 128, "block_N": 128, "block_K": 32, "threads": 256, "num_stages": 3}),
+])
+def test_ws_mma_gemm(rng, M, N, K, tiles):
+    """Warp specialization with mma.sync consumers: every consumer warp releases each stage (its ldmatrix reads)."""
+    kernel = tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, "simt:sm_90a", [-1],
+                             pass_configs=MMA_WS)
+    _check_feed(kernel, True, "", "whose warps release each stage after it")
+    assert "mma" in kernel.report() and "wgmma" not in kernel.report()
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
+def test_ws_release_must_speak_for_its_threads(rng):
+    """A stage released by one thread for others that read it (ldmatrix) needs those threads synchronized with it:
+    without the __syncwarp, or with one arrival per warpgroup instead of per warp (the warps of a warpgroup do not
+    run in step under mma.sync), the interpreter names the unordered reads."""
+    from tilec.ir.expr import binop
+    from tilec.lower.tir import If, MbarArriveTx, MbarInit, SyncWarp
+
+    g = load_example("01_gemm").matmul(64, 64, 128, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs=MMA_WS)
+    tk = kernel.state.artifacts["thread_ir"]
+    a, b = randn(rng, (64, 128), "float16"), randn(rng, (128, 64), "float16")
+    _run_thread_ir(kernel, tk, a, b)
+    with pytest.raises(RaceError, match=r"k_empty\[\d\] is released by thread\(s\) \[0, 32, 64, 96\] while thread 1 "
+                                        r"accessed shared memory .* nothing synchronized it"):
+        _run_thread_ir(kernel, _edit(tk, _drop(SyncWarp)), a, b)
+
+    def per_warpgroup(node):  # the old scheme: thread 0 of each warpgroup arrives, the barrier expects one each
+        if isinstance(node, If) and isinstance(node.then_body, MbarArriveTx) and node.then_body.tx == 0:
+            return dataclasses.replace(node, cond=binop("==", binop("%", tk.tx, 128), 0))
+        if isinstance(node, MbarInit) and node.count == 4:
+            return dataclasses.replace(node, count=1)
+        return None
+
+    with pytest.raises(RaceError, match=r"released by thread\(s\) \[0\] while thread 32 .* its warp synchronized, "
+                                        r"but no thread of it arrives"):
+        _run_thread_ir(kernel, _edit(tk, per_warpgroup), a, b)
+
+
 # ------------------------------------------------------------------------------------------- persistent kernels
 
 

@@ -35,6 +35,7 @@ from tilec.lower.tir import (
     PrintOp,
     Seq,
     Sync,
+    SyncWarp,
     TCall,
     ThreadKernel,
     TStmt,
@@ -59,6 +60,7 @@ class CTable:
     math64: dict[str, str] = field(default_factory=dict)
     launch_bounds: str = "__launch_bounds__({threads})"
     named_sync: str = ""  # a barrier of the first {n} threads (warp-specialized kernels)
+    sync_warp: str = "__syncwarp();"  # the threads of a warp synchronize
     smem_decl: str = "extern __shared__ __align__(1024) unsigned char smem[];"
     align: str = "__align__({n})"  # the alignment attribute of a declaration
     warp_size: int = 32  # a shuffle's width when the IR gives none
@@ -233,6 +235,8 @@ class CEmitter:
             self.emit(d, self.t.named_sync.format(n=s.threads))
         elif isinstance(s, Sync):
             self.emit(d, self.t.sync)
+        elif isinstance(s, SyncWarp):
+            self.emit(d, self.t.sync_warp)
         else:
             self.intrinsic(s, d)
 

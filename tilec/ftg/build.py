@@ -125,7 +125,7 @@ class _Collector:
         if isinstance(s, BarrierInit):
             return s.kind, f"{region_str(s.barriers, n)} count={s.count}", (), (self.acc(s.barriers, True),)
         if isinstance(s, BarrierArrive):
-            each = " per warpgroup" if s.per_warpgroup else ""
+            each = " per warp" if s.per_warp else ""
             return s.kind, f"{region_str(s.barrier, n)} tx={s.tx_bytes}{each}", (self.acc(s.barrier),), ()
         if isinstance(s, BarrierWait):
             return s.kind, f"{region_str(s.barrier, n)} parity={expr_str(s.parity, n)}", (self.acc(s.barrier),), ()

@@ -39,6 +39,7 @@ from tilec.lower.tir import (
     PrintOp,
     Seq,
     Sync,
+    SyncWarp,
     TCall,
     ThreadKernel,
     TStmt,
@@ -110,6 +111,13 @@ class _Shared:
         self.wgmma_reads = np.zeros(n, np.int32)  # in-flight wgmma groups reading each element
 
 
+def _aliases(k: ThreadKernel) -> dict[Mem, list[tuple[Mem, int]]]:
+    """For each shared mem overlapping others (an overlay): (other mem, this mem's offset minus the other's)."""
+    spans = [(m, off, off + int(m.size) * m.dtype.bits // 8) for m, off in k.shared]
+    return {m: [(x, a - c) for x, c, d in spans if x is not m and c < b and a < d] for m, a, b in spans
+            if any(x is not m and c < b and a < d for x, c, d in spans)}
+
+
 class ThreadInterpreter:
     """Runs a :class:`ThreadKernel` on host arrays."""
 
@@ -129,7 +137,11 @@ class ThreadInterpreter:
         self.wgmma_groups: list[list[tuple[list[tuple[Mem, np.ndarray]], list[tuple[Mem, range, int]]]]] = [[]]
         self.wgmma_regs: dict[Mem, np.ndarray] = {}  # per register column: 2 accumulator, 1 A operand in flight
         self.mbarriers: dict[tuple[Mem, int], Any] = {}  # (mem, index) -> tilec.interp.tma.Mbarrier
+        self.aliases = _aliases(kernel)  # shared mem -> [(mem sharing some of its bytes, byte offset between them)]
         self.tids = np.arange(self.T)
+        # per thread: 0 no shared accesses since its last barrier, 1 some, 2 some but its warp synchronized since
+        # (what one thread's mbarrier arrival may release for others: see tilec.interp.tma)
+        self.unsynced = np.zeros(self.T, np.int8)
 
     # ------------------------------------------------------------------------------------------------- driver
 
@@ -150,6 +162,7 @@ class ThreadInterpreter:
                 self.groups = [[]]
                 self.wgmma_groups, self.wgmma_regs, self.mbarriers = [[]], {}, {}
                 self.epoch = 0
+                self.unsynced[:] = 0
                 self.exec(self.k.body, env, np.ones(self.T, bool))
                 if any(self.wgmma_groups):
                     self.fail("the kernel ends with wgmma operations in flight (no wgmma.wait_group after them)",
@@ -213,6 +226,8 @@ class ThreadInterpreter:
             self.fail(f"read of {mem.space} {mem.name}[{bad}] outside its {data.size} elements")
         if mem.space == "shared":
             self.track_read(self.shared[mem], mem, t, o)
+            for other, tt, oo in self.alias_accesses(mem, t, o):
+                self.track_read(self.shared[other], other, tt, oo)
         out[mask] = data[o]
         return out
 
@@ -240,7 +255,25 @@ class ThreadInterpreter:
             self.fail(f"write of {mem.space} {mem.name}[{bad}] outside its {data.size} elements")
         if mem.space == "shared":
             self.track_write(self.shared[mem], mem, t, o)
+            for other, tt, oo in self.alias_accesses(mem, t, o):
+                self.track_write(self.shared[other], other, tt, oo)
         data[o] = typed(values[mask], mem.dtype)
+
+    def alias_accesses(self, mem: Mem, t: np.ndarray, o: np.ndarray) -> list[tuple[Mem, np.ndarray, np.ndarray]]:
+        """The same accesses (threads, element offsets) seen from each mem overlapping ``mem``'s bytes, for the race
+        checks (each mem keeps its own values: nothing reads through one what it wrote through another)."""
+        out = []
+        eb = mem.dtype.bits // 8
+        for other, delta in self.aliases.get(mem, ()):
+            ob = other.dtype.bits // 8
+            per = max(1, eb // ob)
+            x = ((o * eb + delta) // ob)[..., None] + np.arange(per)
+            tt = np.broadcast_to(t.reshape(-1, *([1] * (x.ndim - 1))), x.shape).ravel()
+            x = x.ravel()
+            keep = (x >= 0) & (x < int(other.size))
+            if keep.any():
+                out.append((other, tt[keep], x[keep][:, None]))
+        return out
 
     def check_wgmma_regs(self, mem: Mem, cols: np.ndarray, what: str) -> None:
         """Until its wait_group, an in-flight wgmma's accumulators are off limits to other instructions (state 2)
@@ -260,6 +293,7 @@ class ThreadInterpreter:
                       "it has landed (a missing cp.async.wait_group or mbarrier wait)", RaceError)
         if not self.check_races:
             return
+        self.unsynced[t] = 1
         clash = (sh.w_epoch[oo] == self.epoch) & (sh.w_thread[oo] != tt)
         if np.any(clash):
             i = int(np.argmax(clash))
@@ -276,7 +310,9 @@ class ThreadInterpreter:
             dup = (so[1:] == so[:-1]) & (st[1:] != st[:-1])
             sh.r_thread[so[1:][dup]] = -2
 
-    def track_write(self, sh: _Shared, mem: Mem, t: np.ndarray, o: np.ndarray) -> None:
+    def track_write(self, sh: _Shared, mem: Mem, t: np.ndarray, o: np.ndarray, by_threads: bool = True) -> None:
+        """Race checks of a write by threads ``t`` (``by_threads=False``: a TMA copy they issued, which mbarriers
+        order rather than the threads' synchronization)."""
         tt = np.broadcast_to(t[:, None], o.shape).ravel()
         oo = o.ravel()
         if np.any(sh.pending[oo]):
@@ -287,6 +323,8 @@ class ThreadInterpreter:
                       "is in flight (a missing wgmma.wait_group)", RaceError)
         if not self.check_races:
             return
+        if by_threads:
+            self.unsynced[t] = 1
         order = np.argsort(oo, kind="stable")
         so, st = oo[order], tt[order]
         dup = (so[1:] == so[:-1]) & (st[1:] != st[:-1])
@@ -437,6 +475,15 @@ def _sync(it: ThreadInterpreter, s: Sync, env: dict, mask: np.ndarray) -> None:
         it.fail(f"{what} reached by {int(np.count_nonzero(mask))} of {need} threads (a deadlock on the GPU)",
                 RaceError)
     it.epoch += 1
+    it.unsynced[mask] = 0
+
+
+@stmt_rule(SyncWarp)
+def _sync_warp(it: ThreadInterpreter, s: SyncWarp, env: dict, mask: np.ndarray) -> None:
+    warps = mask.reshape(-1, it.W)
+    if np.any(warps.any(axis=1) & ~warps.all(axis=1)):
+        it.fail("__syncwarp reached by only part of a warp (a deadlock on the GPU)", RaceError)
+    it.unsynced[mask & (it.unsynced == 1)] = 2
 
 
 @stmt_rule(AtomicAddOp)

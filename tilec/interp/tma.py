@@ -11,7 +11,9 @@ hands over to the other role, and a wait that cannot complete while the other ro
 without having changed any mbarrier is a deadlock.
 
 Reported: reading data before the wait that lands it, a TMA copy writing what others read since the last barrier
-(wgmma reads count as reads by their warpgroup's first thread),
+(wgmma reads count as reads by their warpgroup's first thread), a releasing arrival (no transaction bytes) by some
+threads while others' shared-memory accesses are not ordered before it (per thread: accessed since its last barrier,
+and whether its warp synchronized since),
 a wait that no arrival can ever satisfy (a deadlock on the GPU), more arrivals than a phase expects, re-initialising
 a barrier with copies in flight, and a kernel that ends with copies in flight.
 """
@@ -45,7 +47,9 @@ def _slot(it: ThreadInterpreter, mem: Mem, off: object, env: dict, mask: np.ndar
     i = int(o[0]) if o.size else 0
     if not 0 <= i < int(mem.size):
         it.fail(f"{what}: mbarrier {mem.name}[{i}] outside its {mem.size} elements")
+    unsynced = it.unsynced.copy()  # an mbarrier is itself the synchronization, not an access it must order
     it.read(mem, np.full(it.T, i), 1, mask)  # race checks: an init must be ordered before its uses by a barrier
+    it.unsynced[:] = unsynced
     return mem, i
 
 
@@ -86,11 +90,30 @@ def _fence(it: ThreadInterpreter, s: FenceMbarInit, env: dict, mask: np.ndarray)
 def _arrive(it: ThreadInterpreter, s: MbarArriveTx, env: dict, mask: np.ndarray) -> None:
     key = _slot(it, s.bar, s.off, env, mask, "mbarrier.arrive")
     bar = _get(it, key, "mbarrier.arrive")
+    if s.tx == 0 and it.check_races:
+        _check_release(it, key, mask)
     n = int(np.count_nonzero(mask))
     bar.expected -= n
     bar.tx += n * s.tx
     _advance(it, bar, key)
     _progress(it)
+
+
+def _check_release(it: ThreadInterpreter, key: tuple[Mem, int], mask: np.ndarray) -> None:
+    """An arrival that releases shared memory (no transaction bytes: consumers freeing a pipeline stage) orders only
+    the arriving thread's accesses, and those of its warp after a ``__syncwarp``; every other thread's accesses since
+    its last barrier are unordered with what the waiting side does next."""
+    arrivers = it.tids[mask]
+    warps = np.isin(it.tids // it.W, arrivers // it.W)
+    covered = mask | ((it.unsynced == 2) & warps)
+    bad = np.flatnonzero((it.unsynced != 0) & ~covered)
+    if bad.size:
+        t = int(bad[0])
+        how = "its warp synchronized, but no thread of it arrives" if it.unsynced[t] == 2 else \
+            "nothing synchronized it with an arriving thread (a missing __syncwarp or barrier)"
+        it.fail(f"mbarrier {key[0].name}[{key[1]}] is released by thread(s) {arrivers[:4].tolist()} while thread {t} "
+                f"accessed shared memory since its last barrier and {how}", RaceError)
+    it.unsynced[covered] = 0
 
 
 @stmt_rule(MbarWait)
@@ -151,7 +174,7 @@ def _tma(it: ThreadInterpreter, s: TmaLoad, env: dict, mask: np.ndarray) -> None
         o = byte // eb
         if o.min() < 0 or o.max() >= sh.data.size:
             it.fail(f"TMA copy writes {s.dst.name} outside its {sh.data.size} elements")
-        it.track_write(sh, s.dst, np.array([tid]), o[None, :])
+        it.track_write(sh, s.dst, np.array([tid]), o[None, :], by_threads=False)
         sh.pending[o] = True
         bar.in_flight.append((s.dst, o, vals))
         bar.tx -= vals.size * eb

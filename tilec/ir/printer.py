@@ -241,6 +241,8 @@ class _Printer:
             self.emit(d + 1, f"T.annotate_layout({{{self.names(buf)}: {layout}}})")
         if s.swizzle is not None:
             self.emit(d + 1, f'T.use_swizzle({s.swizzle[0]}, order="{s.swizzle[1]}")')
+        for buf, under in s.overlays:
+            self.emit(d + 1, f"# {self.names(buf)} overlays {', '.join(self.names(u) for u in under)}")
         self.body(s.body, d + 1)
 
     def tile_op(self, s: Stmt) -> str:  # noqa: C901
@@ -249,7 +251,7 @@ class _Printer:
         if isinstance(s, BarrierInit):
             return f"T.barrier_init({self.r(s.barriers)}, count={s.count})"
         if isinstance(s, BarrierArrive):
-            each = ", per_warpgroup=True" if s.per_warpgroup else ""
+            each = ", per_warp=True" if s.per_warp else ""
             return f"T.barrier_arrive({self.r(s.barrier)}, tx_bytes={s.tx_bytes}{each})"
         if isinstance(s, BarrierWait):
             return f"T.barrier_wait({self.r(s.barrier)}, parity={self.e(s.parity)})"

@@ -90,7 +90,9 @@ class KernelLaunch(Stmt):
 
     ``allocs`` are the shared/fragment/local/var buffers declared anywhere in the body (hoisted to the kernel).
     ``layout_map`` holds ``T.annotate_layout`` entries (``layout_locs``: where each was made, for errors);
-    ``swizzle`` is ``(panel_size, order)`` of ``T.use_swizzle`` or None.
+    ``swizzle`` is ``(panel_size, order)`` of ``T.use_swizzle`` or None. ``overlays`` pairs a shared buffer with
+    the shared buffers whose memory it may take: none of those is used again once it is (the compiler's staging
+    tile of an epilogue over the stages of the loop before it).
     """
 
     grid: tuple[Expr, ...]
@@ -101,6 +103,7 @@ class KernelLaunch(Stmt):
     layout_map: tuple[tuple[Buffer, Any], ...] = ()
     swizzle: tuple[int, str] | None = None
     layout_locs: tuple[SourceLoc | None, ...] = ()
+    overlays: tuple[tuple[Buffer, tuple[Buffer, ...]], ...] = ()
 
     @property
     def num_threads(self) -> int:
@@ -325,12 +328,12 @@ class BarrierInit(TileOp):
 @dataclass(frozen=True, eq=False)
 class BarrierArrive(TileOp):
     """One thread arrives on the mbarrier ``barrier`` and adds ``tx_bytes`` to the bytes its phase waits for (the
-    TMA copies completing on it); with ``per_warpgroup``, one thread of each warpgroup arrives (after the
-    warpgroup's wgmma reads are done: a consumer releasing a pipeline stage)."""
+    TMA copies completing on it); with ``per_warp``, the first thread of every warp arrives, once its warp's
+    threads are synchronized (consumers releasing a pipeline stage: each warp's reads of it are done)."""
 
     barrier: Region
     tx_bytes: int
-    per_warpgroup: bool = False
+    per_warp: bool = False
     kind = "barrier_arrive"
 
 

@@ -131,6 +131,12 @@ class Sync(TStmt):
 
 
 @dataclass(frozen=True, eq=False)
+class SyncWarp(TStmt):
+    """The threads of each warp synchronize (``__syncwarp``): their shared-memory accesses before it are ordered
+    before what any of them does after it (one lane may then act for its warp)."""
+
+
+@dataclass(frozen=True, eq=False)
 class Roles(TStmt):
     """Warp specialization: threads ``[threads, threads + producer_threads)`` run ``producer`` (its first thread
     only) with ``producer_regs`` registers each, the others ``consumer`` with ``consumer_regs`` (``setmaxnreg``;
@@ -397,17 +403,30 @@ class ThreadKernel:
         return print_kernel(self)
 
 
-def arena(sizes: list[int]) -> tuple[list[int], int]:
+def arena(sizes: list[int], overlays: dict[int, list[int]] | None = None) -> tuple[list[int], int]:
     """(byte offset of each mem, total bytes) in the shared arena: mems of 1 KB or more first, in order, each at
     1024-byte alignment (what the swizzles and TMA assume), then the smaller ones (mbarriers, reduction scratch)
-    at 16-byte alignment."""
+    at 16-byte alignment. ``overlays`` maps a mem to mems whose memory it may take (dead by its first use): it goes
+    at the first of their offsets where it overlaps no other mem, else after everything."""
+    overlays = overlays or {}
     offsets = [0] * len(sizes)
     off = 0
-    for i in sorted(range(len(sizes)), key=lambda i: sizes[i] < 1024):
+    for i in sorted((i for i in range(len(sizes)) if i not in overlays), key=lambda i: sizes[i] < 1024):
         align = 1024 if sizes[i] >= 1024 else 16
         off = -(-off // align) * align
         offsets[i] = off
         off += sizes[i]
+    placed = [i for i in range(len(sizes)) if i not in overlays]
+    for i, under in overlays.items():
+        others = [j for j in placed if j not in under]
+        start = next((offsets[u] for u in sorted(under, key=lambda u: offsets[u])
+                      if all(offsets[u] + sizes[i] <= offsets[j] or offsets[j] + sizes[j] <= offsets[u]
+                             for j in others)), None)
+        if start is None:
+            start = -(-off // 1024) * 1024
+        offsets[i] = start
+        off = max(off, start + sizes[i])
+        placed.append(i)
     return offsets, off
 
 

@@ -8,9 +8,10 @@ tile is one box. The box's bytes complete on the copy's mbarrier. The tensor map
 a kernel parameter the host encodes (:mod:`tilec.runtime.tensor_map`).
 
 Barrier ops: ``mbarrier.init`` by that thread, then the init fence and a barrier; ``mbarrier.arrive.expect_tx`` by
-that thread, or by the first thread of each warpgroup (a consumer releasing a stage); ``mbarrier.try_wait.parity``
-by every thread. :class:`~tilec.ir.stmt.WarpRoles` becomes :class:`~tilec.lower.tir.Roles`: the producer warpgroup
-after the block's threads, registers handed to the consumers with ``setmaxnreg``.
+that thread, or by the first lane of every warp after a ``__syncwarp`` (consumers releasing a stage);
+``mbarrier.try_wait.parity`` by every thread. :class:`~tilec.ir.stmt.WarpRoles` becomes
+:class:`~tilec.lower.tir.Roles`: the producer warpgroup after the block's threads, registers handed to the consumers
+with ``setmaxnreg``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tilec.lower.tir import (
     MbarWait,
     Roles,
     Sync,
+    SyncWarp,
     TensorMap,
     TmaLoad,
     TStmt,
@@ -92,8 +94,10 @@ def lower_barrier_init(lw: Lowerer, b: BarrierInit) -> TStmt:
 
 @lower_rule(BarrierArrive)
 def lower_barrier_arrive(lw: Lowerer, b: BarrierArrive) -> TStmt:
-    who = binop("==", binop("%", lw.tx, 128), 0) if b.per_warpgroup else binop("==", lw.tx, lw.issuer)
-    return If(who, MbarArriveTx(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.tx_bytes))
+    arrive = MbarArriveTx(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.tx_bytes)
+    if b.per_warp:  # the first lane arrives for its warp, whose threads synchronize first
+        return seq([SyncWarp(), If(binop("==", binop("%", lw.tx, lw.target.warp_size), 0), arrive)])
+    return If(binop("==", lw.tx, lw.issuer), arrive)
 
 
 @lower_rule(BarrierWait)

@@ -5,7 +5,8 @@ nodes inserted; none is missing and, along every path, none is redundant: a barr
 some access since the previous one needs it. Loops are analysed to a fixpoint, so a dependency from one
 iteration to the next (a copy overwriting what last iteration's gemm read) gets its barrier too.
 
-Shared and global mems are tracked; registers are private and need none. A TMA copy counts as a write when it
+Shared and global mems are tracked; registers are private and need none. Shared mems placed over each other's
+memory (an epilogue's staging tile over a loop's stages) count as one another. A TMA copy counts as a write when it
 is issued (what others read or wrote before must be ordered before it) and its data is visible to every thread
 that waited on its mbarrier, without a barrier; mbarrier inits are writes of the barrier's mem (their lowering
 ends with a barrier), arrivals and waits reads of it.
@@ -102,9 +103,14 @@ def _after_last_sync(s: TStmt) -> _State:
 
 
 class _Placer:
-    def __init__(self, tma_mems: frozenset[int] = frozenset()) -> None:
+    def __init__(self, tma_mems: frozenset[int] = frozenset(), aliases: dict[int, frozenset[int]] | None = None
+                 ) -> None:
         self.count = 0
-        self.tma_mems = tma_mems  # mems TMA copies write: an mbarrier wait makes them visible
+        self.aliases = aliases or {}  # mem -> the mems sharing some of its memory (itself included)
+        self.tma_mems = self.expand(tma_mems)  # mems TMA copies write: an mbarrier wait makes them visible
+
+    def expand(self, ids: set[int] | frozenset[int]) -> frozenset[int]:
+        return frozenset().union(*(self.aliases.get(i, (i,)) for i in ids)) if ids else frozenset()
 
     def stmt(self, s: TStmt, st: _State) -> tuple[TStmt, _State]:
         if isinstance(s, Seq):
@@ -134,16 +140,18 @@ class _Placer:
         r, w, inner_sync = _accesses(s)
         if not (r or w):
             return s, st
+        r, w = self.expand(r), self.expand(w)
         need = bool(r & st.written) or bool(w & (st.written | st.read))
         pre: list[TStmt] = []
         if need:
             self.count += 1
             pre.append(Sync())
             st = st.after_sync()
-        aw = _async_writes(s)
+        aw = self.expand(_async_writes(s))
         if inner_sync:
             body = s.body if isinstance(s, Group) else s
-            st = _after_last_sync(body) | _State(pending=st.pending)
+            tail = _after_last_sync(body)
+            st = _State(self.expand(tail.written), self.expand(tail.read), st.pending)
         else:
             st = st | _State(frozenset(w - aw), frozenset(r))
         if aw:
@@ -156,7 +164,7 @@ class _Placer:
         are named barriers of their own threads."""
         from tilec.ir.visit import transform
 
-        producer, _ = _Placer(self.tma_mems).stmt(s.producer, _State())
+        producer, _ = _Placer(self.tma_mems, self.aliases).stmt(s.producer, _State())
         if any(isinstance(n, Sync) for n in walk(producer)):
             raise AssertionError("a warp-specialized producer needs a block barrier")
         consumer, end = self.stmt(s.consumer, st)
@@ -182,9 +190,20 @@ class _Placer:
 
 def place_barriers(k: ThreadKernel) -> ThreadKernel:
     """``k`` with barriers placed (see the module docstring); ``k`` itself when it needs none."""
-    placer = _Placer(frozenset(id(n.dst) for n in walk(k.body) if isinstance(n, TmaLoad)))
+    placer = _Placer(frozenset(id(n.dst) for n in walk(k.body) if isinstance(n, TmaLoad)), _aliases(k))
     body, _ = placer.stmt(k.body, _State())
     return dataclasses.replace(k, body=body) if placer.count else k
+
+
+def _aliases(k: ThreadKernel) -> dict[int, frozenset[int]]:
+    """Shared mems whose bytes overlap another's: each with every mem it overlaps (itself included)."""
+    spans = [(m, off, off + int(m.size) * m.dtype.bits // 8) for m, off in k.shared]
+    out: dict[int, frozenset[int]] = {}
+    for m, a, b in spans:
+        same = {id(x) for x, c, d in spans if x is not m and c < b and a < d}
+        if same:
+            out[id(m)] = frozenset(same | {id(m)})
+    return out
 
 
 def count_syncs(s: TStmt) -> int:

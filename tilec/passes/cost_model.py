@@ -166,12 +166,14 @@ class KernelCost:
 
 def shared_bytes(func: Any, scratch: list[int] = ()) -> int:
     """Shared memory of one block: its shared buffers and the ops' scratch buffers, placed as lowering places them
-    (:func:`~tilec.lower.tir.arena`)."""
+    (:func:`~tilec.lower.tir.arena`, overlays over the buffers they may take)."""
     from tilec.lower.tir import arena
 
-    sizes = [math.ceil(math.prod(int(d) for d in b.shape) * b.dtype.bits / 8) for b in func.launch.allocs
-             if b.scope == "shared"] + [s for s in scratch if s]
-    return arena(sizes)[1]
+    shared = [b for b in func.launch.allocs if b.scope == "shared"]
+    index = {b: i for i, b in enumerate(shared)}
+    overlays = {index[b]: [index[u] for u in under if u in index] for b, under in func.launch.overlays if b in index}
+    sizes = [math.ceil(math.prod(int(d) for d in b.shape) * b.dtype.bits / 8) for b in shared]
+    return arena(sizes + [s for s in scratch if s], overlays)[1]
 
 
 def register_demand(plan: Any, scratch: list[tuple[int, int]]) -> tuple[int, int]:

@@ -39,7 +39,15 @@ from tilec.layout import (
     make_mma_b_fragment,
     make_mma_c_fragment,
 )
-from tilec.lower.layouts import around, default_fragment, holds, operand_layout, project, vector_width
+from tilec.lower.layouts import (
+    around,
+    default_fragment,
+    holds,
+    operand_layout,
+    project,
+    swizzle_bytes,
+    vector_width,
+)
 from tilec.target import Target
 
 
@@ -322,6 +330,20 @@ class _Inference:
                           "spread over the threads")
         return True
 
+    def free_shared(self) -> None:
+        """A 2-D shared tile written from a fragment and otherwise unconstrained: the XOR swizzle of tensor-core
+        operands, under which a warp's stores of accumulator rows (8 rows apart in row-major order: one bank)
+        spread over all banks, while 16-byte runs along a row stay contiguous for vector reads."""
+        for op in self.ops:
+            if isinstance(op, Copy) and op.src.buffer.scope == "fragment" and op.dst.buffer.scope == "shared":
+                buf = op.dst.buffer
+                shape = buf.static_shape
+                if buf in self.plan.shared or shape is None or len(shape) != 2 or not op.dst.is_full():
+                    continue
+                if swizzle_bytes(shape, buf.dtype) is not None:
+                    self.set_shared(buf, operand_layout(shape, buf.dtype), "free", op,
+                                    f"written from fragment {op.src.buffer.name}: swizzled against bank conflicts")
+
     def free_loops(self) -> None:
         """Loops still open: around a fragment they index by some of their variables (a row vector broadcast
         along a row), else an even spread."""
@@ -348,6 +370,7 @@ class _Inference:
                 pass
             if not self.free():
                 break
+        self.free_shared()
         self.free_loops()
         return self.plan
 

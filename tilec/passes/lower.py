@@ -183,9 +183,12 @@ def _raster(launch: KernelLaunch, hw: list[Var]) -> list[TStmt]:
     return out + [Decl(v, h) for v, h in zip(launch.block_vars[2:], hw[2:])]
 
 
-def _place_shared(shared: list[Mem]) -> tuple[tuple[tuple[Mem, int], ...], int]:
-    """Byte offsets in the shared arena (see :func:`~tilec.lower.tir.arena`)."""
-    offsets, total = arena([int(m.size) * m.dtype.bits // 8 for m in shared])
+def _place_shared(shared: list[Mem], launch: KernelLaunch) -> tuple[tuple[tuple[Mem, int], ...], int]:
+    """Byte offsets in the shared arena (see :func:`~tilec.lower.tir.arena`), overlays over the mems they may
+    take (``KernelLaunch.overlays``)."""
+    index = {m.buffer: i for i, m in enumerate(shared) if m.buffer is not None}
+    overlays = {index[b]: [index[u] for u in under if u in index] for b, under in launch.overlays if b in index}
+    offsets, total = arena([int(m.size) * m.dtype.bits // 8 for m in shared], overlays)
     return tuple(sorted(zip(shared, offsets), key=lambda x: x[1])), total
 
 
@@ -199,7 +202,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKern
         lw.ranges[h] = lw.ranges[v]
     params = tuple(lw.mem_of(p) if hasattr(p, "scope") else p for p in func.params)
     body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)] + _drain_wgmma(lw, None))
-    shared, nbytes = _place_shared(lw.shared)
+    shared, nbytes = _place_shared(lw.shared, launch)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     threads = launch.num_threads + lw.producer_threads
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), threads, lw.tx, shared,

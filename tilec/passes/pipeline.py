@@ -66,6 +66,16 @@ def _pipelining(state: CompileState) -> CompileState:
     return state.with_(func=func, ftg=build_ftg(func), report=state.report + tuple(notes))
 
 
+def _epilogue(state: CompileState) -> CompileState:
+    from tilec.ftg.build import build_ftg
+    from tilec.passes.epilogue import stage_epilogues
+
+    func, notes = stage_epilogues(state.func, state.target, state.options)
+    if func is state.func:
+        return state.with_(report=state.report + tuple(notes))
+    return state.with_(func=func, ftg=build_ftg(func), report=state.report + tuple(notes))
+
+
 def _layouts(state: CompileState) -> CompileState:
     from tilec.passes.layout_inference import infer_layouts
 
@@ -106,6 +116,7 @@ def default_pipeline(target: Target) -> list[Stage]:
         return stages
     return stages + [
         Stage("pipelining", _pipelining, "multi-stage cp.async pipelines for T.Pipelined loops"),
+        Stage("epilogue", _epilogue, "accumulator stores staged through shared memory"),
         Stage("layout_inference", _layouts, "fragment, shared-memory and loop layouts"),
         Stage("lower", _lower, "tile ops to the thread IR"),
         Stage("barriers", _barriers, "__syncthreads where shared memory needs them"),

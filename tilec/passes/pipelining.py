@@ -362,11 +362,14 @@ class _Pipeliner:
         from tilec.ir.stmt import Gemm
 
         lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
-        release = BarrierArrive(slot(empty, binop("-", g, lag) if lag else g), 0, per_warpgroup=True, loc=loop.loc)
+        # every consumer warp releases the stage once its own reads are done (mma.sync warps of a warpgroup do not
+        # run in step; a wgmma warpgroup's are done at each warp's wait_group)
+        release = BarrierArrive(slot(empty, binop("-", g, lag) if lag else g), 0, per_warp=True, loc=loop.loc)
         cons.append(IfThenElse(binop(">=", g, lag), release, loc=loop.loc) if lag else release)
         groups = self.func.launch.num_threads // 128
         inits: list[Stmt] = [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
-                             BarrierInit(Region(empty, (const(0),), (nv,)), groups, loc=loop.loc)]
+                             BarrierInit(Region(empty, (const(0),), (nv,)), self.func.launch.num_threads // 32,
+                                         loc=loop.loc)]
         producer = For(k, n, "serial", SeqStmt(tuple(prod)), loc=loop.loc)
         consumer = For(k, n, "serial", SeqStmt(tuple(cons)), loc=loop.loc)
         self.roles[id(consumer)] = (inits, producer)
@@ -374,7 +377,7 @@ class _Pipeliner:
         self.notes.append(f"T.Pipelined at line {line}: warp-specialized, a producer warpgroup issues TMA copies "
                           f"into " + ", ".join(f"{b.name} x{v}" for b, _, v in versions.values())
                           + f" ({tx} bytes a stage) on {nv} full/empty mbarrier pairs; {groups} consumer "
-                          f"warpgroup(s) release each stage {'one iteration late' if lag else 'after it'}")
+                          f"warpgroup(s), whose warps release each stage {'one iteration late' if lag else 'after it'}")
         return consumer
 
     @staticmethod
@@ -432,8 +435,9 @@ def _numel(r: Region) -> int:
 def _shared_bytes(func: PrimFunc, versions: dict[int, tuple[Buffer, int, int]]) -> int:
     """Shared memory of the kernel's buffers with ``versions`` copies of the multi-buffered ones."""
     total = 0
+    over = {b for b, _ in func.launch.overlays}  # placed over other buffers' memory
     for b in func.launch.allocs:
-        if b.scope != "shared" or not all(isinstance(d, int) for d in b.shape):
+        if b.scope != "shared" or not all(isinstance(d, int) for d in b.shape) or b in over:
             continue
         size = b.dtype.bits // 8 * functools.reduce(lambda x, y: x * y, b.shape, 1)
         total += size * (versions[id(b)][2] if id(b) in versions else 1)
@@ -515,8 +519,9 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
     allocs = tuple(p.replaced.get(b, b) for b in launch.allocs) + tuple(p.new_allocs)
     layout_map = tuple((p.replaced[b], lay.stack(p.replaced[b].shape[0])) if b in p.replaced else (b, lay)
                        for b, lay in launch.layout_map)
+    overlays = tuple((b, tuple(p.replaced.get(u, u) for u in under)) for b, under in launch.overlays)
     new_launch: KernelLaunch = dataclasses.replace(launch, body=body, allocs=allocs, layout_map=layout_map, grid=grid,
-                                                   block_vars=block_vars)
+                                                   block_vars=block_vars, overlays=overlays)
     return dataclasses.replace(func, body=new_launch), p.notes
 
 

@@ -24,6 +24,7 @@ HIP = CTable(
     thread_idx="threadIdx.x",
     block_idx=("blockIdx.x", "blockIdx.y", "blockIdx.z"),
     sync="__syncthreads();",
+    sync_warp="__builtin_amdgcn_wave_barrier();",
     shfl={
         "shfl_xor": "__shfl_xor({v}, {a}, {w})",
         "shfl_idx": "__shfl({v}, {a}, {w})",

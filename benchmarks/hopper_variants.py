@@ -1,0 +1,291 @@
+"""Hand-patched variants of tilec's generated Hopper GEMM, timed side by side with cuBLAS and Triton.
+
+    python benchmarks/hopper_variants.py [--sizes 4096,8192] [--json PATH]
+
+An exploration tool for docs/perf-notes.md: before the compiler learns a transformation, the transformation is
+applied by hand to the CUDA source tilec emits (a few textual patches below), and the patched kernel is checked
+against a float64 reference and timed beside the unpatched one, cuBLAS and Triton in the same process. The
+patches are tied to the emitter's current output; each asserts that what it replaces is there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+CLUSTER_HELPERS = r"""
+namespace tl {
+__device__ __forceinline__ unsigned cluster_ctarank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ __forceinline__ void tma_load_2d_mc(const void* map, void* dst, void* bar, int c0, int c1,
+                                               unsigned short mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+               "[%0], [%1, {%3, %4}], [%2], %5;"
+               :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(map),
+                  "r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), "r"(c0), "r"(c1), "h"(mask) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_cta(void* bar, unsigned cta) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), "r"(cta));
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
+}
+}  // namespace tl
+"""
+
+
+def _sub(pattern: str, repl: str, src: str, count: int = 0, flags: int = 0) -> str:
+    out, n = re.subn(pattern, repl, src, count=count, flags=flags)
+    assert n, f"patch pattern not found: {pattern}"
+    return out
+
+
+def patch_cluster(src: str) -> str:
+    """Warp-specialized TMA GEMM -> clusters of two blocks along M sharing B: each block loads half of the B tile
+    and multicasts it to both; consumers release a stage in both blocks (empty barriers count 4)."""
+    src = _sub(r'(extern "C" __global__) (__launch_bounds__\(384, 1\)) void main_kernel',
+               r"\1 void __cluster_dims__(1, 2, 1) \2 main_kernel", src)
+    anchor = "namespace tl {\nstruct alignas(64) TmaDesc"
+    assert anchor in src
+    src = src.replace(anchor, CLUSTER_HELPERS + anchor, 1)
+    src = _sub(r"tl::mbar_init\(k_empty \+ (\d), 8\);", r"tl::mbar_init(k_empty + \1, 16);", src)
+    # after the barriers are initialized: the peer's barriers must be ready before it is sent anything
+    src = _sub(r"(tl::mbar_init\(k_empty \+ 3, 16\);\n.*?\n  \}\n  __syncthreads\(\);\n)",
+               r"\1  tl::cluster_sync();\n  const unsigned rank = tl::cluster_ctarank();\n", src, flags=re.S)
+    b_loads = (r"( *)tl::tma_load_2d\(&B_tmap1, B_s \+ k % 4 \* 16384, k_full \+ k % 4, bx \* 256, k \* 64\);\n"
+               r"(?:.*?tl::tma_load_2d\(&B_tmap1.*?\n){3}")
+    src = _sub(b_loads, r"\1tl::tma_load_2d_mc(&B_tmap1, B_s + k % 4 * 16384 + rank * 8192, k_full + k % 4, "
+                        r"bx * 256 + rank * 128, k * 64, 3);\n"
+                        r"\1tl::tma_load_2d_mc(&B_tmap1, B_s + k % 4 * 16384 + rank * 8192 + 4096, k_full + k % 4, "
+                        r"bx * 256 + rank * 128 + 64, k * 64, 3);\n", src)
+    src = _sub(r"if \(tx % 32 == 0\) \{\n( *)tl::mbar_arrive_tx\(k_empty \+ (.*?), 0\);",
+               r"if (tx % 32 < 2) {  // lane r of each warp releases the stage in the block of rank r\n\1"
+               r"tl::mbar_arrive_cta(k_empty + \2, tx % 32);", src)
+    # nothing may arrive on (or land in) a block that has exited
+    src = _sub(r"\n  \}\n\}\n$", "\n  }\n  tl::cluster_sync();\n}\n", src)
+    return src
+
+
+EPILOGUE = r"""
+  // epilogue through shared memory: both warpgroups' wgmma reads of the stages are complete, so the stage memory
+  // holds the 128x256 tile as 4 panels of 128 rows x 128 bytes (128-byte swizzle), written from the accumulators
+  // and read back in 16-byte vectors, one 512-byte row per warp
+  asm volatile("bar.sync 1, 256;" ::: "memory");
+  {
+    const int r0 = tx / 32 * 16 + tx / 4 % 8;
+    #pragma unroll
+    for (int p = 0; p < 64; ++p) {
+      const int row = r0 + 8 * (p % 2), col = tx % 4 * 2 + 8 * (p / 2);
+      const int off = (col / 64) * 16384 + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
+      *reinterpret_cast<half2*>(smem + off) = __floats2half2_rn(C_f[2 * p], C_f[2 * p + 1]);
+    }
+    asm volatile("bar.sync 1, 256;" ::: "memory");
+    #pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int id = tx + 256 * i, row = id / 32, q = id % 32;
+      const int off = (q / 8) * 16384 + row * 128 + (((q % 8) ^ (row % 8)) * 16);
+      *reinterpret_cast<uint4*>(&C[(by * 128 + row) * NN + bx * 256 + q * 8]) =
+          *reinterpret_cast<const uint4*>(smem + off);
+    }
+  }
+"""
+
+
+def patch_epilogue(src: str) -> str:
+    """128x256 fp16 GEMM (TMA, with or without warp specialization) -> the epilogue staged through shared memory
+    and written with coalesced 16-byte stores (aligned sizes only)."""
+    n = re.search(r"\* (\d+) \+ \(bx \* 256", src).group(1)
+    return _sub(r"( *)// line \d+: T\.copy\(C_f, C\[.*?\n(?:.*\n)*.*reinterpret_cast<unsigned\*>\(&C\[.*\n(?!.*&C\[)",
+                lambda m: EPILOGUE.replace("NN", n) + "\n", src, count=1)
+
+
+PATCHES: dict[str, Callable[[str], str]] = {"cluster2": patch_cluster, "epilogue": patch_epilogue,
+                                            "cluster2+epilogue": lambda s: patch_epilogue(patch_cluster(s))}
+
+
+def tilec_variant(M: int, N: int, K: int, dtype: str, kw: dict, configs: dict, patch: str | None) -> object:
+    import tilec
+
+    gemm = __import__("01_gemm")
+    jk = tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **kw), "cuda", out_idx=[-1], pass_configs=configs)
+    if patch:
+        jk.state.artifacts["source"] = PATCHES[patch](jk.state.artifacts["source"])
+    return jk.compile()
+
+
+def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[float, float, float]:
+    """(TFLOP/s, mean SM clock in MHz, mean power in W) of ``fn`` called back to back on rotating inputs for
+    ``seconds`` (the clock and power sampled by NVML over the second half)."""
+    import threading
+    import time
+
+    import pynvml
+    import torch
+
+    pynvml.nvmlInit()
+    h = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+    samples: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        time.sleep(seconds / 2)
+        while not stop.is_set():
+            samples.append((pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                            pynvml.nvmlDeviceGetPowerUsage(h)))
+            time.sleep(0.01)
+
+    fn(*sets[0])
+    torch.cuda.synchronize()
+    t = threading.Thread(target=sample)
+    t.start()
+    calls, t0 = 0, time.perf_counter()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(20):
+            fn(*sets[calls % len(sets)])
+            calls += 1
+        torch.cuda.synchronize()
+    end.record()
+    end.synchronize()
+    stop.set()
+    t.join()
+    ms = start.elapsed_time(end) / calls
+    n = max(1, len(samples))
+    return flops / ms / 1e9, sum(c for c, _ in samples) / n, sum(p for _, p in samples) / n / 1000
+
+
+def attention(rows: list) -> None:
+    """Flash attention (8, 16, 2048, 128), causal or not: the mma.sync kernels fed by cp.async, TMA, or TMA from a
+    producer warpgroup, beside the wgmma one and SDPA's backends."""
+    import torch
+    import torch.nn.functional as F
+    from run import _measure, input_sets
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import tilec
+
+    fa = __import__("03_flash_attention")
+    b, h, n, d = 8, 16, 2048, 128
+    variants = {  # label -> (block_M, block_N, threads, pass configs)
+        "mma 64x64": (64, 64, 128, {}),
+        "mma 64x64 tma": (64, 64, 128, {"tma": True}),
+        "mma 64x64 tma ws": (64, 64, 128, {"tma": True, "warp_specialize": True}),
+        "mma 128x64 8w": (128, 64, 256, {}),
+        "mma 128x64 8w tma": (128, 64, 256, {"tma": True}),
+        "mma 128x64 8w tma ws": (128, 64, 256, {"tma": True, "warp_specialize": True}),
+        "wgmma 128x64 tma": (128, 64, 256, {"wgmma": True, "tma": True}),
+    }
+    for causal in (False, True):
+        sets = input_sets(lambda: tuple(torch.randn(b, h, n, d, device="cuda").half() for _ in range(3)))
+        q, k, v = sets[0]
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+
+        def sdpa(backend, causal=causal):  # noqa: ANN001, ANN202
+            def run(*qkv):  # noqa: ANN002, ANN202
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(*qkv, is_causal=causal)
+            return run
+
+        impls = {"sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+        for label, (bm, bn, th, cfg) in variants.items():
+            impls[label] = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
+                                                                 num_stages=2, threads=th), "cuda", [3],
+                                           pass_configs=cfg).compile()
+        start = len(rows)
+        flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
+        _measure(rows, f"attention{' causal' if causal else ''}", f"{b}x{h}x{n}x{d}", impls, sets, ref, flops, 0,
+                 False)
+        for r in rows[start:]:
+            print(f"{r.kernel:<17} {r.impl:<22} " + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}"
+                                                     if r.ms else r.note), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="4096,8192")
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--dump", default=None, help="folder to write the patched sources to")
+    ap.add_argument("--profile", action="store_true", help="run each implementation twice, untimed (for ncu)")
+    ap.add_argument("--attention", action="store_true", help="also time the flash-attention variants")
+    ap.add_argument("--sustain", type=float, default=0.0,
+                    help="also run each implementation back to back for this many seconds: TFLOP/s, SM clock, power")
+    args = ap.parse_args(argv)
+    os.environ["TILEC_DISABLE_CACHE"] = "1"  # patched sources must not land under the unpatched kernel's key
+
+    import torch
+    from peers import triton_kernels
+    from run import _measure, input_sets
+
+    tdt = getattr(torch, args.dtype)
+    big = {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256}
+    tall = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}
+    ws = {"wgmma": True, "tma": True, "warp_specialize": True}
+    variants = {  # label -> (kernel arguments, pass configs, patch)
+        "tma": (big, {"wgmma": True, "tma": True}, None),
+        "tma epilogue": (big, {"wgmma": True, "tma": True}, "epilogue"),
+        "tma ws epilogue": (big, ws, "epilogue"),
+        "tma ws cluster2": (big, ws, "cluster2"),
+        "tma ws cluster2 epilogue": (big, ws, "cluster2+epilogue"),
+        "mma tma ws 256x128x64": (tall, {"tma": True, "warp_specialize": True}, None),
+    }
+    rows: list = []
+    steady: list[dict] = []
+    for n in (int(s) for s in args.sizes.split(",") if s):
+        M = N = K = n
+        sets = input_sets(lambda M=M, N=N, K=K: (torch.randn(M, K, device="cuda", dtype=tdt),
+                                   torch.randn(K, N, device="cuda", dtype=tdt)))
+        impls: dict[str, Callable] = {"torch": torch.matmul}
+        if not args.profile:  # Triton's autotuning would launch hundreds of kernels under the profiler
+            impls["triton"] = triton_kernels.matmul
+        for label, (kw, cfg, patch) in variants.items():
+            try:
+                k = tilec_variant(M, N, K, args.dtype, kw, cfg, patch)
+                if args.dump:
+                    Path(args.dump).mkdir(parents=True, exist_ok=True)
+                    Path(args.dump, f"{label.replace(' ', '_')}_{n}.cu").write_text(k.get_kernel_source())
+                impls[label] = k
+            except Exception as e:  # noqa: BLE001
+                print(f"{label}: build failed: {type(e).__name__}: {str(e)[:400]}")
+        if args.profile:
+            for fn in impls.values():  # one call to warm up, one to profile
+                fn(*sets[0]), fn(*sets[1 % len(sets)])
+            torch.cuda.synchronize()
+            continue
+        start = len(rows)
+        ref = sets[0][0].double() @ sets[0][1].double()
+        _measure(rows, f"gemm {args.dtype}", f"{n}^3", impls, sets, ref, 2.0 * M * N * K, 0, False)
+        for r in rows[start:]:
+            print(f"{n:>6} {r.impl:<24} " + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}"
+                                             if r.ms else r.note), flush=True)
+        if args.sustain:
+            for label, fn in impls.items():
+                tf, mhz, watts = sustained(fn, sets, 2.0 * M * N * K, args.sustain)
+                print(f"{n:>6} {label:<24} sustained {tf:7.1f} TFLOP/s at {mhz:5.0f} MHz, {watts:4.0f} W", flush=True)
+                steady.append({"shape": n, "impl": label, "sustained_tflops": tf, "mhz": mhz, "watts": watts})
+    if args.attention:
+        attention(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": [asdict(r) for r in rows], "sustained": steady}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

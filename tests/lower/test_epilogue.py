@@ -1,0 +1,78 @@
+"""The staged epilogue (tilec.passes.epilogue): a gemm's accumulators go out through a shared tile placed over an
+operand's idle stages, swizzled, then to global memory in 16-byte vectors; and the arena placement of overlays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_close, load_example, randn
+
+import tilec
+from tilec.lower.tir import arena
+
+TMA_WS = {"wgmma": True, "tma": True, "warp_specialize": True}
+
+
+def _gemm(M=4096, N=4096, K=4096, target="cuda:sm_90a", configs=None, **tiles):
+    tiles = {"block_N": 256, "block_K": 64, "threads": 256, **tiles}
+    return tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, target, [-1],
+                           pass_configs=configs)
+
+
+def test_the_accumulators_go_out_through_a_tile_over_the_stages():
+    k = _gemm(configs=TMA_WS)
+    assert "T.copy at line 27: C_f goes out through shared memory (C_f_stage, over A_s, B_s)" in k.report()
+    text = tilec.dump(k, after="epilogue")
+    assert "# C_f_stage overlays A_s, B_s" in text
+    assert "T.copy(C_f, C_f_stage)" in text and "T.copy(C_f_stage, C[by * 128:by * 128 + 128" in text
+    plan = k.layouts
+    (stage,) = [b for b in plan.shared if b.name == "C_f_stage"]
+    assert plan.origin[stage] == ("free", "written from fragment C_f: swizzled against bank conflicts")
+    tk = k.state.artifacts["thread_ir"]
+    offsets = {m.name: off for m, off in tk.shared}
+    assert offsets["C_f_stage"] == offsets["A_s"] == 0  # 64 KB over A_s's four 16 KB stages: no extra memory
+    plain = _gemm(configs={**TMA_WS, "stage_epilogue": False})
+    assert tk.smem_bytes == plain.state.artifacts["thread_ir"].smem_bytes
+    assert "goes out through shared memory" not in plain.report()
+    src = k.get_kernel_source()  # 16-byte stores to C, none of the accumulator pairs' 4-byte ones
+    assert "*reinterpret_cast<uint4*>(&C[" in src and "*reinterpret_cast<unsigned*>(&C[" not in src
+
+
+def test_no_staging_where_no_operand_holds_the_tile():
+    """128x128x32 with 3 stages: A_s and B_s hold 24 KB each, the fp16 tile 32 KB. The store stays direct."""
+    k = _gemm(block_N=128, block_K=32, threads=128, num_stages=3)
+    assert ("T.copy at line 27: the accumulator is stored directly: no shared operand of its gemm idle after the "
+            "loop has the 32768 bytes a staging tile needs") in k.report()
+    assert "C_f_stage" not in k.get_kernel_source()
+
+
+def test_simt_gemms_and_other_targets_keep_the_direct_store():
+    """float32 operands (no tensor cores: the accumulators are spread in 16-byte runs already), AMD targets and the
+    CPU interpreter are left alone."""
+    g = load_example("01_gemm").matmul(64, 64, 64, block_M=32, block_N=32, dtype="float32").prim_func
+    assert "goes out through shared memory" not in tilec.JITKernel(g, "simt:sm_80", [-1]).report()
+    g16 = load_example("01_gemm").matmul(256, 256, 256, block_M=64, block_N=64, num_stages=3).prim_func
+    assert "goes out through shared memory" in tilec.JITKernel(g16, "simt:sm_80", [-1]).report()
+    assert "goes out through shared memory" not in tilec.JITKernel(g16, "simt:gfx90a", [-1]).report()
+
+
+@pytest.mark.parametrize("configs", [None, {"wgmma": True}, {"wgmma": True, "tma": True}, TMA_WS],
+                         ids=["mma", "wgmma", "tma", "tma ws"])
+def test_staged_epilogue_numerics(rng, configs):
+    """Ragged in M and N (the vector stores are predicated per row and column chunk), on the thread interpreter."""
+    M, N, K = 100, 200, 96
+    k = _gemm(M, N, K, "simt:sm_90a", configs, block_M=64, block_N=128, block_K=32, threads=128, num_stages=3)
+    assert "goes out through shared memory" in k.report()
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    assert_close(k(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
+def test_arena_places_an_overlay_over_the_mems_it_may_take():
+    # mems 0 (16 KB) and 1 (32 KB) placed one after the other; 2 (a barrier) after them
+    sizes = [16384, 32768, 64, 24576]
+    offsets, total = arena(sizes, {3: [0, 1]})  # 24 KB from mem 0's start reaches into mem 1: both may be taken
+    assert offsets[:3] == [0, 16384, 49152] and offsets[3] == 0 and total == 49152 + 64
+    offsets, total = arena(sizes, {3: [1]})  # over mem 1 alone
+    assert offsets[3] == 16384 and total == 49152 + 64
+    offsets, total = arena(sizes, {3: [0]})  # would cover mem 1 too: placed after everything
+    assert offsets[3] == 50176 and total == 50176 + 24576

@@ -1,0 +1,109 @@
+"""Stage accumulator stores through shared memory (after pipelining, NVIDIA targets, pass config ``stage_epilogue``,
+on by default).
+
+Pre: pipelined Tile IR. Post: a copy ``T.copy(C_f, C[tile])`` of a whole 2-D fragment to a global tensor, where
+``C_f`` is the accumulator of a ``T.gemm`` in a loop earlier in the same statement sequence (the kernel's body, or
+the consumers' part of a warp-specialized one), becomes ``T.copy(C_f, C_f_stage)`` then ``T.copy(C_f_stage,
+C[tile])``: ``C_f_stage`` is a shared tile of ``C``'s dtype placed over a shared operand of that gemm which nothing
+uses after the loop (``KernelLaunch.overlays``; its pipeline stages are idle by then), so it costs no shared
+memory. Layout inference swizzles it, so the accumulators' registers go out in stores that hit distinct banks, and
+the tile reaches global memory in 16-byte vectors along its rows: a warp writes whole 128-byte lines, where the
+direct store writes 8 rows x 16 bytes per instruction. The barrier pass orders the staging writes after the
+gemm's last reads of the operand they overlay.
+
+Only accumulators of tensor-core gemms (operands of 16 bits or fewer) are staged: those hold pairs of elements,
+which a direct store writes 4 bytes at a time. Skipped (with a note) when no such operand is large enough.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from tilec.ir.buffer import Buffer, Region
+from tilec.ir.expr import const
+from tilec.ir.kernel import PrimFunc
+from tilec.ir.stmt import Copy, Gemm, KernelLaunch, SeqStmt, Stmt, TileOp, WarpRoles
+from tilec.ir.visit import walk
+from tilec.target import Target
+
+
+def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
+    """``func`` with its accumulator stores staged (the same object when none is)."""
+    if not target.arch.startswith("sm_") or not (options or {}).get("stage_epilogue", True):
+        return func, []
+    launch = func.launch
+    st = _Stager(launch)
+    body = st.seq(launch.body, top=True)
+    if not st.new:
+        return func, st.notes
+    new = dataclasses.replace(launch, body=body, allocs=launch.allocs + tuple(b for b, _ in st.new),
+                              overlays=launch.overlays + tuple(st.new))
+    return dataclasses.replace(func, body=new), st.notes
+
+
+def _bytes(b: Buffer) -> int:
+    return math.prod(int(d) for d in b.shape) * b.dtype.bits // 8
+
+
+def _uses(s: Stmt) -> set[int]:
+    out: set[int] = set()
+    for n in walk(s):
+        if isinstance(n, TileOp):
+            out |= {id(r.buffer) for r in n.reads() + n.writes()}
+        buf = getattr(n, "buffer", None)
+        if isinstance(buf, Buffer):
+            out.add(id(buf))
+    return out
+
+
+class _Stager:
+    def __init__(self, launch: KernelLaunch) -> None:
+        self.launch = launch
+        self.new: list[tuple[Buffer, tuple[Buffer, ...]]] = []
+        self.notes: list[str] = []
+
+    def seq(self, s: Stmt, top: bool = False) -> Stmt:
+        """The statement sequence ``s`` with its eligible stores staged (recursing into the consumers' part)."""
+        items = list(s.stmts) if isinstance(s, SeqStmt) else [s]
+        out: list[Stmt] = []
+        for i, item in enumerate(items):
+            if isinstance(item, WarpRoles) and top:  # the producer's copies into the stages end with the loop
+                item = dataclasses.replace(item, else_body=self.seq(item.else_body))
+            elif isinstance(item, Copy):
+                staged = self.stage(item, items[:i], items[i + 1:])
+                if staged is not None:
+                    out.extend(staged)
+                    continue
+            out.append(item)
+        return SeqStmt(tuple(out)) if isinstance(s, SeqStmt) or len(out) != 1 else out[0]
+
+    def stage(self, c: Copy, before: list[Stmt], after: list[Stmt]) -> list[Stmt] | None:
+        f, g = c.src.buffer, c.dst.buffer
+        shape = f.static_shape
+        if f.scope != "fragment" or g.scope != "global" or shape is None or len(shape) != 2 or \
+                not c.src.is_full() or tuple(c.dst.squeezed_extents()) != shape or g.dtype.bits not in (16, 32):
+            return None
+        gemms = [n for s in before for n in walk(s) if isinstance(n, Gemm) and n.C.buffer is f
+                 and n.A.dtype.bits <= 16 and n.B.dtype.bits <= 16]  # tensor cores: accumulators in pairs
+        if not gemms:
+            return None
+        loop = next(s for s in reversed(before) if any(n is gemms[-1] for n in walk(s)))
+        later = set().union(*(_uses(s) for s in before[before.index(loop) + 1:] + after))
+        under = [r.buffer for gm in gemms for r in (gm.A, gm.B) if r.buffer.scope == "shared"
+                 and r.buffer.static_shape is not None and id(r.buffer) not in later | self.taken()]
+        stage = Buffer(f"{f.name}_stage", shape, g.dtype, "shared", loc=c.loc)
+        fits = [u for u in under if _bytes(u) >= _bytes(stage)]
+        line = c.loc.line if c.loc else 0
+        if not fits:
+            self.notes.append(f"T.copy at line {line}: the accumulator is stored directly: no shared operand of its "
+                              f"gemm idle after the loop has the {_bytes(stage)} bytes a staging tile needs")
+            return None
+        self.new.append((stage, tuple(fits)))
+        self.notes.append(f"T.copy at line {line}: {f.name} goes out through shared memory ({stage.name}, over "
+                          f"{', '.join(u.name for u in fits)}), in 16-byte vectors")
+        zero = tuple(const(0) for _ in shape)
+        return [Copy(c.src, Region(stage, zero, shape), loc=c.loc), Copy(Region(stage, zero, shape), c.dst, loc=c.loc)]
+
+    def taken(self) -> set[int]:
+        return {id(u) for _, under in self.new for u in under}
