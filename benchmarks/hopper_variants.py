@@ -83,41 +83,7 @@ def patch_cluster(src: str) -> str:
     return src
 
 
-EPILOGUE = r"""
-  // epilogue through shared memory: both warpgroups' wgmma reads of the stages are complete, so the stage memory
-  // holds the 128x256 tile as 4 panels of 128 rows x 128 bytes (128-byte swizzle), written from the accumulators
-  // and read back in 16-byte vectors, one 512-byte row per warp
-  asm volatile("bar.sync 1, 256;" ::: "memory");
-  {
-    const int r0 = tx / 32 * 16 + tx / 4 % 8;
-    #pragma unroll
-    for (int p = 0; p < 64; ++p) {
-      const int row = r0 + 8 * (p % 2), col = tx % 4 * 2 + 8 * (p / 2);
-      const int off = (col / 64) * 16384 + row * 128 + ((((col % 64) / 8) ^ (row % 8)) * 16) + (col % 8) * 2;
-      *reinterpret_cast<half2*>(smem + off) = __floats2half2_rn(C_f[2 * p], C_f[2 * p + 1]);
-    }
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-    #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int id = tx + 256 * i, row = id / 32, q = id % 32;
-      const int off = (q / 8) * 16384 + row * 128 + (((q % 8) ^ (row % 8)) * 16);
-      *reinterpret_cast<uint4*>(&C[(by * 128 + row) * NN + bx * 256 + q * 8]) =
-          *reinterpret_cast<const uint4*>(smem + off);
-    }
-  }
-"""
-
-
-def patch_epilogue(src: str) -> str:
-    """128x256 fp16 GEMM (TMA, with or without warp specialization) -> the epilogue staged through shared memory
-    and written with coalesced 16-byte stores (aligned sizes only)."""
-    n = re.search(r"\* (\d+) \+ \(bx \* 256", src).group(1)
-    return _sub(r"( *)// line \d+: T\.copy\(C_f, C\[.*?\n(?:.*\n)*.*reinterpret_cast<unsigned\*>\(&C\[.*\n(?!.*&C\[)",
-                lambda m: EPILOGUE.replace("NN", n) + "\n", src, count=1)
-
-
-PATCHES: dict[str, Callable[[str], str]] = {"cluster2": patch_cluster, "epilogue": patch_epilogue,
-                                            "cluster2+epilogue": lambda s: patch_epilogue(patch_cluster(s))}
+PATCHES: dict[str, Callable[[str], str]] = {"cluster2": patch_cluster}
 
 
 def tilec_variant(M: int, N: int, K: int, dtype: str, kw: dict, configs: dict, patch: str | None) -> object:
@@ -192,6 +158,7 @@ def attention(rows: list) -> None:
         "mma 128x64 8w tma": (128, 64, 256, {"tma": True}),
         "mma 128x64 8w tma ws": (128, 64, 256, {"tma": True, "warp_specialize": True}),
         "wgmma 128x64 tma": (128, 64, 256, {"wgmma": True, "tma": True}),
+        "wgmma 128x64 tma direct": (128, 64, 256, {"wgmma": True, "tma": True, "stage_epilogue": False}),
     }
     for causal in (False, True):
         sets = input_sets(lambda: tuple(torch.randn(b, h, n, d, device="cuda").half() for _ in range(3)))
@@ -239,13 +206,14 @@ def main(argv: list[str] | None = None) -> None:
     big = {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256}
     tall = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
+    direct = {"stage_epilogue": False}  # the accumulators stored straight from registers
     variants = {  # label -> (kernel arguments, pass configs, patch)
         "tma": (big, {"wgmma": True, "tma": True}, None),
-        "tma epilogue": (big, {"wgmma": True, "tma": True}, "epilogue"),
-        "tma ws epilogue": (big, ws, "epilogue"),
+        "tma direct": (big, {"wgmma": True, "tma": True, **direct}, None),
+        "tma ws": (big, ws, None),
         "tma ws cluster2": (big, ws, "cluster2"),
-        "tma ws cluster2 epilogue": (big, ws, "cluster2+epilogue"),
         "mma tma ws 256x128x64": (tall, {"tma": True, "warp_specialize": True}, None),
+        "mma tma ws 256x128x64 direct": (tall, {"tma": True, "warp_specialize": True, **direct}, None),
     }
     rows: list = []
     steady: list[dict] = []
