@@ -212,6 +212,8 @@ def main(argv: list[str] | None = None) -> None:
         "tma direct": (big, {"wgmma": True, "tma": True, **direct}, None),
         "tma ws": (big, ws, None),
         "tma ws cluster2": (big, ws, "cluster2"),
+        "tma 128x128x64 s2 (2 blocks/SM)": ({"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256,
+                                             "num_stages": 2}, {"wgmma": True, "tma": True}, None),
         "mma tma ws 256x128x64": (tall, {"tma": True, "warp_specialize": True}, None),
         "mma tma ws 256x128x64 direct": (tall, {"tma": True, "warp_specialize": True, **direct}, None),
     }

@@ -145,6 +145,7 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
         shapes.insert(1, (8192, 8192, 8192))
     configs = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),
                dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256),
+               dict(block_M=256, block_N=128, block_K=64, num_stages=3, threads=256, tma=True, ws=True),  # mma.sync
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, overlap=False),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True),
@@ -236,6 +237,8 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                                           "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
             times: dict[str, dict] = {}
             for bm, bn, st, th, wg, tma, ws in ((64, 64, 2, 128, False, False, False),
+                                                (64, 64, 2, 128, False, True, False),
+                                                (64, 64, 2, 128, False, True, True),
                                                 (128, 64, 2, 256, True, False, False),
                                                 (128, 64, 2, 256, True, True, False),
                                                 (128, 64, 2, 256, True, True, True)):
