@@ -151,14 +151,11 @@ def attention(rows: list) -> None:
     fa = __import__("03_flash_attention")
     b, h, n, d = 8, 16, 2048, 128
     variants = {  # label -> (block_M, block_N, threads, pass configs)
-        "mma 64x64": (64, 64, 128, {}),
         "mma 64x64 tma": (64, 64, 128, {"tma": True}),
-        "mma 64x64 tma ws": (64, 64, 128, {"tma": True, "warp_specialize": True}),
-        "mma 128x64 8w": (128, 64, 256, {}),
-        "mma 128x64 8w tma": (128, 64, 256, {"tma": True}),
-        "mma 128x64 8w tma ws": (128, 64, 256, {"tma": True, "warp_specialize": True}),
+        "mma 128x32 tma": (128, 32, 128, {"tma": True}),
+        "mma 128x32 tma ws": (128, 32, 128, {"tma": True, "warp_specialize": True}),
+        "mma 64x128 tma": (64, 128, 128, {"tma": True}),
         "wgmma 128x64 tma": (128, 64, 256, {"wgmma": True, "tma": True}),
-        "wgmma 128x64 tma direct": (128, 64, 256, {"wgmma": True, "tma": True, "stage_epilogue": False}),
     }
     for causal in (False, True):
         sets = input_sets(lambda: tuple(torch.randn(b, h, n, d, device="cuda").half() for _ in range(3)))
@@ -206,16 +203,12 @@ def main(argv: list[str] | None = None) -> None:
     big = {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256}
     tall = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
-    direct = {"stage_epilogue": False}  # the accumulators stored straight from registers
     variants = {  # label -> (kernel arguments, pass configs, patch)
         "tma": (big, {"wgmma": True, "tma": True}, None),
-        "tma direct": (big, {"wgmma": True, "tma": True, **direct}, None),
         "tma ws": (big, ws, None),
+        "tma ws persistent": (big, {**ws, "persistent": True}, None),
         "tma ws cluster2": (big, ws, "cluster2"),
-        "tma 128x128x64 s2 (2 blocks/SM)": ({"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256,
-                                             "num_stages": 2}, {"wgmma": True, "tma": True}, None),
         "mma tma ws 256x128x64": (tall, {"tma": True, "warp_specialize": True}, None),
-        "mma tma ws 256x128x64 direct": (tall, {"tma": True, "warp_specialize": True, **direct}, None),
     }
     rows: list = []
     steady: list[dict] = []

@@ -46,11 +46,11 @@ def fakes(monkeypatch):
 
 
 def _launcher(func, align=()):
-    from tilec.backends.cuda.runtime import _grid_fn
+    from tilec.backends.cuda.runtime import _grid_fn, grid_code
     from tilec.runtime.launcher import build_fast_launcher
 
     compiled = types.SimpleNamespace(function=types.SimpleNamespace(ptr=5), threads=128, smem=1024, align=align,
-                                     grid=_grid_fn(func.launch.grid, func.dyn_vars), tensor_maps=())
+                                     grid=_grid_fn(grid_code(func.launch.grid, func.dyn_vars)), tensor_maps=())
     return build_fast_launcher(func, compiled, 0, lambda *args: "checked")
 
 

@@ -9,6 +9,9 @@ variable                 meaning                                                
 ``TILEC_DUMP_DIR``       when set, the IR after every stage is written there as    unset
                          ``<kernel>.<NN>.<stage>.txt``
 ``TILEC_WGMMA``          ``1``: ``T.gemm`` on sm_90a uses wgmma, fed by TMA         ``0``
+``TILEC_POISON``         ``1``: GPU outputs tilec allocates start as NaN (floats)    ``0``
+                         or the type's minimum (ints), so unwritten elements show
+                         (one fill kernel per output and call; for testing)
 =======================  ========================================================  ====================
 
 (*) read by the GPU backends and by ``tilec.autotune`` (its results, under ``autotune/``); the ``cpu`` target
@@ -29,6 +32,7 @@ class Config:
     disable_cache: bool
     dump_dir: Path | None
     wgmma: bool = False
+    poison: bool = False
 
 
 def config() -> Config:
@@ -41,4 +45,5 @@ def config() -> Config:
         disable_cache=env.get("TILEC_DISABLE_CACHE", "0") not in ("", "0", "false", "False"),
         dump_dir=Path(dump) if dump else None,
         wgmma=env.get("TILEC_WGMMA", "0") not in ("", "0", "false", "False"),
+        poison=env.get("TILEC_POISON", "0") not in ("", "0", "false", "False"),
     )

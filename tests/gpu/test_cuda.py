@@ -192,7 +192,8 @@ def test_misaligned_tensor_is_refused():
     assert _rel(c, a.double() @ b.double()) < 3e-3
 
 
-def test_fast_launch_path_matches_checked_path():
+def test_fast_launch_path_matches_checked_path(monkeypatch):
+    monkeypatch.delenv("TILEC_POISON")  # the generated launcher serves only unpoisoned outputs
     n = 4096
     k = axpy(n)
     x, y = (torch.randn(n, device="cuda").half() for _ in range(2))
@@ -211,7 +212,8 @@ def test_fast_launch_path_matches_checked_path():
     assert torch.equal(k(x, y), z1)  # the fast path still serves after the refusals
 
 
-def test_fast_launch_path_with_dynamic_sizes():
+def test_fast_launch_path_with_dynamic_sizes(monkeypatch):
+    monkeypatch.delenv("TILEC_POISON")  # the generated launcher serves only unpoisoned outputs
     from test_interp import rows_scaled  # the CPU interpreter's dynamic-size kernel, here compiled for CUDA
 
     k = tilec.jit(target="cuda", out_idx=[1])(rows_scaled.fn)()

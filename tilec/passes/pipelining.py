@@ -89,11 +89,6 @@ def _writes(s: Stmt) -> frozenset[int]:
     return frozenset(out)
 
 
-# The persistent pipeline passes the thread interpreter's checks but not the H200: wrong results for bf16 4096^3
-# and 19x slower at fp16 8192^3 (benchmarks/results/2026-12-02-h200-full-4.json; docs/perf-notes.md, change J).
-PERSISTENT_REFUSED = ("T.Kernel: not persistent on CUDA targets: the persistent pipeline gave wrong results on an "
-                      "H200 (bf16 4096^3) and is not yet fixed; it runs in the thread interpreter (simt:sm_90a) only")
-
 
 class _Pipeliner:
     def __init__(self, func: PrimFunc, target: Target, options: dict | None = None) -> None:
@@ -105,9 +100,6 @@ class _Pipeliner:
         self.ws = self.tma and bool(opts.get("warp_specialize"))
         self.notes: list[str] = []
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
-        if blocks and target.kind == "cuda":
-            self.notes.append(PERSISTENT_REFUSED)
-            blocks = None
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
         self.tile = Var("tile")  # a persistent block's tile counter (its global pipeline iteration: tile * n + k)
         # consumer loop -> (barrier inits, producer loop) of a warp-specialized pipeline, for pipeline_loops

@@ -153,27 +153,46 @@ def _shape_text(shape: tuple) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ")"
 
 
-def allocate_like(buf: Buffer, shape: tuple[int, ...], like: Any) -> Any:
-    """A new array of ``shape`` for ``buf`` in the framework and on the device of ``like`` (numpy if None).
-
-    Numpy outputs (the interpreters') start as NaN, or the type's minimum for integers, so elements a kernel
-    leaves unwritten show; GPU outputs are left uninitialized (filling them would cost a kernel launch)."""
-    storage = dt.int8 if buf.dtype is dt.int4 else buf.dtype
-    fw = type(like).__module__.split(".")[0] if like is not None else "numpy"
+def _gpu_empty(fw: str, storage: dt.DType, shape: tuple[int, ...], like: Any) -> Any:
     if fw == "torch":
         import torch
 
         name = {"float8_e4m3": "float8_e4m3fn", "bool": "bool"}.get(storage.name, storage.name)
         return torch.empty(shape, dtype=getattr(torch, name), device=like.device)
+    import cupy
+
+    with cupy.cuda.Device(like.device.id):
+        return cupy.empty(shape, dtype=storage.np)
+
+
+def _poison(out: Any, fw: str, storage: dt.DType) -> None:
+    """NaN (floats; fp8 as the byte 0x7f, a NaN in both fp8 formats) or the type's minimum (ints)."""
+    if storage.is_float and storage.bits == 8:
+        out, value = out.view("uint8" if fw == "cupy" else __import__("torch").uint8), 0x7F
+    else:
+        value = float("nan") if storage.is_float else int(np.iinfo(storage.np).min)
+    (out.fill if fw == "cupy" else out.fill_)(value)
+
+
+def allocate_like(buf: Buffer, shape: tuple[int, ...], like: Any) -> Any:
+    """A new array of ``shape`` for ``buf`` in the framework and on the device of ``like`` (numpy if None).
+
+    Numpy outputs (the interpreters') start as NaN, or the type's minimum for integers, so elements a kernel
+    leaves unwritten show; GPU outputs are left uninitialized (filling them would cost a kernel launch) unless
+    ``TILEC_POISON=1`` asks for the same poison (torch and CuPy)."""
+    from tilec.config import config
+
+    storage = dt.int8 if buf.dtype is dt.int4 else buf.dtype
+    fw = type(like).__module__.split(".")[0] if like is not None else "numpy"
+    if fw in ("torch", "cupy"):
+        out = _gpu_empty(fw, storage, shape, like)
+        if config().poison and storage is not dt.boolean:
+            _poison(out, fw, storage)
+        return out
     if fw == "hip":
         from tilec.backends.hip.runtime import hip_empty
 
         return hip_empty(shape, storage.np)
-    if fw == "cupy":
-        import cupy
-
-        with cupy.cuda.Device(like.device.id):
-            return cupy.empty(shape, dtype=storage.np)
     if storage.is_float:
         return np.full(shape, np.nan, dtype=storage.np)
     if storage is dt.boolean:

@@ -121,16 +121,20 @@ def _maps_from_json(items: list[dict]) -> tuple:
                            tuple(d["box"]), d["swizzle"]) for d in items)
 
 
-def _grid_fn(grid: tuple, dyn_vars: tuple) -> Any:
-    """A Python function computing the launch grid from the symbolic sizes (generated once per kernel)."""
+def grid_code(grid: tuple, dyn_vars: tuple) -> str:
+    """The source of a Python function computing the launch grid from the symbolic sizes. It is kept in the disk
+    cache's metadata: the lowered kernel's grid is not the Tile IR's when the kernel is persistent."""
     from tilec.ir.printer import Names, expr_str
 
     names = Names()
     params = [names(v) for v in dyn_vars]
     dims = [expr_str(g, names).replace("T.min", "min").replace("T.max", "max") for g in grid]
     dims += ["1"] * (3 - len(dims))
-    code = f"lambda {', '.join(params)}: ({', '.join(f'int({g})' for g in dims)},)"
-    return eval(code, {"min": min, "max": max})  # noqa: S307 - generated from the kernel's own IR
+    return f"lambda {', '.join(params)}: ({', '.join(f'int({g})' for g in dims)},)"
+
+
+def _grid_fn(code: str) -> Any:
+    return eval(code, {"min": min, "max": max})  # noqa: S307 - generated from the kernel's own IR (grid_code)
 
 
 def _nvrtc_version() -> str:
@@ -177,10 +181,10 @@ def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | No
         return None
     meta = json.loads(meta_text)
     entry = cache.get(meta["binary"])
-    if entry is None:
+    if entry is None or "grid" not in meta:
         return None
     fn, regs = _load_module(entry[0], meta["name"], meta["smem"])
-    return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(func.launch.grid, func.dyn_vars), regs,
+    return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(meta["grid"]), regs,
                           meta["spills"], meta["arch"], _current_device(), tuple(tuple(a) for a in meta["align"]),
                           _maps_from_json(meta.get("tensor_maps", [])), tuple(meta.get("warnings", [])))
 
@@ -225,11 +229,13 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
     key, cubin, spills = build_binary(source, arch, name)
     fn, regs = _load_module(cubin, name, kernel.smem_bytes)
     warnings = _WARNINGS.get(key, ())
-    meta = {"binary": key, "name": name, "smem": kernel.smem_bytes, "threads": kernel.threads, "spills": spills,
+    grid = grid_code(kernel.grid, kernel.dyn_vars)
+    meta = {"binary": key, "name": name, "smem": kernel.smem_bytes, "threads": kernel.threads, "grid": grid,
+            "spills": spills,
             "arch": arch, "align": [list(a) for a in kernel.align], "tensor_maps": _maps_to_json(kernel.tensor_maps),
             "warnings": list(warnings)}
     cache.put_meta(front_key(func, target, options), json.dumps(meta))
-    return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(kernel.grid, kernel.dyn_vars), regs,
+    return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(grid), regs,
                           spills, arch, _current_device(), kernel.align, kernel.tensor_maps, warnings)
 
 
