@@ -39,6 +39,7 @@ from tilec.lower.tir import (
     TCall,
     ThreadKernel,
     TStmt,
+    VecPack,
     Write,
 )  # fmt: skip
 
@@ -249,6 +250,11 @@ class CEmitter:
             self.t.vector_types[nbytes]
         if isinstance(s.value, Const):  # a vector of zeros
             self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = {vt}{{}};")
+            return
+        if isinstance(s.value, VecPack):  # values computed in registers, stored by one access
+            vec = f"tl::Vec<{self.ctype(s.mem.dtype)}, {s.lanes}>"
+            vals = ", ".join(self.e(v) for v in s.value.values)
+            self.emit(d, f"*reinterpret_cast<{vec}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = {vec}{{{{{vals}}}}};")
             return
         assert isinstance(s.value, MemRef) and s.value.lanes == s.lanes
         src = s.value

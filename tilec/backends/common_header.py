@@ -1,5 +1,6 @@
 """Device helpers both backends' headers share (inside their ``namespace tl``): min/max with fminf/fmaxf for
-floats, floor division and modulo (the IR's ``//`` and ``%`` on possibly negative operands), sigmoid."""
+floats, floor division and modulo (the IR's ``//`` and ``%`` on possibly negative operands), sigmoid, the
+vector of values ``Vec``."""
 
 COMMON = r"""
 template <class T> __device__ __forceinline__ T min(T a, T b) { return a < b ? a : b; }
@@ -22,5 +23,7 @@ __device__ __forceinline__ long long floormod(long long a, long long b) { return
 __device__ __forceinline__ float ffloordiv(float a, float b) { return floorf(a / b); }
 __device__ __forceinline__ float ffloormod(float a, float b) { return a - floorf(a / b) * b; }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// N values of T moved by one access (a vector store of values computed in registers)
+template <class T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
 __device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 """

@@ -43,6 +43,7 @@ from tilec.lower.tir import (
     TCall,
     ThreadKernel,
     TStmt,
+    VecPack,
     Write,
 )  # fmt: skip
 
@@ -382,6 +383,8 @@ class ThreadInterpreter:
             return typed(_CALL[e.name](*args), e.dtype)
         if isinstance(e, TCall):
             return self.shuffle(e, env, mask)
+        if isinstance(e, VecPack):
+            return np.stack([np.broadcast_to(self.eval(v, env, mask), (self.T,)) for v in e.values], axis=1)
         raise TypeError(f"the thread interpreter cannot evaluate {type(e).__name__}")
 
     def shuffle(self, e: TCall, env: dict, mask: np.ndarray | None) -> np.ndarray:

@@ -64,6 +64,15 @@ class TCall(Expr):
     dtype: DType
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class VecPack(Expr):
+    """``len(values)`` values of one dtype as one vector, the value of a vector :class:`Write` (emitted as a
+    brace-initialized ``tl::Vec``: no array in registers whose address is taken)."""
+
+    values: tuple[Expr, ...]
+    dtype: DType
+
+
 # ---------------------------------------------------------------------------------------------------- statements
 
 

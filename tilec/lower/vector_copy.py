@@ -2,8 +2,11 @@
 
 When every thread's registers come in runs of ``V`` elements that sit next to each other along the tile's
 last dimension (an mma accumulator's pairs, a spread layout's 16-byte runs), each run moves as one access of
-``V`` elements through a small register staging array: memory → staging (one vector load) → registers (with
-the dtype conversion), or the reverse for a store. Otherwise :mod:`tilec.lower.ops` copies element by element.
+``V`` elements: loads and stores to shared memory go through a small register staging array (memory → staging →
+registers with the dtype conversion, or the reverse); a store to global memory writes the converted values as one
+vector (:class:`~tilec.lower.tir.VecPack`). Which form is used where is empirical: ptxas serializes wgmma pipelines
+(C7514) for a persistent kernel's global stores through the staging array, and for shared stores of packed vectors
+(perf notes P). Otherwise :mod:`tilec.lower.ops` copies element by element.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from tilec.layout import Fragment
 from tilec.lower.context import Lowerer
 from tilec.lower.layouts import inverse_table
 from tilec.lower.symbolic import to_ir
-from tilec.lower.tir import If, MemRef, TStmt, Write, seq
+from tilec.lower.tir import If, MemRef, TStmt, VecPack, Write, seq
 
 
 def _run_length(frag: Fragment, table: np.ndarray, max_v: int) -> int:
@@ -63,7 +66,10 @@ def vector_fragment_copy(lw: Lowerer, frag_region: Region, other: Region, to_fra
 def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fragment: bool) -> TStmt:
     inv = frag.inverse()
     fmem, omem = lw.mem_of(fr.buffer), lw.mem_of(other.buffer)
-    stage = lw.scratch_reg("vec", other.dtype, v)
+    # loads and shared stores go through a small staging array, global stores write their values as one vector:
+    # the combination with which ptxas keeps wgmma pipelines whole (C7514) in every kernel we compile (perf notes P)
+    packed = not to_fragment and other.buffer.scope == "global"
+    stage = None if packed else lw.scratch_reg("vec", other.dtype, v)
     lw.ranges[lw.tx] = (0, lw.T - 1)
     out: list[TStmt] = []
     for g in range(frag.num_locals // v):
@@ -87,8 +93,12 @@ def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fra
             out.append(load)
             out += [Write(fmem, const(g * v + r), cast(fr.dtype, MemRef(stage, const(r)))) for r in range(v)]
         else:
-            out += [Write(stage, const(r), cast(other.dtype, MemRef(fmem, const(g * v + r)))) for r in range(v)]
-            store: TStmt = Write(omem, off, MemRef(stage, const(0), v), lanes=v)
+            vals = [cast(other.dtype, MemRef(fmem, const(g * v + r))) for r in range(v)]
+            if packed:
+                store: TStmt = Write(omem, off, VecPack(tuple(vals), other.dtype), lanes=v)
+            else:
+                out += [Write(stage, const(r), x) for r, x in enumerate(vals)]
+                store = Write(omem, off, MemRef(stage, const(0), v), lanes=v)
             cond: Expr | None = pred
             if frag.replicate > 1:
                 rep0 = binop("==", coords[frag.ndim], 0)
