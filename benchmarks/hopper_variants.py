@@ -1,19 +1,17 @@
-"""Hand-patched variants of tilec's generated Hopper GEMM, timed side by side with cuBLAS and Triton.
+"""Variants of tilec's Hopper GEMM (and flash attention) timed side by side with cuBLAS and Triton.
 
-    python benchmarks/hopper_variants.py [--sizes 4096,8192] [--json PATH]
+    python benchmarks/hopper_variants.py [--sizes 4096,8192] [--attention] [--sustain S] [--profile] [--json PATH]
 
-An exploration tool for docs/perf-notes.md: before the compiler learns a transformation, the transformation is
-applied by hand to the CUDA source tilec emits (a few textual patches below), and the patched kernel is checked
-against a float64 reference and timed beside the unpatched one, cuBLAS and Triton in the same process. The
-patches are tied to the emitter's current output; each asserts that what it replaces is there.
+An exploration tool for docs/perf-notes.md: pass-config variants of the same example kernels, checked against a
+float64 reference and timed in one process beside cuBLAS and Triton; ``--sustain`` also runs each back to back and
+reads the SM clock and power (NVML), ``--profile`` runs each twice untimed for ``ncu``. (Perf notes L and M timed
+hand-patched generated sources with an earlier version of this script; see the git history.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -24,76 +22,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-CLUSTER_HELPERS = r"""
-namespace tl {
-__device__ __forceinline__ unsigned cluster_ctarank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-__device__ __forceinline__ void tma_load_2d_mc(const void* map, void* dst, void* bar, int c0, int c1,
-                                               unsigned short mask) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
-               "[%0], [%1, {%3, %4}], [%2], %5;"
-               :: "r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))), "l"(map),
-                  "r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), "r"(c0), "r"(c1), "h"(mask) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_cta(void* bar, unsigned cta) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote)
-               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(bar))), "r"(cta));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
-}
-}  // namespace tl
-"""
 
-
-def _sub(pattern: str, repl: str, src: str, count: int = 0, flags: int = 0) -> str:
-    out, n = re.subn(pattern, repl, src, count=count, flags=flags)
-    assert n, f"patch pattern not found: {pattern}"
-    return out
-
-
-def patch_cluster(src: str) -> str:
-    """Warp-specialized TMA GEMM -> clusters of two blocks along M sharing B: each block loads half of the B tile
-    and multicasts it to both; consumers release a stage in both blocks (empty barriers count 4)."""
-    src = _sub(r'(extern "C" __global__) (__launch_bounds__\(384, 1\)) void main_kernel',
-               r"\1 void __cluster_dims__(1, 2, 1) \2 main_kernel", src)
-    anchor = "namespace tl {\nstruct alignas(64) TmaDesc"
-    assert anchor in src
-    src = src.replace(anchor, CLUSTER_HELPERS + anchor, 1)
-    src = _sub(r"tl::mbar_init\(k_empty \+ (\d), 8\);", r"tl::mbar_init(k_empty + \1, 16);", src)
-    # after the barriers are initialized: the peer's barriers must be ready before it is sent anything
-    src = _sub(r"(tl::mbar_init\(k_empty \+ 3, 16\);\n.*?\n  \}\n  __syncthreads\(\);\n)",
-               r"\1  tl::cluster_sync();\n  const unsigned rank = tl::cluster_ctarank();\n", src, flags=re.S)
-    b_loads = (r"( *)tl::tma_load_2d\(&B_tmap1, B_s \+ k % 4 \* 16384, k_full \+ k % 4, bx \* 256, k \* 64\);\n"
-               r"(?:.*?tl::tma_load_2d\(&B_tmap1.*?\n){3}")
-    src = _sub(b_loads, r"\1tl::tma_load_2d_mc(&B_tmap1, B_s + k % 4 * 16384 + rank * 8192, k_full + k % 4, "
-                        r"bx * 256 + rank * 128, k * 64, 3);\n"
-                        r"\1tl::tma_load_2d_mc(&B_tmap1, B_s + k % 4 * 16384 + rank * 8192 + 4096, k_full + k % 4, "
-                        r"bx * 256 + rank * 128 + 64, k * 64, 3);\n", src)
-    src = _sub(r"if \(tx % 32 == 0\) \{\n( *)tl::mbar_arrive_tx\(k_empty \+ (.*?), 0\);",
-               r"if (tx % 32 < 2) {  // lane r of each warp releases the stage in the block of rank r\n\1"
-               r"tl::mbar_arrive_cta(k_empty + \2, tx % 32);", src)
-    # nothing may arrive on (or land in) a block that has exited
-    src = _sub(r"\n  \}\n\}\n$", "\n  }\n  tl::cluster_sync();\n}\n", src)
-    return src
-
-
-PATCHES: dict[str, Callable[[str], str]] = {"cluster2": patch_cluster}
-
-
-def tilec_variant(M: int, N: int, K: int, dtype: str, kw: dict, configs: dict, patch: str | None) -> object:
+def tilec_variant(M: int, N: int, K: int, dtype: str, kw: dict, configs: dict) -> object:
     import tilec
 
     gemm = __import__("01_gemm")
-    jk = tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **kw), "cuda", out_idx=[-1], pass_configs=configs)
-    if patch:
-        jk.state.artifacts["source"] = PATCHES[patch](jk.state.artifacts["source"])
-    return jk.compile()
+    return tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **kw), "cuda", out_idx=[-1],
+                           pass_configs=configs).compile()
 
 
 def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[float, float, float]:
@@ -193,7 +128,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sustain", type=float, default=0.0,
                     help="also run each implementation back to back for this many seconds: TFLOP/s, SM clock, power")
     args = ap.parse_args(argv)
-    os.environ["TILEC_DISABLE_CACHE"] = "1"  # patched sources must not land under the unpatched kernel's key
 
     import torch
     from peers import triton_kernels
@@ -203,12 +137,13 @@ def main(argv: list[str] | None = None) -> None:
     big = {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256}
     tall = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
-    variants = {  # label -> (kernel arguments, pass configs, patch)
-        "tma": (big, {"wgmma": True, "tma": True}, None),
-        "tma ws": (big, ws, None),
-        "tma ws persistent": (big, {**ws, "persistent": True}, None),
-        "tma ws cluster2": (big, ws, "cluster2"),
-        "mma tma ws 256x128x64": (tall, {"tma": True, "warp_specialize": True}, None),
+    variants = {  # label -> (kernel arguments, pass configs)
+        "tma": (big, {"wgmma": True, "tma": True}),
+        "tma ws": (big, ws),
+        "tma ws persistent": (big, {**ws, "persistent": True}),
+        "tma ws cluster2": (big, {**ws, "cluster": 2}),
+        "tma ws cluster4": (big, {**ws, "cluster": 4}),
+        "mma tma ws 256x128x64": (tall, {"tma": True, "warp_specialize": True}),
     }
     rows: list = []
     steady: list[dict] = []
@@ -219,9 +154,9 @@ def main(argv: list[str] | None = None) -> None:
         impls: dict[str, Callable] = {"torch": torch.matmul}
         if not args.profile:  # Triton's autotuning would launch hundreds of kernels under the profiler
             impls["triton"] = triton_kernels.matmul
-        for label, (kw, cfg, patch) in variants.items():
+        for label, (kw, cfg) in variants.items():
             try:
-                k = tilec_variant(M, N, K, args.dtype, kw, cfg, patch)
+                k = tilec_variant(M, N, K, args.dtype, kw, cfg)
                 if args.dump:
                     Path(args.dump).mkdir(parents=True, exist_ok=True)
                     Path(args.dump, f"{label.replace(' ', '_')}_{n}.cu").write_text(k.get_kernel_source())

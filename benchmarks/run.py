@@ -123,15 +123,18 @@ def _tilec_config(cfg: dict) -> tuple[dict, dict, str]:
     """A benchmark configuration as (kernel arguments, pass configs, row label): ``wgmma`` turns the Hopper path
     on, ``overlap=False`` makes each wgmma group complete within its trip (to measure what the overlap brings),
     ``tma`` feeds the pipeline with TMA through mbarriers instead of cp.async, ``ws`` from a producer warpgroup
-    (warp specialization), ``persistent`` makes that kernel loop over tiles on one block per SM."""
-    args = {k: v for k, v in cfg.items() if k not in ("wgmma", "overlap", "tma", "ws", "persistent")}
-    wg, overlap, tma, ws, pers = (cfg.get(k, d) for k, d in (("wgmma", False), ("overlap", True), ("tma", False),
-                                                             ("ws", False), ("persistent", False)))
+    (warp specialization), ``persistent`` makes that kernel loop over tiles on one block per SM, ``cluster`` runs its
+    blocks in clusters sharing tiles by TMA multicast."""
+    args = {k: v for k, v in cfg.items() if k not in ("wgmma", "overlap", "tma", "ws", "persistent", "cluster")}
+    wg, overlap, tma, ws, pers, cluster = (cfg.get(k, d) for k, d in (
+        ("wgmma", False), ("overlap", True), ("tma", False), ("ws", False), ("persistent", False), ("cluster", 0)))
     tag = f"tilec {args['block_M']}x{args['block_N']}x{args['block_K']}"
     tag += (" wgmma" if overlap else " wgmma wait0") if wg else ""
     tag += (" tma ws" if ws else " tma") if tma else ""
     tag += " persistent" if pers else ""
-    return args, {"wgmma": wg, "wgmma_overlap": overlap, "tma": tma, "warp_specialize": ws, "persistent": pers}, tag
+    tag += f" cluster{cluster}" if cluster else ""
+    return args, {"wgmma": wg, "wgmma_overlap": overlap, "tma": tma, "warp_specialize": ws, "persistent": pers,
+                  "cluster": cluster}, tag
 
 
 def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
@@ -149,7 +152,11 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, overlap=False),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True),
-               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True)]
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
+                    persistent=True),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
+                    cluster=2)]
     for dtype in (["float16"] if quick else ["float16", "bfloat16"]):
         tdt = getattr(torch, dtype)
         for M, N, K in shapes:

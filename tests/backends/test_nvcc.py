@@ -73,6 +73,12 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
                                                        {"wgmma": True, "tma": True, "warp_specialize": True,
                                                         "persistent": True},
                                                        ("HGMMA.64x256x16.F32", "UTMALDG.2D", "USETMAXREG")),
+    # clusters of two blocks sharing B's tile by TMA multicast, releases to both blocks (mapa + remote arrive)
+    "gemm 4096^3 128x256x64 wgmma tma ws cluster2": ("01_gemm", "matmul", (4096, 4096, 4096),
+                                                     {"block_N": 256, "block_K": 64, "threads": 256},
+                                                     {"wgmma": True, "tma": True, "warp_specialize": True,
+                                                      "cluster": 2},
+                                                     ("HGMMA.64x256x16.F32", "UTMALDG.2D", "USETMAXREG")),
     # Hopper has no fp8 mma.sync unit: ptxas runs m16n8k32 e4m3 as conversions and two fp16 HMMAs
     "fp8 gemm 4096^3 128x128x64 mma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096), {"threads": 256}, None,
                                        "HMMA.16816.F32"),

@@ -79,6 +79,20 @@ def test_persistent_gemm_fresh_and_from_the_disk_cache(examples, tmp_path, monke
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("mnk", [(1024, 1000, 1000), (2048, 4096, 1024)])
+def test_cluster_gemm(examples, mnk, n):
+    """Clusters of n blocks along M sharing B's tiles by TMA multicast (pass config cluster)."""
+    M, N, K = mnk
+    g = examples["01_gemm"]
+    k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256), "cuda", [-1],
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "cluster": n})
+    assert f"clusters of {n} blocks along grid dimension 1" in k.report()
+    a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
+    assert _rel(k(a, b), a.double() @ b.double()) < 3e-3
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 @pytest.mark.parametrize("feed", ["cp.async", "tma", "tma ws"])
 @pytest.mark.parametrize("n", [512, 1000])
 @pytest.mark.parametrize("causal", [False, True])

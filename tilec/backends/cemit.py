@@ -62,6 +62,7 @@ class CTable:
     launch_bounds: str = "__launch_bounds__({threads})"
     named_sync: str = ""  # a barrier of the first {n} threads (warp-specialized kernels)
     sync_warp: str = "__syncwarp();"  # the threads of a warp synchronize
+    cluster_dims: str = ""  # the kernel attribute of thread-block clusters of {x} x {y} x {z} blocks
     smem_decl: str = "extern __shared__ __align__(1024) unsigned char smem[];"
     align: str = "__align__({n})"  # the alignment attribute of a declaration
     warp_size: int = 32  # a shuffle's width when the IR gives none
@@ -179,7 +180,12 @@ class CEmitter:
         bounds = self.t.launch_bounds.format(threads=k.threads)
         if k.min_blocks:
             bounds = bounds[:-1] + f", {k.min_blocks})"
-        out.append(f'extern "C" {self.t.kernel_prefix} {bounds} void {kernel_name(k)}(' + ", ".join(params) + ") {")
+        attrs = f"{bounds} void"
+        if k.cluster != (1, 1, 1):
+            if not self.t.cluster_dims:
+                raise TilecError(f"the {self.t.name} backend has no thread-block clusters")
+            attrs = f"void {self.t.cluster_dims.format(x=k.cluster[0], y=k.cluster[1], z=k.cluster[2])} {bounds}"
+        out.append(f'extern "C" {self.t.kernel_prefix} {attrs} {kernel_name(k)}(' + ", ".join(params) + ") {")
         if k.smem_bytes:
             out.append(f"  {self.t.smem_decl}")
         for m, off in k.shared:

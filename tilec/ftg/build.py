@@ -34,6 +34,7 @@ from tilec.ir.stmt import (
     BarrierArrive,
     BarrierInit,
     BarrierWait,
+    ClusterSync,
     Copy,
     CumSum,
     Fill,
@@ -100,6 +101,7 @@ class _Collector:
         n = self.names
         if isinstance(s, Copy):
             on = f" on {region_str(s.barrier, n)}" if isinstance(s, TmaCopy) else ""
+            on += " multicast" if getattr(s, "multicast", False) else ""
             return s.kind, f"{region_str(s.src, n)} -> {region_str(s.dst, n)}{on}", (self.acc(s.src),), \
                 (self.acc(s.dst, True),)
         if isinstance(s, Gemm):
@@ -125,10 +127,12 @@ class _Collector:
         if isinstance(s, BarrierInit):
             return s.kind, f"{region_str(s.barriers, n)} count={s.count}", (), (self.acc(s.barriers, True),)
         if isinstance(s, BarrierArrive):
-            each = " per warp" if s.per_warp else ""
+            each = (" per warp" if s.per_warp else "") + (" to every block" if s.every_block else "")
             return s.kind, f"{region_str(s.barrier, n)} tx={s.tx_bytes}{each}", (self.acc(s.barrier),), ()
         if isinstance(s, BarrierWait):
             return s.kind, f"{region_str(s.barrier, n)} parity={expr_str(s.parity, n)}", (self.acc(s.barrier),), ()
+        if isinstance(s, ClusterSync):
+            return s.kind, "", (), ()
         if isinstance(s, Print):
             return "print", s.msg, tuple(self.acc(r) for r in s.reads()), ()
         if isinstance(s, Parallel):

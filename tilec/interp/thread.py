@@ -139,6 +139,8 @@ class ThreadInterpreter:
         self.wgmma_regs: dict[Mem, np.ndarray] = {}  # per register column: 2 accumulator, 1 A operand in flight
         self.mbarriers: dict[tuple[Mem, int], Any] = {}  # (mem, index) -> tilec.interp.tma.Mbarrier
         self.aliases = _aliases(kernel)  # shared mem -> [(mem sharing some of its bytes, byte offset between them)]
+        self.sched: Any = None  # tilec.interp.coroutines.Scheduler while roles or a cluster's blocks run
+        self.rank = 0  # this block's rank in its cluster
         self.tids = np.arange(self.T)
         # per thread: 0 no shared accesses since its last barrier, 1 some, 2 some but its warp synchronized since
         # (what one thread's mbarrier arrival may release for others: see tilec.interp.tma)
@@ -151,27 +153,37 @@ class ThreadInterpreter:
         self.globals_ = globals_
         base = {v: typed(x, v.dtype) for v, x in scalars.items()}
         grid = [int(self.eval(g, base, None)) for g in self.k.grid]
+        if self.k.cluster != (1, 1, 1):
+            _cluster.run_clusters(self, base, grid)
+            return
         with np.errstate(all="ignore"):
             for idx in itertools.product(*(range(g) for g in reversed(grid))):
-                self.block = tuple(reversed(idx))
-                env = dict(base)
-                env[self.k.tx] = self.tids.astype(np.int32)
-                for v, i in zip(self.k.block_idx, self.block):
-                    env[v] = np.asarray(i, np.int32)
-                self.shared = {m: _Shared(m) for m, _ in self.k.shared}
-                self.regs = {m: _poison((self.T, int(m.size)), m) for m in self.k.regs}
-                self.groups = [[]]
-                self.wgmma_groups, self.wgmma_regs, self.mbarriers = [[]], {}, {}
-                self.epoch = 0
-                self.unsynced[:] = 0
+                env = self.enter_block(tuple(reversed(idx)), base)
                 self.exec(self.k.body, env, np.ones(self.T, bool))
-                if any(self.wgmma_groups):
-                    self.fail("the kernel ends with wgmma operations in flight (no wgmma.wait_group after them)",
-                              RaceError)
-                for (mem, i), bar in self.mbarriers.items():
-                    if bar.in_flight or bar.completed:
-                        self.fail(f"the kernel ends with TMA copies completing on mbarrier {mem.name}[{i}] that no "
-                                  "thread waited for", RaceError)
+                self.check_block_end()
+
+    def enter_block(self, block: tuple[int, ...], base: dict) -> dict:
+        """Fresh per-block state for ``block`` (its shared memory, registers, mbarriers, ...); the block's env."""
+        self.block = block
+        env = dict(base)
+        env[self.k.tx] = self.tids.astype(np.int32)
+        for v, i in zip(self.k.block_idx, block):
+            env[v] = np.asarray(i, np.int32)
+        self.shared = {m: _Shared(m) for m, _ in self.k.shared}
+        self.regs = {m: _poison((self.T, int(m.size)), m) for m in self.k.regs}
+        self.groups = [[]]
+        self.wgmma_groups, self.wgmma_regs, self.mbarriers = [[]], {}, {}
+        self.epoch = 0
+        self.unsynced = np.zeros(self.T, np.int8)
+        return env
+
+    def check_block_end(self) -> None:
+        if any(self.wgmma_groups):
+            self.fail("the kernel ends with wgmma operations in flight (no wgmma.wait_group after them)", RaceError)
+        for (mem, i), bar in self.mbarriers.items():
+            if bar.in_flight or bar.completed:
+                self.fail(f"the kernel ends with TMA copies completing on mbarrier {mem.name}[{i}] that no "
+                          "thread waited for", RaceError)
 
     def fail(self, msg: str, cls: type = TilecBoundsError) -> None:
         blk = ", ".join(str(b) for b in self.block)
@@ -615,6 +627,7 @@ def _wait(it: ThreadInterpreter, s: CpAsyncWait, env: dict, mask: np.ndarray) ->
     it.groups = committed[len(done) :] + [it.groups[-1]]
 
 
+from tilec.interp import cluster as _cluster  # noqa: E402, F401 - registers the cluster barrier rule
 from tilec.interp import mfma as _mfma  # noqa: E402, F401 - registers the MFMA rule (it imports this module)
 from tilec.interp import tma as _tma  # noqa: E402, F401 - registers the TMA and mbarrier rules
 from tilec.interp import wgmma as _wgmma  # noqa: E402, F401 - registers the wgmma rules

@@ -14,6 +14,7 @@ from tilec.ir.stmt import (
     BarrierArrive,
     BarrierInit,
     BarrierWait,
+    ClusterSync,
     Copy,
     CumSum,
     Fill,
@@ -157,5 +158,6 @@ def _async_copy(it: TileInterpreter, op: AsyncCopy, env: dict) -> None:
 @tile_rule(BarrierInit)
 @tile_rule(BarrierArrive)
 @tile_rule(BarrierWait)
+@tile_rule(ClusterSync)
 def _async_sync(it: TileInterpreter, op: object, env: dict) -> None:
     pass

@@ -20,12 +20,12 @@ a barrier with copies in flight, and a kernel that ends with copies in flight.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tilec.errors import RaceError
+from tilec.interp.coroutines import Scheduler
 from tilec.interp.thread import ThreadInterpreter, stmt_rule
 from tilec.lower.tir import FenceMbarInit, MbarArriveTx, MbarInit, MbarWait, Mem, Roles, TensorMap, TmaLoad
 
@@ -38,6 +38,7 @@ class Mbarrier:
     phase: int = 0  # completed phases
     in_flight: list[tuple[Mem, np.ndarray, np.ndarray]] = field(default_factory=list)  # copies of this phase
     completed: list[tuple[Mem, np.ndarray, np.ndarray]] = field(default_factory=list)  # to land at the next wait
+    gen: int = 0  # cluster barriers completed when it was initialised (peers may use it after the next one)
 
 
 def _slot(it: ThreadInterpreter, mem: Mem, off: object, env: dict, mask: np.ndarray, what: str) -> tuple[Mem, int]:
@@ -77,7 +78,7 @@ def _init(it: ThreadInterpreter, s: MbarInit, env: dict, mask: np.ndarray) -> No
         old = it.mbarriers.get((s.bar, i))
         if old is not None and (old.in_flight or old.completed):
             it.fail(f"mbarrier.init of {s.bar.name}[{i}] while TMA copies completing on it are in flight", RaceError)
-        it.mbarriers[(s.bar, i)] = Mbarrier(s.count, s.count)
+        it.mbarriers[(s.bar, i)] = Mbarrier(s.count, s.count, gen=_cluster_gen(it))
     it.write(s.bar, np.asarray(it.eval(s.off, env, mask)), np.zeros((it.T, 1)), 1, mask)
 
 
@@ -89,13 +90,18 @@ def _fence(it: ThreadInterpreter, s: FenceMbarInit, env: dict, mask: np.ndarray)
 @stmt_rule(MbarArriveTx)
 def _arrive(it: ThreadInterpreter, s: MbarArriveTx, env: dict, mask: np.ndarray) -> None:
     key = _slot(it, s.bar, s.off, env, mask, "mbarrier.arrive")
-    bar = _get(it, key, "mbarrier.arrive")
     if s.tx == 0 and it.check_races:
         _check_release(it, key, mask)
-    n = int(np.count_nonzero(mask))
-    bar.expected -= n
-    bar.tx += n * s.tx
-    _advance(it, bar, key)
+    if s.cta is None:
+        targets = np.full(int(np.count_nonzero(mask)), it.rank)
+    else:  # each thread on the barrier at this place in the cluster's block of the rank it names
+        targets = np.broadcast_to(np.asarray(it.eval(s.cta, env, mask), np.int64), (it.T,))[mask]
+    for r in np.unique(targets):
+        bar = _barrier_of(it, int(r), key, "mbarrier.arrive")
+        n = int(np.count_nonzero(targets == r))
+        bar.expected -= n
+        bar.tx += n * s.tx
+        _advance(it, bar, key)
     _progress(it)
 
 
@@ -123,8 +129,7 @@ def _wait(it: ThreadInterpreter, s: MbarWait, env: dict, mask: np.ndarray) -> No
     p = np.broadcast_to(np.asarray(it.eval(s.parity, env, mask), np.int64), (it.T,))[mask]
     parity = int(p[0]) & 1 if p.size else 0
     while (bar.phase & 1) == parity:  # the phase with this parity is the current one: another role may complete it
-        roles = getattr(it, "roles", None)
-        if roles is not None and roles.hand_over():
+        if it.sched is not None and it.sched.hand_over():
             continue
         it.fail(f"mbarrier {key[0].name}[{key[1]}]: a wait for phase parity {parity} that nothing can complete "
                 f"(the phase still expects {bar.expected} arrival(s) and {bar.tx} transaction bytes): a deadlock "
@@ -161,8 +166,8 @@ def _tma(it: ThreadInterpreter, s: TmaLoad, env: dict, mask: np.ndarray) -> None
     coords = [np.broadcast_to(np.asarray(it.eval(c, env, mask), np.int64), (it.T,)) for c in s.coords]
     dst = np.broadcast_to(np.asarray(it.eval(s.dst_off, env, mask), np.int64), (it.T,))
     key = _slot(it, s.bar, s.bar_off, env, mask, "TMA copy")
-    bar = _get(it, key, "TMA copy")
-    sh = it.shared[s.dst]
+    ranks = [r for r in range(16) if s.multicast >> r & 1] if s.multicast else [it.rank]
+    bars = {r: _barrier_of(it, r, key, "TMA multicast") for r in ranks}
     for tid in it.tids[mask]:
         start = int(dst[tid]) * eb
         if start % 128:
@@ -172,84 +177,69 @@ def _tma(it: ThreadInterpreter, s: TmaLoad, env: dict, mask: np.ndarray) -> None
         if t.swizzle:
             byte = byte ^ (((byte >> 7) & (t.swizzle // 16 - 1)) << 4)
         o = byte // eb
-        if o.min() < 0 or o.max() >= sh.data.size:
-            it.fail(f"TMA copy writes {s.dst.name} outside its {sh.data.size} elements")
-        it.track_write(sh, s.dst, np.array([tid]), o[None, :], by_threads=False)
-        sh.pending[o] = True
-        bar.in_flight.append((s.dst, o, vals))
-        bar.tx -= vals.size * eb
-    _advance(it, bar, key)
+        for r, bar in bars.items():
+            sh = _shared_of(it, r)[s.dst]
+            if o.min() < 0 or o.max() >= sh.data.size:
+                it.fail(f"TMA copy writes {s.dst.name} outside its {sh.data.size} elements")
+            if r == it.rank:
+                it.track_write(sh, s.dst, np.array([tid]), o[None, :], by_threads=False)
+            elif np.any(sh.pending[o]) or np.any(sh.wgmma_reads[o]):
+                it.fail(f"TMA multicast into {s.dst.name} of the cluster's block of rank {r} while a copy to it is in "
+                        "flight or a wgmma there reads it (a stage its consumers did not release)", RaceError)
+            sh.pending[o] = True
+            bar.in_flight.append((s.dst, o, vals))
+            bar.tx -= vals.size * eb
+    for bar in bars.values():
+        _advance(it, bar, key)
     _progress(it)
 
 
+def _barrier_of(it: ThreadInterpreter, rank: int, key: tuple[Mem, int], what: str) -> Mbarrier:
+    """The mbarrier ``key`` of the cluster's block of ``rank`` (this block's own for its rank)."""
+    if rank == it.rank:
+        return _get(it, key, what)
+    sched = it.sched
+    if sched is None or sched.blocks is None or not 0 <= rank < len(sched.blocks):
+        it.fail(f"{what} to the block of rank {rank}, which is not in this block's cluster")
+    sched.sent[rank] = sched.barrier[1]
+    state = sched.state(rank)
+    if state.get("done"):
+        it.fail(f"{what} on mbarrier {key[0].name}[{key[1]}] of the cluster's block of rank {rank}, which has "
+                "exited (a missing cluster barrier before the end)", RaceError)
+    bar = state["mbarriers"].get(key)
+    if bar is None or bar.gen >= sched.barrier[1]:  # not ordered after the peer's init by a cluster barrier
+        it.fail(f"{what} on mbarrier {key[0].name}[{key[1]}] of the cluster's block of rank {rank} before its "
+                "mbarrier.init (a missing cluster barrier after the inits)", RaceError)
+    return bar
+
+
+def _cluster_gen(it: ThreadInterpreter) -> int:
+    return getattr(it.sched, "barrier", (0, 0))[1] if it.sched is not None else 0
+
+
+def _shared_of(it: ThreadInterpreter, rank: int) -> dict:
+    return it.shared if rank == it.rank else it.sched.state(rank)["shared"]
+
+
 def _progress(it: ThreadInterpreter) -> None:
-    roles = getattr(it, "roles", None)
-    if roles is not None:
-        roles.progress += 1
-
-
-class _Abort(Exception):
-    """Raised in a role whose partner failed: the partner's error is the one reported."""
-
-
-class _Coroutines:
-    """Two roles on two Python threads of which exactly one runs at a time (deterministic interleaving)."""
-
-    def __init__(self) -> None:
-        self.cv = threading.Condition()
-        self.turn = 0
-        self.alive = [True, True]
-        self.error: BaseException | None = None
-        self.progress = 0  # mbarrier arrivals and TMA completions so far
-
-    def run(self, it: ThreadInterpreter, branches: list[tuple]) -> None:
-        workers = [threading.Thread(target=self._role, args=(it, i, b), daemon=True) for i, b in enumerate(branches)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-        if self.error is not None:
-            raise self.error
-
-    def _role(self, it: ThreadInterpreter, i: int, branch: tuple) -> None:
-        with self.cv:
-            self.cv.wait_for(lambda: self.turn == i or self.error is not None)
-        try:
-            if self.error is None:
-                with np.errstate(all="ignore"):
-                    it.exec(*branch)
-        except _Abort:
-            pass
-        except BaseException as e:  # noqa: BLE001 - handed to the interpreter's thread
-            self.error = self.error or e
-        finally:
-            with self.cv:
-                self.alive[i] = False
-                self.turn = 1 - i
-                self.cv.notify_all()
-
-    def hand_over(self) -> bool:
-        """Let the other role run until it waits or ends; False when it cannot run or changed no mbarrier."""
-        with self.cv:
-            me = self.turn
-            other = 1 - me
-            if not self.alive[other]:
-                return False
-            mark = self.progress
-            self.turn = other
-            self.cv.notify_all()
-            self.cv.wait_for(lambda: self.turn == me or self.error is not None)
-        if self.error is not None:
-            raise _Abort()
-        return self.progress != mark
+    if it.sched is not None:
+        it.sched.progress += 1
 
 
 @stmt_rule(Roles)
 def _roles(it: ThreadInterpreter, s: Roles, env: dict, mask: np.ndarray) -> None:
-    """The producer's first thread and the consumer threads, as two coroutines (see the module docstring)."""
-    it.roles = _Coroutines()
+    """The producer's first thread and the consumer threads, as two coroutines (see the module docstring); in a
+    cluster, two more coroutines of this block beside the other blocks'."""
+    branches = [(s.producer, dict(env), mask & (it.tids == s.threads)), (s.consumer, env, mask & (it.tids < s.threads))]
+    if it.sched is not None:
+        sched = it.sched
+        rank = sched.rank[sched.me]
+        sched.wait_for([sched.spawn(lambda b=b: it.exec(*b), rank) for b in branches])
+        return
+    it.sched = Scheduler(it)
     try:
-        it.roles.run(it, [(s.producer, dict(env), mask & (it.tids == s.threads)),
-                          (s.consumer, env, mask & (it.tids < s.threads))])
+        for b in branches:
+            it.sched.spawn(lambda b=b: it.exec(*b))
+        it.sched.run_all()
     finally:
-        it.roles = None
+        it.sched = None

@@ -21,6 +21,7 @@ from tilec.ir.stmt import (
     BarrierArrive,
     BarrierInit,
     BarrierWait,
+    ClusterSync,
     Copy,
     CumSum,
     Fill,
@@ -241,17 +242,22 @@ class _Printer:
             self.emit(d + 1, f"T.annotate_layout({{{self.names(buf)}: {layout}}})")
         if s.swizzle is not None:
             self.emit(d + 1, f'T.use_swizzle({s.swizzle[0]}, order="{s.swizzle[1]}")')
+        if s.cluster is not None:
+            self.emit(d + 1, f"# clusters of {s.cluster[1]} blocks along grid dimension {s.cluster[0]}")
         for buf, under in s.overlays:
             self.emit(d + 1, f"# {self.names(buf)} overlays {', '.join(self.names(u) for u in under)}")
         self.body(s.body, d + 1)
 
     def tile_op(self, s: Stmt) -> str:  # noqa: C901
         if isinstance(s, TmaCopy):
-            return f"T.tma_copy({self.r(s.src)}, {self.r(s.dst)}, barrier={self.r(s.barrier)})"
+            mc = ", multicast=True" if s.multicast else ""
+            return f"T.tma_copy({self.r(s.src)}, {self.r(s.dst)}, barrier={self.r(s.barrier)}{mc})"
+        if isinstance(s, ClusterSync):
+            return "T.cluster_sync()"
         if isinstance(s, BarrierInit):
             return f"T.barrier_init({self.r(s.barriers)}, count={s.count})"
         if isinstance(s, BarrierArrive):
-            each = ", per_warp=True" if s.per_warp else ""
+            each = (", per_warp=True" if s.per_warp else "") + (", every_block=True" if s.every_block else "")
             return f"T.barrier_arrive({self.r(s.barrier)}, tx_bytes={s.tx_bytes}{each})"
         if isinstance(s, BarrierWait):
             return f"T.barrier_wait({self.r(s.barrier)}, parity={self.e(s.parity)})"

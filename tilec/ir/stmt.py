@@ -92,7 +92,8 @@ class KernelLaunch(Stmt):
     ``layout_map`` holds ``T.annotate_layout`` entries (``layout_locs``: where each was made, for errors);
     ``swizzle`` is ``(panel_size, order)`` of ``T.use_swizzle`` or None. ``overlays`` pairs a shared buffer with
     the shared buffers whose memory it may take: none of those is used again once it is (the compiler's staging
-    tile of an epilogue over the stages of the loop before it).
+    tile of an epilogue over the stages of the loop before it). ``cluster`` is ``(dim, n)``: the blocks run in
+    thread-block clusters of ``n`` consecutive blocks along grid dimension ``dim`` (made by software pipelining).
     """
 
     grid: tuple[Expr, ...]
@@ -104,6 +105,7 @@ class KernelLaunch(Stmt):
     swizzle: tuple[int, str] | None = None
     layout_locs: tuple[SourceLoc | None, ...] = ()
     overlays: tuple[tuple[Buffer, tuple[Buffer, ...]], ...] = ()
+    cluster: tuple[int, int] | None = None
 
     @property
     def num_threads(self) -> int:
@@ -307,9 +309,12 @@ class AsyncWait(TileOp):
 class TmaCopy(Copy):
     """A global→shared tile copy by the tensor-memory accelerator (sm_90a; made by software pipelining): issued by
     one thread, it completes on the mbarrier ``barrier`` (one element of a barrier buffer); elements outside the
-    tensor arrive as zero. Its data may be read after a :class:`BarrierWait` on that barrier's phase."""
+    tensor arrive as zero. Its data may be read after a :class:`BarrierWait` on that barrier's phase. With
+    ``multicast`` the tile is the same for every block of a cluster (``KernelLaunch.cluster``): each block issues
+    its share of the boxes, which the copy engine writes into all of the cluster's blocks."""
 
     barrier: Region
+    multicast: bool = False
     kind = "tma_copy"
 
 
@@ -334,7 +339,16 @@ class BarrierArrive(TileOp):
     barrier: Region
     tx_bytes: int
     per_warp: bool = False
+    every_block: bool = False  # per warp, to the barrier at the same place in every block of the cluster
     kind = "barrier_arrive"
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterSync(TileOp):
+    """Every thread of every block of the launch's cluster meets here (``barrier.cluster``): mbarriers initialised
+    before it may be used by the other blocks, and no block leaves while another may still write into it."""
+
+    kind = "cluster_sync"
 
 
 @dataclass(frozen=True, eq=False)

@@ -330,7 +330,9 @@ class TensorMap:
 @dataclass(frozen=True, eq=False)
 class TmaLoad(TStmt):
     """``cp.async.bulk.tensor`` (one thread): the box of ``tmap`` at element ``coords`` (innermost first; outside the
-    tensor: zeros) to ``dst[dst_off...]``, completing ``tmap``'s box bytes on the mbarrier ``bar[bar_off]``."""
+    tensor: zeros) to ``dst[dst_off...]``, completing ``tmap``'s box bytes on the mbarrier ``bar[bar_off]``. With a
+    ``multicast`` mask, into the same place, and completing on the same barrier, of every block of the cluster
+    whose rank has its bit set."""
 
     tmap: TensorMap
     coords: tuple[Expr, ...]
@@ -338,6 +340,7 @@ class TmaLoad(TStmt):
     dst_off: Expr
     bar: Mem
     bar_off: Expr
+    multicast: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -356,11 +359,19 @@ class FenceMbarInit(TStmt):
 
 @dataclass(frozen=True, eq=False)
 class MbarArriveTx(TStmt):
-    """``mbarrier.arrive.expect_tx``: this thread arrives on ``bar[off]`` and adds ``tx`` bytes to its phase."""
+    """``mbarrier.arrive.expect_tx``: this thread arrives on ``bar[off]`` and adds ``tx`` bytes to its phase; with
+    ``cta``, on the barrier at that place in the block of that rank in the cluster (no transaction bytes)."""
 
     bar: Mem
     off: Expr
     tx: int
+    cta: Expr | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterBarrier(TStmt):
+    """``barrier.cluster.arrive`` + ``wait``: every thread of every block of the cluster meets here (release /
+    acquire at cluster scope: mbarrier inits before it are visible to the peers after it)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -403,6 +414,7 @@ class ThreadKernel:
     warp_size: int = 32
     tensor_maps: tuple[TensorMap, ...] = ()  # TMA descriptors, passed after the sizes
     min_blocks: int = 0  # blocks per SM the register allocation must allow (launch bounds); 0: unspecified
+    cluster: tuple[int, int, int] = (1, 1, 1)  # blocks per thread-block cluster along x, y, z
 
     __hash__ = object.__hash__
 

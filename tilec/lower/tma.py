@@ -16,16 +16,18 @@ with ``setmaxnreg``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from tilec.backends.cemit import CEmitter, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, binop, const
-from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, Stmt, TmaCopy, WarpRoles
+from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, ClusterSync, Stmt, TmaCopy, WarpRoles
 from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.layouts import operand_layout, swizzle_bytes
 from tilec.lower.tir import (
+    ClusterBarrier,
     FenceMbarInit,
     If,
     MbarArriveTx,
@@ -72,17 +74,39 @@ def lower_tma_copy(lw: Lowerer, c: TmaCopy) -> TStmt:
     dim = next(d for d, e in enumerate(c.src.extents) if e != 1)  # the tile's row dimension in the tensor
     box = [1] * src.ndim
     box[0], box[src.ndim - 1 - dim] = width, rows
-    tmap = tensor_map(lw, src, tuple(box), sw)
     version: Expr = c.dst.starts[0] if dst.ndim == 3 else const(0)
     base = binop("*", version, rows * cols)
     bar, bar_off = lw.mem_of(c.barrier.buffer), c.barrier.starts[0]
     mem = lw.mem_of(dst)
+    panels: list[Expr] = [const(p) for p in range(cols // width)]
+    first: Expr = const(0)  # the first row of the boxes this block issues
+    mask = 0
+    if c.multicast:  # this block's share of the boxes, written into every block of the cluster (tilec.passes.cluster)
+        n, rank = cluster_rank(lw)
+        mask = (1 << n) - 1
+        if len(panels) % n == 0:  # whole panels: rank, rank + n, ...
+            panels = [binop("+", rank, i * n) for i in range(len(panels) // n)]
+        else:  # a 1/n band of rows of every panel (the swizzle follows the address: bands of 8k rows line up)
+            rows_each = rows // n
+            box[src.ndim - 1 - dim] = rows_each
+            first = binop("*", rank, rows_each)
+    tmap = tensor_map(lw, src, tuple(box), sw)
     loads: list[TStmt] = []
-    for p in range(cols // width):
+    for p in panels:
         coords = list(reversed(c.src.starts))
-        coords[0] = binop("+", coords[0], p * width)
-        loads.append(TmaLoad(tmap, tuple(coords), mem, binop("+", base, p * rows * width), bar, bar_off))
+        coords[0] = binop("+", coords[0], binop("*", p, width))
+        r = src.ndim - 1 - dim
+        coords[r] = binop("+", coords[r], first)
+        off = binop("+", base, binop("+", binop("*", p, rows * width), binop("*", first, width)))
+        loads.append(TmaLoad(tmap, tuple(coords), mem, off, bar, bar_off, mask))
     return If(binop("==", lw.tx, lw.issuer), seq(loads))
+
+
+def cluster_rank(lw: Lowerer) -> tuple[int, Expr]:
+    """(blocks per cluster, this block's rank in it): clusters run along one grid dimension (tilec.passes.cluster),
+    whose hardware and kernel block indices agree (clustered grids are not rasterized)."""
+    dim, n = lw.func.launch.cluster
+    return n, binop("%", lw.func.launch.block_vars[dim], n)
 
 
 @lower_rule(BarrierInit)
@@ -95,9 +119,18 @@ def lower_barrier_init(lw: Lowerer, b: BarrierInit) -> TStmt:
 @lower_rule(BarrierArrive)
 def lower_barrier_arrive(lw: Lowerer, b: BarrierArrive) -> TStmt:
     arrive = MbarArriveTx(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.tx_bytes)
+    lane = binop("%", lw.tx, lw.target.warp_size)
+    if b.every_block:  # lane r of every warp arrives for its warp on the barrier of the block of rank r
+        n, _ = cluster_rank(lw)
+        return seq([SyncWarp(), If(binop("<", lane, n), dataclasses.replace(arrive, cta=lane))])
     if b.per_warp:  # the first lane arrives for its warp, whose threads synchronize first
-        return seq([SyncWarp(), If(binop("==", binop("%", lw.tx, lw.target.warp_size), 0), arrive)])
+        return seq([SyncWarp(), If(binop("==", lane, 0), arrive)])
     return If(binop("==", lw.tx, lw.issuer), arrive)
+
+
+@lower_rule(ClusterSync)
+def lower_cluster_sync(lw: Lowerer, s: ClusterSync) -> TStmt:
+    return ClusterBarrier()
 
 
 @lower_rule(BarrierWait)
@@ -148,15 +181,19 @@ def _emit_tma_load(e: CEmitter, s: TmaLoad, d: int) -> None:
     cs = ", ".join(f"%{i + 3}" for i in range(rank))
     params = ", ".join(f"int c{i}" for i in range(rank))
     ins = ", ".join(f'"r"(c{i})' for i in range(rank))
-    fn = _helper(e, f"tma_load_{rank}d", (
-        f"__device__ __forceinline__ void tma_load_{rank}d(const void* map, void* dst, void* bar, {params}) {{\n"
-        f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes "\n'
-        f'               "[%0], [%1, {{{cs}}}], [%2];"\n'
-        f'               :: "r"({_SMEM.format("dst")}), "l"(map), "r"({_SMEM.format("bar")}), {ins} : "memory");\n'
+    mc, name = (".multicast::cluster", f"tma_load_{rank}d_multicast") if s.multicast else ("", f"tma_load_{rank}d")
+    fn = _helper(e, name, (
+        f"__device__ __forceinline__ void {name}(const void* map, void* dst, void* bar, {params}"
+        + (", unsigned short mask" if s.multicast else "") + ") {\n"
+        f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes{mc} "\n'
+        f'               "[%0], [%1, {{{cs}}}], [%2]' + (f", %{rank + 3}" if s.multicast else "") + ';"\n'
+        f'               :: "r"({_SMEM.format("dst")}), "l"(map), "r"({_SMEM.format("bar")}), {ins}'
+        + (', "h"(mask)' if s.multicast else "") + ' : "memory");\n'
         "}\n"))
     coords = ", ".join(e.e(c) for c in s.coords)
+    mask = f", {s.multicast}" if s.multicast else ""
     e.emit(d, f"{fn}(&{e.names(s.tmap)}, {e.names(s.dst)} + {e.e(s.dst_off)}, {e.names(s.bar)} + {e.e(s.bar_off)}, "
-              f"{coords});")
+              f"{coords}{mask});")
 
 
 @emit_rule(MbarInit)
@@ -173,8 +210,22 @@ def _emit_fence(e: CEmitter, s: FenceMbarInit, d: int) -> None:
     e.emit(d, 'asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");')
 
 
+@emit_rule(ClusterBarrier)
+def _emit_cluster_barrier(e: CEmitter, s: ClusterBarrier, d: int) -> None:
+    e.emit(d, 'asm volatile("barrier.cluster.arrive.release;\\nbarrier.cluster.wait.acquire;\\n" ::: "memory");')
+
+
 @emit_rule(MbarArriveTx)
 def _emit_arrive(e: CEmitter, s: MbarArriveTx, d: int) -> None:
+    if s.cta is not None:  # on the barrier at the same place in the cluster's block of rank cta
+        fn = _helper(e, "mbar_arrive_cta", (
+            "__device__ __forceinline__ void mbar_arrive_cta(void* bar, unsigned cta) {\n"
+            "  unsigned remote;\n"
+            f'  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"({_SMEM.format("bar")}), '
+            '"r"(cta));\n'
+            '  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");\n}\n'))
+        e.emit(d, f"{fn}({e.names(s.bar)} + {e.e(s.off)}, {e.e(s.cta)});")
+        return
     fn = _helper(e, "mbar_arrive_tx", (
         "__device__ __forceinline__ void mbar_arrive_tx(void* bar, unsigned tx) {\n"
         '  asm volatile("{\\n.reg .b64 state;\\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\\n}\\n"\n'

@@ -21,6 +21,7 @@ from tilec.ir.expr import Const
 from tilec.ir.visit import walk
 from tilec.lower.tir import (
     AtomicAddOp,
+    ClusterBarrier,
     CpAsync,
     CpAsyncWait,
     Group,
@@ -119,7 +120,7 @@ class _Placer:
                 c2, st = self.stmt(c, st)
                 out.append(c2)
             return seq(out), st
-        if isinstance(s, Sync):
+        if isinstance(s, (Sync, ClusterBarrier)):  # a cluster barrier is a barrier of the block too
             return s, st.after_sync()
         if isinstance(s, CpAsyncWait) or (isinstance(s, Group) and isinstance(s.body, CpAsyncWait)):
             return s, _State(st.written | st.pending, st.read, st.pending)

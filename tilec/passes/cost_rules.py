@@ -37,6 +37,7 @@ from tilec.ir.stmt import (
     BarrierArrive,
     BarrierInit,
     BarrierWait,
+    ClusterSync,
     Copy,
     CumSum,
     Fill,
@@ -314,7 +315,7 @@ def _atomic_add(ctx: RuleContext, a: AtomicAdd) -> OpCost:
     return cost
 
 
-@cost_rule(AsyncCommit, AsyncWait, BarrierInit, BarrierArrive, BarrierWait, Print)
+@cost_rule(AsyncCommit, AsyncWait, BarrierInit, BarrierArrive, BarrierWait, ClusterSync, Print)
 def _free(ctx: RuleContext, op: Any) -> OpCost:
     return OpCost()
 

@@ -205,6 +205,9 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKern
     shared, nbytes = _place_shared(lw.shared, launch)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     threads = launch.num_threads + lw.producer_threads
+    cluster = [1, 1, 1]
+    if launch.cluster is not None:
+        cluster[launch.cluster[0]] = launch.cluster[1]
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), threads, lw.tx, shared,
                         tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size, tuple(lw.tensor_maps),
-                        1 if lw.producer_threads else 0)
+                        1 if lw.producer_threads else 0, tuple(cluster))

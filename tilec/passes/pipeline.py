@@ -66,6 +66,16 @@ def _pipelining(state: CompileState) -> CompileState:
     return state.with_(func=func, ftg=build_ftg(func), report=state.report + tuple(notes))
 
 
+def _clusters(state: CompileState) -> CompileState:
+    from tilec.ftg.build import build_ftg
+    from tilec.passes.cluster import cluster_blocks
+
+    func, notes = cluster_blocks(state.func, state.target, state.options)
+    if func is state.func:
+        return state.with_(report=state.report + tuple(notes))
+    return state.with_(func=func, ftg=build_ftg(func), report=state.report + tuple(notes))
+
+
 def _epilogue(state: CompileState) -> CompileState:
     from tilec.ftg.build import build_ftg
     from tilec.passes.epilogue import stage_epilogues
@@ -116,6 +126,7 @@ def default_pipeline(target: Target) -> list[Stage]:
         return stages
     return stages + [
         Stage("pipelining", _pipelining, "multi-stage cp.async pipelines for T.Pipelined loops"),
+        Stage("clusters", _clusters, "thread-block clusters with TMA multicast"),
         Stage("epilogue", _epilogue, "accumulator stores staged through shared memory"),
         Stage("layout_inference", _layouts, "fragment, shared-memory and loop layouts"),
         Stage("lower", _lower, "tile ops to the thread IR"),

@@ -18,6 +18,7 @@ CUDA = CTable(
     block_idx=("blockIdx.x", "blockIdx.y", "blockIdx.z"),
     sync="__syncthreads();",
     named_sync='asm volatile("bar.sync 1, {n};" ::: "memory");',
+    cluster_dims="__cluster_dims__({x}, {y}, {z})",
     shfl={
         "shfl_xor": "__shfl_xor_sync(0xffffffffu, {v}, {a}, {w})",
         "shfl_idx": "__shfl_sync(0xffffffffu, {v}, {a}, {w})",

@@ -1,0 +1,145 @@
+"""Thread-block clusters with TMA multicast (pass config ``cluster``, tilec.passes.cluster) on the thread interpreter:
+the blocks of a cluster run together, multicasts land in every block, releases reach every block; numerics against
+float64 numpy, refusals with their reasons, and each missing cluster barrier or remote release named."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import assert_close, load_example, randn
+
+import tilec
+from tilec.errors import RaceError
+
+WS = {"wgmma": True, "tma": True, "warp_specialize": True}
+
+
+def _gemm(M, N, K, configs, target="simt:sm_90a", **tiles):
+    return tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, target, [-1],
+                           pass_configs=configs)
+
+
+CASES = [  # (M, N, K, tiles, cluster, what is shared)
+    # one 64-byte panel per tile: each block loads a band of 32 rows of A; clusters along x (A does not use bx)
+    (200, 72, 96, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}, 2, "along grid dimension 0 (x); "
+     "A_s multicast"),
+    # B's 64x128 tile is two 128-byte panels: one each; clusters along y; ragged M and N, bf16
+    (250, 200, 64, {"block_M": 64, "block_N": 128, "block_K": 64, "num_stages": 2, "dtype": "bfloat16"}, 2,
+     "along grid dimension 1 (y); B_s multicast"),
+    # two consumer warpgroups, clusters of four along y: B's four panels one each
+    (512, 256, 128, {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256, "num_stages": 2}, 4,
+     "clusters of 4 blocks along grid dimension 1 (y); B_s multicast"),
+]
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles", "n", "note"), CASES, ids=["x-bands", "y-panels-bf16", "y-four"])
+def test_cluster_gemm(rng, M, N, K, tiles, n, note):
+    kernel = _gemm(M, N, K, {**WS, "cluster": n}, **tiles)
+    assert note in kernel.report()
+    tk = kernel.state.artifacts["thread_ir"]
+    assert sorted(tk.cluster) == [1, 1, n]
+    dtype = tiles.get("dtype", "float16")
+    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+def test_cluster_ir_and_cuda_source():
+    k = _gemm(4096, 4096, 4096, {**WS, "cluster": 2}, "cuda:sm_90a", block_N=256, block_K=64, threads=256)
+    text = tilec.dump(k, after="clusters")
+    assert "# clusters of 2 blocks along grid dimension 1" in text
+    assert "T.barrier_init(k_empty, count=16)" in text  # 8 consumer warps of each of the 2 blocks
+    assert text.count("T.cluster_sync()") == 2
+    assert "barrier=k_full[k % 4], multicast=True)" in text and "per_warp=True, every_block=True)" in text
+    src = k.get_kernel_source()
+    assert 'extern "C" __global__ void __cluster_dims__(1, 2, 1) __launch_bounds__(384, 1) main_kernel(' in src
+    assert src.count("tl::tma_load_2d_multicast(&B_tmap1") == 2 and "tl::mbar_arrive_cta(k_empty" in src
+
+
+@pytest.mark.parametrize(("configs", "kw", "why"), [
+    ({"wgmma": True, "tma": True, "cluster": 2}, {}, "it needs a warp-specialized TMA pipeline"),
+    ({**WS, "cluster": 3}, {}, "cluster must be one of (2, 4), got 3"),
+    ({**WS, "cluster": 2, "persistent": True}, {}, "a persistent kernel's blocks take tiles of their own"),
+    ({**WS, "cluster": 4}, {"M": 192}, "no grid dimension that is a multiple of 4"),
+])
+def test_cluster_refusals(configs, kw, why):
+    k = _gemm(kw.get("M", 256), 192, 128, configs, block_M=64, block_N=64, block_K=32, num_stages=2)
+    assert f"not clustered: {why}" in k.report()
+    assert k.state.artifacts["thread_ir"].cluster == (1, 1, 1)
+
+
+def test_cluster_refused_with_rasterization():
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 128), "float16"), B: T.Tensor((128, 256), "float16"),
+             C: T.Tensor((256, 256), "float16")):
+        with T.Kernel(4, 4, threads=128) as (bx, by):
+            T.use_swizzle(2)
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 64, bx * 64])
+
+    k = tilec.JITKernel(main, "simt:sm_90a", [-1], pass_configs={**WS, "cluster": 2})
+    assert "not clustered: T.use_swizzle remaps blocks" in k.report()
+
+
+# ------------------------------------------------------------------------------------------- hazards are named
+
+
+def _run(kernel, tk, *arrays):
+    from tilec.backends.simt import SimtExecutable
+    from tilec.runtime.args import allocate_like, bind
+
+    SimtExecutable(tk, kernel.prim_func)(bind(kernel.prim_func, arrays, "cpu", allocate_like))
+
+
+def _without(tk, target):
+    """``tk`` without the statement ``target`` (or the tile op's group holding it)."""
+    from tilec.ir.visit import transform
+    from tilec.lower.tir import Group, Seq, seq
+
+    def hit(c) -> bool:
+        return c is target or isinstance(c, Group) and c.body is target
+
+    def fn(node):
+        if isinstance(node, Seq) and any(hit(c) for c in node.stmts):
+            return seq([c for c in node.stmts if not hit(c)] or [Seq(())])
+        return None
+
+    return dataclasses.replace(tk, body=transform(tk.body, fn))
+
+
+def test_cluster_hazards_are_named(rng):
+    from tilec.ir.expr import binop
+    from tilec.ir.visit import transform, walk
+    from tilec.lower.tir import ClusterBarrier, If, MbarArriveTx
+
+    kernel = _gemm(128, 128, 128, {**WS, "cluster": 2}, block_M=64, block_N=64, block_K=32, num_stages=2)
+    tk = kernel.state.artifacts["thread_ir"]
+    a, b = randn(rng, (128, 128), "float16"), randn(rng, (128, 128), "float16")
+    _run(kernel, tk, a, b)
+    first, last = [n for n in walk(tk.body) if isinstance(n, ClusterBarrier)]
+    with pytest.raises(RaceError, match=r"of the cluster's block of rank \d before its mbarrier.init \(a missing "
+                                        r"cluster barrier after the inits\)"):
+        _run(kernel, _without(tk, first), a, b)
+    with pytest.raises(RaceError, match=r"the cluster's block of rank \d exits while a peer may still arrive on its "
+                                        r"mbarriers .* \(a missing cluster barrier before the end\)"):
+        _run(kernel, _without(tk, last), a, b)
+
+    def local_only(node):  # every consumer warp releases the stage in its own block only (lane 0, as without a cluster)
+        if isinstance(node, If) and isinstance(node.then_body, MbarArriveTx) and node.then_body.cta is not None:
+            lane = binop("%", tk.tx, 32)
+            return If(binop("==", lane, 0), dataclasses.replace(node.then_body, cta=None))
+        return None
+
+    # the producers wait for releases that never come; the consumers, for the copies after them: a deadlock
+    with pytest.raises(RaceError, match=r"k_(empty|full)\[\d\]: a wait for phase parity \d that nothing can complete"):
+        _run(kernel, dataclasses.replace(tk, body=transform(tk.body, local_only)), a, b)

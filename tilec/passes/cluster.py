@@ -1,0 +1,129 @@
+"""Thread-block clusters with TMA multicast (after pipelining; sm_90a, pass config ``cluster``: blocks per cluster).
+
+Pre: a warp-specialized TMA pipeline (:class:`~tilec.ir.stmt.WarpRoles` at the kernel's top level, not persistent).
+Post: the blocks run in clusters of ``n`` consecutive blocks along one grid dimension (``KernelLaunch.cluster``).
+The dimension is the one along which the most bytes a stage are the same tile for every block: for a GEMM with
+``(bx, by)`` over ``(N, M)``, the B tile does not depend on ``by``, so clusters run along y and share it. Such a
+copy becomes a multicast :class:`~tilec.ir.stmt.TmaCopy`: each block issues ``1/n`` of its boxes and the copy
+engine writes each into all ``n`` blocks, so the tile is read from L2 once per cluster. A producer now writes into
+the other blocks' stages, so a stage is free only when the consumers of every block of the cluster released it:
+each consumer warp's release goes to every block (``every_block``) and the ``empty`` barriers expect ``n`` times
+the arrivals. A :class:`~tilec.ir.stmt.ClusterSync` after the barriers are initialised keeps any block from
+sending to a peer whose barriers are not ready, and one at the end keeps any block from leaving while a peer may
+still arrive on its barriers.
+
+Refused with a note: without warp specialization, for persistent or rasterized (``T.use_swizzle``) grids, when no
+grid dimension is a multiple of ``n`` along which some tile is shared whose boxes divide among ``n`` blocks (whole
+swizzle panels, or bands of 8k rows of each).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from tilec.ir.buffer import Buffer
+from tilec.ir.expr import Var
+from tilec.ir.kernel import PrimFunc
+from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, ClusterSync, SeqStmt, Stmt, TmaCopy, WarpRoles
+from tilec.ir.visit import transform, walk
+from tilec.target import Target
+
+SIZES = (2, 4)  # blocks per cluster this pass makes (one block per SM each: any GPC holds 4)
+
+
+def cluster_blocks(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
+    """``func`` with its blocks in clusters (the same object, and a note saying why, when it is not done)."""
+    n = (options or {}).get("cluster")
+    if not n:
+        return func, []
+    launch = func.launch
+    line = launch.loc.line if launch.loc else 0
+    why = _refusal(func, target, options or {}, n)
+    plan = None if why else _plan(func, n)
+    if why is None and plan is None:
+        why = f"no grid dimension that is a multiple of {n} shares a tile of a stage between its blocks"
+    if why is not None:
+        return func, [f"T.Kernel at line {line}: not clustered: {why}"]
+    dim, shared = plan
+    stmts = list(launch.body.stmts) if isinstance(launch.body, SeqStmt) else [launch.body]
+    roles = next(s for s in stmts if isinstance(s, WarpRoles))
+    empty = {id(w.barrier.buffer) for w in walk(roles.then_body) if isinstance(w, BarrierWait)}
+
+    def producer(node: Any) -> Any:
+        return dataclasses.replace(node, multicast=True) if isinstance(node, TmaCopy) and id(node) in shared else None
+
+    def consumer(node: Any) -> Any:
+        if isinstance(node, BarrierArrive) and node.per_warp and id(node.barrier.buffer) in empty:
+            return dataclasses.replace(node, every_block=True)
+        return None
+
+    out: list[Stmt] = []
+    for s in stmts:
+        if isinstance(s, BarrierInit) and id(s.barriers.buffer) in empty:
+            out.append(dataclasses.replace(s, count=s.count * n))
+        elif s is roles:
+            out += [ClusterSync(loc=s.loc), dataclasses.replace(s, then_body=transform(s.then_body, producer),
+                                                                 else_body=transform(s.else_body, consumer)),
+                    ClusterSync(loc=s.loc)]
+        else:
+            out.append(s)
+    names = sorted({c.dst.buffer.name for c in walk(roles.then_body) if isinstance(c, TmaCopy) and id(c) in shared})
+    note = (f"T.Kernel at line {line}: clusters of {n} blocks along grid dimension {dim} ({'xyz'[dim]}); "
+            f"{', '.join(names)} multicast to every block of a cluster, the others' stages released to every block")
+    new = dataclasses.replace(launch, body=SeqStmt(tuple(out)), cluster=(dim, n))
+    return dataclasses.replace(func, body=new), [note]
+
+
+def _refusal(func: PrimFunc, target: Target, options: dict, n: Any) -> str | None:
+    launch = func.launch
+    if n not in SIZES:
+        return f"cluster must be one of {SIZES}, got {n!r}"
+    if target.arch != "sm_90a":
+        return f"thread-block clusters with TMA multicast need sm_90a, not {target.arch or target.kind}"
+    if options.get("persistent"):
+        return "a persistent kernel's blocks take tiles of their own, which share nothing with a neighbour"
+    if launch.swizzle is not None:
+        return "T.use_swizzle remaps blocks, so consecutive blocks no longer share tiles"
+    body = launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)
+    if not any(isinstance(s, WarpRoles) for s in body):
+        return "it needs a warp-specialized TMA pipeline (pass configs tma and warp_specialize; see the notes above)"
+    return None
+
+
+def _plan(func: PrimFunc, n: int) -> tuple[int, set[int]] | None:
+    """(grid dimension, ids of the TMA copies the blocks along it share) sharing the most bytes, or None."""
+    launch = func.launch
+    roles = next(s for s in launch.body.stmts if isinstance(s, WarpRoles))
+    copies = [c for c in walk(roles.then_body) if isinstance(c, TmaCopy)]
+    best: tuple[int, int, set[int]] | None = None
+    for dim, (var, extent) in enumerate(zip(launch.block_vars, launch.grid)):
+        size = getattr(extent, "value", None)
+        if not isinstance(size, int) or size % n:
+            continue
+        shared = {id(c) for c in copies if not _uses(c, var) and _divides(c, n)}
+        nbytes = sum(_bytes(c.dst.buffer) for c in copies if id(c) in shared)
+        if nbytes and (best is None or nbytes > best[0]):
+            best = (nbytes, dim, shared)
+    return None if best is None else (best[1], best[2])
+
+
+def _uses(c: TmaCopy, var: Var) -> bool:
+    return any(x is var for x in walk(c.src))
+
+
+def _divides(c: TmaCopy, n: int) -> bool:
+    """Whether ``n`` blocks can share the copy's boxes (one per swizzle panel: tilec.lower.tma): whole panels each,
+    or bands of a multiple of 8 rows of every panel (where the swizzle pattern repeats)."""
+    from tilec.lower.layouts import swizzle_bytes
+
+    rows, cols = (int(d) for d in c.dst.buffer.shape[-2:])
+    sw = swizzle_bytes((rows, cols), c.dst.buffer.dtype)
+    panels = cols * c.dst.buffer.dtype.bits // 8 // sw if sw else 1
+    return panels % n == 0 or rows % (8 * n) == 0
+
+
+def _bytes(b: Buffer) -> int:
+    """Bytes of one stage of a multi-buffered tile."""
+    return math.prod(int(d) for d in b.shape[-2:]) * b.dtype.bits // 8
