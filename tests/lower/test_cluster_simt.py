@@ -70,24 +70,10 @@ def test_cluster_refusals(configs, kw, why):
 
 
 def test_cluster_refused_with_rasterization():
-    import tilec.language as T
-
-    @T.prim_func
-    def main(A: T.Tensor((256, 128), "float16"), B: T.Tensor((128, 256), "float16"),
-             C: T.Tensor((256, 256), "float16")):
-        with T.Kernel(4, 4, threads=128) as (bx, by):
-            T.use_swizzle(2)
-            A_s = T.alloc_shared((64, 32), "float16")
-            B_s = T.alloc_shared((32, 64), "float16")
-            C_f = T.alloc_fragment((64, 64), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(4, num_stages=2):
-                T.copy(A[by * 64, k * 32], A_s)
-                T.copy(B[k * 32, bx * 64], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * 64, bx * 64])
-
-    k = tilec.JITKernel(main, "simt:sm_90a", [-1], pass_configs={**WS, "cluster": 2})
+    """T.use_swizzle remaps blocks: the example GEMM with a rasterized grid (as if it called T.use_swizzle(2))."""
+    g = load_example("01_gemm").matmul(256, 256, 128, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    g = dataclasses.replace(g, body=dataclasses.replace(g.launch, swizzle=(2, "row")))
+    k = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "cluster": 2})
     assert "not clustered: T.use_swizzle remaps blocks" in k.report()
 
 
