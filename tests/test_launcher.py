@@ -98,3 +98,17 @@ def test_dynamic_sizes_outputs_and_alignment(fakes):
     n = len(calls)
     assert launch(FakeTensor((0, 64), "f32")).shape == (0, 64)  # an empty grid launches nothing
     assert len(calls) == n
+
+
+def test_poison_fills_with_what_shows_an_unwritten_element():
+    """TILEC_POISON's fill (CuPy's array API, which numpy shares): NaN, the integer minimum, and fp8's NaN byte."""
+    import ml_dtypes
+    import numpy as np
+
+    from tilec import dtypes as dt
+    from tilec.runtime.args import _poison
+
+    f16, i32, f8 = np.zeros(4, np.float16), np.zeros(4, np.int32), np.zeros(4, ml_dtypes.float8_e4m3fn)
+    for a, d in ((f16, dt.float16), (i32, dt.int32), (f8, dt.float8_e4m3)):
+        _poison(a, "cupy", d)
+    assert np.isnan(f16).all() and (i32 == np.iinfo(np.int32).min).all() and np.isnan(f8.astype(np.float32)).all()

@@ -23,7 +23,7 @@ __device__ __forceinline__ long long floormod(long long a, long long b) { return
 __device__ __forceinline__ float ffloordiv(float a, float b) { return floorf(a / b); }
 __device__ __forceinline__ float ffloormod(float a, float b) { return a - floorf(a / b) * b; }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 // N values of T moved by one access (a vector store of values computed in registers)
 template <class T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
-__device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 """

@@ -100,8 +100,7 @@ class _Collector:
     def describe(self, s: Stmt) -> tuple[str, str, tuple[Access, ...], tuple[Access, ...]]:  # noqa: C901
         n = self.names
         if isinstance(s, Copy):
-            on = f" on {region_str(s.barrier, n)}" if isinstance(s, TmaCopy) else ""
-            on += " multicast" if getattr(s, "multicast", False) else ""
+            on = f" on {region_str(s.barrier, n)}{' multicast' * s.multicast}" if isinstance(s, TmaCopy) else ""
             return s.kind, f"{region_str(s.src, n)} -> {region_str(s.dst, n)}{on}", (self.acc(s.src),), \
                 (self.acc(s.dst, True),)
         if isinstance(s, Gemm):

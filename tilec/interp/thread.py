@@ -45,6 +45,7 @@ from tilec.lower.tir import (
     TStmt,
     VecPack,
     Write,
+    overlapping,
 )  # fmt: skip
 
 STMT_RULES: dict[type, Callable[[ThreadInterpreter, Any, np.ndarray], None]] = {}
@@ -112,13 +113,6 @@ class _Shared:
         self.wgmma_reads = np.zeros(n, np.int32)  # in-flight wgmma groups reading each element
 
 
-def _aliases(k: ThreadKernel) -> dict[Mem, list[tuple[Mem, int]]]:
-    """For each shared mem overlapping others (an overlay): (other mem, this mem's offset minus the other's)."""
-    spans = [(m, off, off + int(m.size) * m.dtype.bits // 8) for m, off in k.shared]
-    return {m: [(x, a - c) for x, c, d in spans if x is not m and c < b and a < d] for m, a, b in spans
-            if any(x is not m and c < b and a < d for x, c, d in spans)}
-
-
 class ThreadInterpreter:
     """Runs a :class:`ThreadKernel` on host arrays."""
 
@@ -138,7 +132,7 @@ class ThreadInterpreter:
         self.wgmma_groups: list[list[tuple[list[tuple[Mem, np.ndarray]], list[tuple[Mem, range, int]]]]] = [[]]
         self.wgmma_regs: dict[Mem, np.ndarray] = {}  # per register column: 2 accumulator, 1 A operand in flight
         self.mbarriers: dict[tuple[Mem, int], Any] = {}  # (mem, index) -> tilec.interp.tma.Mbarrier
-        self.aliases = _aliases(kernel)  # shared mem -> [(mem sharing some of its bytes, byte offset between them)]
+        self.aliases = overlapping(kernel.shared)  # shared mem -> [(mem sharing some of its bytes, byte offset)]
         self.sched: Any = None  # tilec.interp.coroutines.Scheduler while roles or a cluster's blocks run
         self.rank = 0  # this block's rank in its cluster
         self.tids = np.arange(self.T)

@@ -451,6 +451,24 @@ def arena(sizes: list[int], overlays: dict[int, list[int]] | None = None) -> tup
     return offsets, off
 
 
+def overlay_indices(buffers: list[Any], overlays: tuple) -> dict[int, list[int]]:
+    """``KernelLaunch.overlays`` as :func:`arena` takes them: indices into ``buffers`` (the arena's order)."""
+    index = {b: i for i, b in enumerate(buffers) if b is not None}
+    return {index[b]: [index[u] for u in under if u in index] for b, under in overlays if b in index}
+
+
+def overlapping(shared: tuple[tuple[Mem, int], ...]) -> dict[Mem, list[tuple[Mem, int]]]:
+    """For each shared mem whose bytes overlap others' (an overlay and what it is placed over): each such other mem
+    with this mem's byte offset minus the other's."""
+    spans = [(m, off, off + int(m.size) * m.dtype.bits // 8) for m, off in shared]
+    out: dict[Mem, list[tuple[Mem, int]]] = {}
+    for m, a, b in spans:
+        others = [(x, a - c) for x, c, d in spans if x is not m and c < b and a < d]
+        if others:
+            out[m] = others
+    return out
+
+
 def seq(stmts: list[TStmt]) -> TStmt:
     flat: list[TStmt] = []
     for s in stmts:

@@ -72,8 +72,9 @@ def lower_tma_copy(lw: Lowerer, c: TmaCopy) -> TStmt:
     eb = dst.dtype.bits // 8
     width = sw // eb if sw else cols
     dim = next(d for d, e in enumerate(c.src.extents) if e != 1)  # the tile's row dimension in the tensor
+    row = src.ndim - 1 - dim  # ... as a box / coordinate index (innermost first)
     box = [1] * src.ndim
-    box[0], box[src.ndim - 1 - dim] = width, rows
+    box[0], box[row] = width, rows
     version: Expr = c.dst.starts[0] if dst.ndim == 3 else const(0)
     base = binop("*", version, rows * cols)
     bar, bar_off = lw.mem_of(c.barrier.buffer), c.barrier.starts[0]
@@ -88,15 +89,14 @@ def lower_tma_copy(lw: Lowerer, c: TmaCopy) -> TStmt:
             panels = [binop("+", rank, i * n) for i in range(len(panels) // n)]
         else:  # a 1/n band of rows of every panel (the swizzle follows the address: bands of 8k rows line up)
             rows_each = rows // n
-            box[src.ndim - 1 - dim] = rows_each
+            box[row] = rows_each
             first = binop("*", rank, rows_each)
     tmap = tensor_map(lw, src, tuple(box), sw)
     loads: list[TStmt] = []
     for p in panels:
         coords = list(reversed(c.src.starts))
         coords[0] = binop("+", coords[0], binop("*", p, width))
-        r = src.ndim - 1 - dim
-        coords[r] = binop("+", coords[r], first)
+        coords[row] = binop("+", coords[row], first)
         off = binop("+", base, binop("+", binop("*", p, rows * width), binop("*", first, width)))
         loads.append(TmaLoad(tmap, tuple(coords), mem, off, bar, bar_off, mask))
     return If(binop("==", lw.tx, lw.issuer), seq(loads))

@@ -40,6 +40,7 @@ from tilec.lower.tir import (
     TStmt,
     WgmmaOperand,
     Write,
+    overlapping,
     seq,
 )  # fmt: skip
 
@@ -198,13 +199,7 @@ def place_barriers(k: ThreadKernel) -> ThreadKernel:
 
 def _aliases(k: ThreadKernel) -> dict[int, frozenset[int]]:
     """Shared mems whose bytes overlap another's: each with every mem it overlaps (itself included)."""
-    spans = [(m, off, off + int(m.size) * m.dtype.bits // 8) for m, off in k.shared]
-    out: dict[int, frozenset[int]] = {}
-    for m, a, b in spans:
-        same = {id(x) for x, c, d in spans if x is not m and c < b and a < d}
-        if same:
-            out[id(m)] = frozenset(same | {id(m)})
-    return out
+    return {id(m): frozenset([id(m)] + [id(x) for x, _ in others]) for m, others in overlapping(k.shared).items()}
 
 
 def count_syncs(s: TStmt) -> int:

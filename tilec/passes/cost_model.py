@@ -167,11 +167,10 @@ class KernelCost:
 def shared_bytes(func: Any, scratch: list[int] = ()) -> int:
     """Shared memory of one block: its shared buffers and the ops' scratch buffers, placed as lowering places them
     (:func:`~tilec.lower.tir.arena`, overlays over the buffers they may take)."""
-    from tilec.lower.tir import arena
+    from tilec.lower.tir import arena, overlay_indices
 
     shared = [b for b in func.launch.allocs if b.scope == "shared"]
-    index = {b: i for i, b in enumerate(shared)}
-    overlays = {index[b]: [index[u] for u in under if u in index] for b, under in func.launch.overlays if b in index}
+    overlays = overlay_indices(shared, func.launch.overlays)
     sizes = [math.ceil(math.prod(int(d) for d in b.shape) * b.dtype.bits / 8) for b in shared]
     return arena(sizes + [s for s in scratch if s], overlays)[1]
 

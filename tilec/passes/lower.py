@@ -34,6 +34,7 @@ from tilec.lower.tir import (
     WgmmaWait,
     Write,
     arena,
+    overlay_indices,
     seq,
 )
 from tilec.passes.layout_inference import LayoutPlan
@@ -186,8 +187,7 @@ def _raster(launch: KernelLaunch, hw: list[Var]) -> list[TStmt]:
 def _place_shared(shared: list[Mem], launch: KernelLaunch) -> tuple[tuple[tuple[Mem, int], ...], int]:
     """Byte offsets in the shared arena (see :func:`~tilec.lower.tir.arena`), overlays over the mems they may
     take (``KernelLaunch.overlays``)."""
-    index = {m.buffer: i for i, m in enumerate(shared) if m.buffer is not None}
-    overlays = {index[b]: [index[u] for u in under if u in index] for b, under in launch.overlays if b in index}
+    overlays = overlay_indices([m.buffer for m in shared], launch.overlays)
     offsets, total = arena([int(m.size) * m.dtype.bits // 8 for m in shared], overlays)
     return tuple(sorted(zip(shared, offsets), key=lambda x: x[1])), total
 

@@ -56,34 +56,32 @@ def _build_ftg(state: CompileState) -> CompileState:
     return state.with_(ftg=build_ftg(state.func))
 
 
-def _pipelining(state: CompileState) -> CompileState:
+def _rewrite(state: CompileState, rewrite: Callable[..., tuple[PrimFunc, list[str]]]) -> CompileState:
+    """A Tile IR rewrite ``(func, target, options) -> (func, notes)``: its notes in the report, a new FTG if the
+    function changed."""
     from tilec.ftg.build import build_ftg
+
+    func, notes = rewrite(state.func, state.target, state.options)
+    state = state.with_(report=state.report + tuple(notes))
+    return state if func is state.func else state.with_(func=func, ftg=build_ftg(func))
+
+
+def _pipelining(state: CompileState) -> CompileState:
     from tilec.passes.pipelining import pipeline_loops
 
-    func, notes = pipeline_loops(state.func, state.target, state.options)
-    if func is state.func:
-        return state
-    return state.with_(func=func, ftg=build_ftg(func), report=state.report + tuple(notes))
+    return _rewrite(state, pipeline_loops)
 
 
 def _clusters(state: CompileState) -> CompileState:
-    from tilec.ftg.build import build_ftg
     from tilec.passes.cluster import cluster_blocks
 
-    func, notes = cluster_blocks(state.func, state.target, state.options)
-    if func is state.func:
-        return state.with_(report=state.report + tuple(notes))
-    return state.with_(func=func, ftg=build_ftg(func), report=state.report + tuple(notes))
+    return _rewrite(state, cluster_blocks)
 
 
 def _epilogue(state: CompileState) -> CompileState:
-    from tilec.ftg.build import build_ftg
     from tilec.passes.epilogue import stage_epilogues
 
-    func, notes = stage_epilogues(state.func, state.target, state.options)
-    if func is state.func:
-        return state.with_(report=state.report + tuple(notes))
-    return state.with_(func=func, ftg=build_ftg(func), report=state.report + tuple(notes))
+    return _rewrite(state, stage_epilogues)
 
 
 def _layouts(state: CompileState) -> CompileState:

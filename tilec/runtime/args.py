@@ -167,11 +167,17 @@ def _gpu_empty(fw: str, storage: dt.DType, shape: tuple[int, ...], like: Any) ->
 
 def _poison(out: Any, fw: str, storage: dt.DType) -> None:
     """NaN (floats; fp8 as the byte 0x7f, a NaN in both fp8 formats) or the type's minimum (ints)."""
-    if storage.is_float and storage.bits == 8:
-        out, value = out.view("uint8" if fw == "cupy" else __import__("torch").uint8), 0x7F
+    value = float("nan") if storage.is_float else int(np.iinfo(storage.np).min)
+    if fw == "torch":
+        import torch
+
+        if storage.is_float and storage.bits == 8:
+            out, value = out.view(torch.uint8), 0x7F
+        out.fill_(value)
     else:
-        value = float("nan") if storage.is_float else int(np.iinfo(storage.np).min)
-    (out.fill if fw == "cupy" else out.fill_)(value)
+        if storage.is_float and storage.bits == 8:
+            out, value = out.view(np.uint8), 0x7F
+        out.fill(value)
 
 
 def allocate_like(buf: Buffer, shape: tuple[int, ...], like: Any) -> Any:

@@ -231,8 +231,8 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
     warnings = _WARNINGS.get(key, ())
     grid = grid_code(kernel.grid, kernel.dyn_vars)
     meta = {"binary": key, "name": name, "smem": kernel.smem_bytes, "threads": kernel.threads, "grid": grid,
-            "spills": spills,
-            "arch": arch, "align": [list(a) for a in kernel.align], "tensor_maps": _maps_to_json(kernel.tensor_maps),
+            "spills": spills, "arch": arch, "align": [list(a) for a in kernel.align],
+            "tensor_maps": _maps_to_json(kernel.tensor_maps),
             "warnings": list(warnings)}
     cache.put_meta(front_key(func, target, options), json.dumps(meta))
     return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(grid), regs,
