@@ -87,9 +87,13 @@ def attention(rows: list) -> None:
     b, h, n, d = 8, 16, 2048, 128
     variants = {  # label -> (block_M, block_N, threads, pass configs)
         "mma 64x64 tma": (64, 64, 128, {"tma": True}),
+        "mma 64x64 tma no remat": (64, 64, 128, {"tma": True, "remat_addresses": False}),
+        "mma 64x64": (64, 64, 128, {}),
+        "mma 128x64 tma": (128, 64, 128, {"tma": True}),
+        "mma 128x64 tma ws": (128, 64, 128, {"tma": True, "warp_specialize": True}),
+        "mma 128x64 8w tma": (128, 64, 256, {"tma": True}),
+        "mma 128x128 8w tma": (128, 128, 256, {"tma": True}),
         "mma 128x32 tma": (128, 32, 128, {"tma": True}),
-        "mma 128x32 tma ws": (128, 32, 128, {"tma": True, "warp_specialize": True}),
-        "mma 64x128 tma": (64, 128, 128, {"tma": True}),
         "wgmma 128x64 tma": (128, 64, 256, {"wgmma": True, "tma": True}),
     }
     for causal in (False, True):
@@ -144,6 +148,9 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws cluster2": (big, {**ws, "cluster": 2}),
         "tma ws cluster4": (big, {**ws, "cluster": 4}),
         "mma tma ws 256x128x64": (tall, {"tma": True, "warp_specialize": True}),
+        "mma tma ws 256x128x64 no remat": (tall, {"tma": True, "warp_specialize": True, "remat_addresses": False}),
+        "mma 256x128x64": (tall, {}),
+        "mma 256x128x64 no remat": (tall, {"remat_addresses": False}),
     }
     rows: list = []
     steady: list[dict] = []

@@ -23,7 +23,7 @@ from tilec.lower.tir import CpAsyncWait, Group, If, Loop, Mem, MemRef, Seq, Sync
 from tilec.passes.barriers import count_syncs, place_barriers
 from tilec.runtime.args import allocate_like, bind
 
-from .helpers import simt, thread_ir
+from .helpers import simt
 
 
 def syncs(k: ThreadKernel) -> list[Sync]:
@@ -68,6 +68,11 @@ def run_thread_ir(kernel, tk: ThreadKernel, *arrays) -> None:
 def gemm(k_tiles: int = 3, num_stages: int = 3):
     return simt(load_example("01_gemm").matmul(100, 72, 32 * k_tiles, block_M=64, block_N=64,
                                                num_stages=num_stages))
+
+
+def thread_ir(kernel) -> ThreadKernel:  # noqa: ANN001
+    """The barrier pass's output (the stages after it reshape loop bodies; see test_remat.py)."""
+    return kernel.state.artifacts["barriers"]
 
 
 def k_loop(tk: ThreadKernel) -> Loop:

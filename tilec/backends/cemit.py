@@ -54,7 +54,7 @@ class CTable:
     thread_idx: str
     block_idx: tuple[str, str, str]
     sync: str
-    shfl: dict[str, str]  # TCall name -> format with {v}, {a}, {w}
+    intrinsics: dict[str, str]  # TCall name -> format with {v} (and {a}, {w}: shuffles)
     header: str
     kernel_prefix: str
     math32: dict[str, str] = field(default_factory=dict)  # intrinsic -> float32 function
@@ -352,7 +352,9 @@ class CEmitter:
         if isinstance(x, Call):
             return self.call(x)
         if isinstance(x, TCall):
-            fmt = self.t.shfl[x.name]
+            fmt = self.t.intrinsics[x.name]
+            if len(x.args) == 1:
+                return fmt.format(v=self.e(x.args[0]))
             w = self.e(x.args[2]) if len(x.args) > 2 else str(self.t.warp_size)
             return fmt.format(v=self.e(x.args[0]), a=self.e(x.args[1]), w=w)
         raise TypeError(f"cannot emit {type(x).__name__}")

@@ -19,10 +19,11 @@ CUDA = CTable(
     sync="__syncthreads();",
     named_sync='asm volatile("bar.sync 1, {n};" ::: "memory");',
     cluster_dims="__cluster_dims__({x}, {y}, {z})",
-    shfl={
+    intrinsics={
         "shfl_xor": "__shfl_xor_sync(0xffffffffu, {v}, {a}, {w})",
         "shfl_idx": "__shfl_sync(0xffffffffu, {v}, {a}, {w})",
         "shfl_down": "__shfl_down_sync(0xffffffffu, {v}, {a}, {w})",
+        "opaque": "tl::opaque({v})",
     },
     header=HEADER,
     kernel_prefix="__global__",

@@ -25,7 +25,7 @@ HIP = CTable(
     block_idx=("blockIdx.x", "blockIdx.y", "blockIdx.z"),
     sync="__syncthreads();",
     sync_warp="__builtin_amdgcn_wave_barrier();",
-    shfl={
+    intrinsics={
         "shfl_xor": "__shfl_xor({v}, {a}, {w})",
         "shfl_idx": "__shfl({v}, {a}, {w})",
         "shfl_down": "__shfl_down({v}, {a}, {w})",
