@@ -1,4 +1,4 @@
-"""The generated CUDA launcher (tilec/runtime/launcher.py) on the CPU, with torch and CuPy's driver replaced by
+"""The generated CUDA launcher (tilec/runtime/launcher.py) on the CPU, with torch and cuLaunchKernel replaced by
 fakes: what it accepts, what it hands to the checked path, and the arguments it passes to cuLaunchKernel."""
 
 from __future__ import annotations
@@ -34,14 +34,8 @@ def fakes(monkeypatch):
     torch.device = lambda *a: a
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda dev: 77)
     calls: list[tuple] = []
-    driver = types.ModuleType("cupy.cuda.driver")
-    driver.launchKernel = lambda *a: calls.append(a)
-    cuda = types.ModuleType("cupy.cuda")
-    cuda.driver = driver
-    cupy = types.ModuleType("cupy")
-    cupy.cuda = cuda
-    for name, mod in (("torch", torch), ("cupy", cupy), ("cupy.cuda", cuda), ("cupy.cuda.driver", driver)):
-        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr("tilec.backends.cuda.driver.launcher", lambda: lambda *a: calls.append(a) or 0)
     return torch, calls
 
 
@@ -49,7 +43,7 @@ def _launcher(func, align=()):
     from tilec.backends.cuda.runtime import _grid_fn, grid_code
     from tilec.runtime.launcher import build_fast_launcher
 
-    compiled = types.SimpleNamespace(function=types.SimpleNamespace(ptr=5), threads=128, smem=1024, align=align,
+    compiled = types.SimpleNamespace(function=5, threads=128, smem=1024, align=align,
                                      grid=_grid_fn(grid_code(func.launch.grid, func.dyn_vars)), tensor_maps=())
     return build_fast_launcher(func, compiled, 0, lambda *args: "checked")
 
@@ -58,6 +52,16 @@ def _args(call):
     """The values behind cuLaunchKernel's kernelParams (all 8-byte cells here but the int32 sizes)."""
     ptrs = ctypes.cast(call[9], ctypes.POINTER(ctypes.c_void_p))
     return ptrs
+
+
+def test_a_failed_launch_raises_with_the_drivers_status(monkeypatch, fakes):
+    from tilec.errors import TilecRuntimeError
+
+    monkeypatch.setattr("tilec.backends.cuda.driver.launcher", lambda: lambda *a: 701)
+    launch = _launcher(gemm_kernel(64, 96, 64, 32, 32, 32, "float16", "float32"))
+    a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
+    with pytest.raises(TilecRuntimeError, match="cuLaunchKernel failed with error 701"):
+        launch(a, b, c)
 
 
 def test_static_kernel_launches_with_its_constant_grid(fakes):

@@ -106,15 +106,15 @@ def parse_target(value: str | Target | None) -> Target:
 
 @functools.lru_cache(maxsize=1)
 def gpu_available() -> bool:
-    """True when an NVIDIA GPU and CuPy are usable. Cheap when there is no driver: no CuPy import then."""
+    """True when the driver sees an NVIDIA GPU and CuPy (tilec's NVRTC) is installed; imports neither CuPy nor
+    anything else heavy (a kernel from the disk cache then starts without CuPy)."""
     if shutil.which("nvidia-smi") is None and not _has_libcuda():
         return False
-    try:
-        import cupy
+    import importlib.util
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+    from tilec.backends.cuda.driver import device_count
+
+    return importlib.util.find_spec("cupy") is not None and device_count() > 0
 
 
 def _has_libcuda() -> bool:

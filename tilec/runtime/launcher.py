@@ -27,16 +27,23 @@ def _torch_dtype(name: str) -> Any:
     return getattr(torch, _TORCH_NAMES.get(name, name))
 
 
+def _failed(status: int) -> None:
+    from tilec.backends.cuda.driver import check
+
+    check(status, "cuLaunchKernel")
+
+
 def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -> Any | None:
     """A function ``launch(*args)`` for ``func``'s compiled kernel, or None when the kernel's signature is
     outside what the fast path handles (int4 tensors, size expressions that are not plain symbols)."""
     import torch
-    from cupy.cuda import driver
+
+    from tilec.backends.cuda import driver
 
     inputs = [(i, p) for i, p in enumerate(func.params) if i not in func.out_params]
-    env: dict[str, Any] = {"_Tensor": torch.Tensor, "_slow": slow, "_launch": driver.launchKernel,
+    env: dict[str, Any] = {"_Tensor": torch.Tensor, "_slow": slow, "_launch": driver.launcher(), "_failed": _failed,
                            "_stream": torch._C._cuda_getCurrentRawStream, "_empty": torch.empty, "_dev": device,
-                           "_fn": compiled.function.ptr, "_T": compiled.threads, "_smem": compiled.smem,
+                           "_fn": compiled.function, "_T": compiled.threads, "_smem": compiled.smem,
                            "_grid": compiled.grid}
     names = [f"a{i}" for i in range(len(inputs))]
     lines = ["def launch(*args):", f"    if len(args) != {len(inputs)}:", "        return _slow(*args)",
@@ -113,10 +120,13 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
             lines.append(f"    _keep[{len(cells) + j}] = _tm{j}({values[t.param][1]})")
     if func.dyn_vars:
         lines.append(f"    gx, gy, gz = _grid({', '.join(f's_{v.name}' for v in func.dyn_vars)})")
-        lines.append("    if gx and gy and gz:")
-        lines.append("        _launch(_fn, gx, gy, gz, _T, 1, 1, _smem, _stream(_dev), _ptrs, 0)")
+        lines.append("    if gx and gy and gz and (e := _launch(_fn, gx, gy, gz, _T, 1, 1, _smem, _stream(_dev), "
+                     "_ptrs, None)):")
+        lines.append("        _failed(e)")
     elif all(compiled.grid()):  # a static grid is part of the generated code; an empty one launches nothing
-        lines.append("    _launch(_fn, {}, {}, {}, _T, 1, 1, _smem, _stream(_dev), _ptrs, 0)".format(*compiled.grid()))
+        gx, gy, gz = compiled.grid()
+        lines.append(f"    if e := _launch(_fn, {gx}, {gy}, {gz}, _T, 1, 1, _smem, _stream(_dev), _ptrs, None):")
+        lines.append("        _failed(e)")
     out_names = [f"o{i}" for i in func.out_params]
     ret = "None" if not out_names else (out_names[0] if len(out_names) == 1 else "(" + ", ".join(out_names) + ",)")
     lines.append(f"    return {ret}")

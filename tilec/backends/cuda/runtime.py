@@ -1,4 +1,5 @@
-"""Compile CUDA source with NVRTC, keep the binary in the disk cache, and launch it through CuPy.
+"""Compile CUDA source with NVRTC (through CuPy), keep the binary in the disk cache, load and launch it through the
+driver (:mod:`tilec.backends.cuda.driver`: a kernel from the disk cache needs no CuPy import).
 
 Launch arguments: tensors pass as their device pointers (torch tensors by ``data_ptr()``, never wrapped per
 call), on the caller's current stream (torch's when the first tensor is a torch tensor, else CuPy's).
@@ -6,6 +7,7 @@ call), on the caller's current stream (torch's when the first tensor is a torch 
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import json
@@ -17,6 +19,7 @@ import numpy as np
 
 import tilec
 from tilec.backends.cemit import kernel_name
+from tilec.backends.cuda import driver
 from tilec.errors import TilecRuntimeError, TilecValueError
 from tilec.ir.buffer import Buffer
 from tilec.lower.tir import ThreadKernel
@@ -35,9 +38,7 @@ def _nvrtc() -> Any:
 @functools.lru_cache(maxsize=8)
 def device_arch(device: int = 0) -> str:
     """``sm_90a`` on Hopper (its arch-specific instructions), else ``sm_XY`` from the device."""
-    import cupy
-
-    cc = int(cupy.cuda.Device(device).compute_capability)
+    cc = driver.compute_capability(device)
     return "sm_90a" if cc == 90 else f"sm_{cc}"
 
 
@@ -95,7 +96,7 @@ def ptxas_warnings(log: str) -> tuple[str, ...]:
 class CompiledKernel:
     """A loaded CUDA kernel and how to launch it."""
 
-    function: Any
+    function: int  # the CUfunction handle
     smem: int
     threads: int
     grid: Any  # a Python function of the symbolic sizes -> (gx, gy, gz)
@@ -151,27 +152,16 @@ def front_key(func: Any, target: Target, options: dict) -> str:
 
 
 def _current_device() -> int:
-    import cupy
-
-    return cupy.cuda.Device().id
+    return driver.current_device()
 
 
-def _load_module(cubin: bytes, name: str, smem: int) -> tuple[Any, int]:
+def _load_module(cubin: bytes, name: str, smem: int) -> tuple[int, int]:
     """(the kernel function, its registers per thread); raises its dynamic shared-memory limit as needed."""
-    import cupy
-    from cupy.cuda import driver
-
-    module = cupy.cuda.function.Module()
-    module.load(cubin)
-    fn = module.get_function(name)  # holds a reference to its module
-    dev = cupy.cuda.Device()
-    limit = dev.attributes.get("MaxSharedMemoryPerBlockOptin", 0)
+    limit = driver.max_shared_optin(driver.current_device())
     if limit and smem > limit:
         raise TilecRuntimeError(f"kernel {name!r} needs {smem} bytes of shared memory; this GPU gives a block at "
                                 f"most {limit}: use smaller tiles or fewer pipeline stages (num_stages)")
-    if smem > 48 * 1024:
-        driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem)
-    return fn, driver.funcGetAttribute(driver.CU_FUNC_ATTRIBUTE_NUM_REGS, fn.ptr)
+    return driver.load_function(cubin, name, smem)
 
 
 def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | None:
@@ -222,9 +212,7 @@ def build_binary(source: str, arch: str, name: str) -> tuple[str, bytes, int]:
 
 def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: dict) -> CompiledKernel:
     """Compile (or fetch from the disk cache) and load ``kernel``; records the front key for next time."""
-    import cupy
-
-    arch = target.arch or device_arch(cupy.cuda.Device().id)
+    arch = target.arch or device_arch(driver.current_device())
     name = kernel_name(kernel)
     key, cubin, spills = build_binary(source, arch, name)
     fn, regs = _load_module(cubin, name, kernel.smem_bytes)
@@ -247,7 +235,6 @@ class CudaExecutable:
         self.func = func
         self.kinds = ["ptr" if isinstance(p, Buffer) else p.dtype for p in func.params]
         self.dyn = list(func.dyn_vars)
-        self._streams: dict[int, Any] = {}
         from tilec.runtime.tensor_map import TensorMapCache
 
         self.tmaps = [TensorMapCache(t) for t in compiled.tensor_maps]
@@ -263,19 +250,16 @@ class CudaExecutable:
         args += [np.int32(s) for s in sizes]
         return args, self.ck.grid(*sizes)
 
-    def stream(self, bound: Bound) -> Any:
-        import cupy
-
+    def stream(self, bound: Bound) -> int:
+        """The caller's current stream: torch's when the first array is a torch tensor, else CuPy's."""
         first = next((v for v, i in zip(bound.values, bound.infos) if i is not None), None)
         if first is not None and type(first).__module__.startswith("torch"):
             import torch
 
-            ptr = torch.cuda.current_stream(first.device).cuda_stream
-            s = self._streams.get(ptr)
-            if s is None:
-                s = self._streams[ptr] = cupy.cuda.ExternalStream(ptr)  # a plain handle; see the fast launcher
-            return s
-        return cupy.cuda.get_current_stream()
+            return torch.cuda.current_stream(first.device).cuda_stream
+        import cupy
+
+        return cupy.cuda.get_current_stream().ptr
 
     def check_alignment(self, bound: Bound) -> None:
         for i, nbytes in self.ck.align:
@@ -291,20 +275,10 @@ class CudaExecutable:
         args, grid = self.args_of(bound)
         if 0 in grid:
             return
-        if self.tmaps:  # 128-byte tensor-map parameters: a packed argument block through the driver
-            self.packed_launch(args, grid, bound)
-            return
-        self.ck.function(grid, (self.ck.threads, 1, 1), tuple(args), shared_mem=self.ck.smem,
-                         stream=self.stream(bound))
-
-    def packed_launch(self, args: list[Any], grid: tuple[int, int, int], bound: Bound) -> None:
-        import ctypes
-
-        from cupy.cuda import driver
-
+        # the argument block: a pointer to each argument's bytes, then to each 128-byte TMA descriptor
         cells = [(ctypes.c_char * a.nbytes).from_buffer_copy(a.tobytes()) for a in args]
         addrs = [ctypes.addressof(c) for c in cells]
         addrs += [m(bound.infos[m.tmap.param].data_ptr) for m in self.tmaps]
-        ptrs = (ctypes.c_void_p * len(addrs))(*addrs)
-        driver.launchKernel(self.ck.function.ptr, *grid, self.ck.threads, 1, 1, self.ck.smem,
-                            self.stream(bound).ptr, ctypes.addressof(ptrs), 0)
+        ptrs = (ctypes.c_void_p * max(1, len(addrs)))(*addrs)
+        driver.launch(self.ck.function, grid, self.ck.threads, self.ck.smem, self.stream(bound),
+                      ctypes.addressof(ptrs))

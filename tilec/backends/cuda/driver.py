@@ -1,0 +1,131 @@
+"""The few CUDA driver calls tilec's runtime makes, through ctypes on ``libcuda.so.1`` (no cuda.h, no CuPy).
+
+Loading a cached kernel and launching it need only these; CuPy (and its import, ~0.1 s) is left to what needs it:
+NVRTC compiles and cupy arrays. Modules load into the calling thread's current context, the device's primary
+context (the one torch and CuPy use), made current when no context is.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any
+
+from tilec.errors import TilecRuntimeError
+
+_ATTR_CC_MAJOR, _ATTR_CC_MINOR, _ATTR_SMEM_OPTIN = 75, 76, 97  # CUdevice_attribute
+_FUNC_NUM_REGS, _FUNC_MAX_DYNAMIC_SMEM = 4, 8  # CUfunction_attribute
+
+_u32, _vp = ctypes.c_uint32, ctypes.c_void_p
+_SIGNATURES: dict[str, list[Any]] = {
+    "cuInit": [ctypes.c_uint],
+    "cuGetErrorString": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+    "cuDeviceGetCount": [ctypes.POINTER(ctypes.c_int)],
+    "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
+    "cuDeviceGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int],
+    "cuCtxGetCurrent": [ctypes.POINTER(_vp)],
+    "cuCtxSetCurrent": [_vp],
+    "cuCtxGetDevice": [ctypes.POINTER(ctypes.c_int)],
+    "cuDevicePrimaryCtxRetain": [ctypes.POINTER(_vp), ctypes.c_int],
+    "cuModuleLoadData": [ctypes.POINTER(_vp), ctypes.c_char_p],
+    "cuModuleGetFunction": [ctypes.POINTER(_vp), _vp, ctypes.c_char_p],
+    "cuFuncSetAttribute": [_vp, ctypes.c_int, ctypes.c_int],
+    "cuFuncGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, _vp],
+    "cuLaunchKernel": [_vp, _u32, _u32, _u32, _u32, _u32, _u32, _u32, _vp, _vp, _vp],
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _lib() -> Any:
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        raise TilecRuntimeError(f"the CUDA driver (libcuda.so.1) cannot be loaded: {e}") from e
+    for name, args in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, ctypes.c_int
+    check(lib.cuInit(0), "cuInit")
+    return lib
+
+
+def check(status: int, what: str) -> None:
+    """Raise on a driver call's nonzero status, with the driver's name for it."""
+    if not status:
+        return
+    msg = ctypes.c_char_p()
+    try:
+        ctypes.CDLL("libcuda.so.1").cuGetErrorString(status, ctypes.byref(msg))
+    except OSError:
+        pass
+    text = msg.value.decode() if msg.value else "no description"
+    raise TilecRuntimeError(f"CUDA driver: {what} failed with error {status} ({text})")
+
+
+def device_count() -> int:
+    """NVIDIA GPUs the driver sees; 0 without a driver or GPU."""
+    try:
+        lib = _lib()
+    except TilecRuntimeError:
+        return 0
+    n = ctypes.c_int()
+    return n.value if lib.cuDeviceGetCount(ctypes.byref(n)) == 0 else 0
+
+
+def _attribute(attr: int, device: int) -> int:
+    v = ctypes.c_int()
+    check(_lib().cuDeviceGetAttribute(ctypes.byref(v), attr, device), "cuDeviceGetAttribute")
+    return v.value
+
+
+def compute_capability(device: int) -> int:
+    """``90`` for an H100/H200."""
+    return _attribute(_ATTR_CC_MAJOR, device) * 10 + _attribute(_ATTR_CC_MINOR, device)
+
+
+def max_shared_optin(device: int) -> int:
+    """The most dynamic shared memory a block of this device may ask for (bytes)."""
+    return _attribute(_ATTR_SMEM_OPTIN, device)
+
+
+def current_device() -> int:
+    """The device of the calling thread's context, after making device 0's primary context current when the thread
+    has none (what the CUDA runtime, and so torch and CuPy, would use)."""
+    lib = _lib()
+    ctx = _vp()
+    check(lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    if not ctx.value:
+        check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0), "cuDevicePrimaryCtxRetain")
+        check(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    dev = ctypes.c_int()
+    check(lib.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice")
+    return dev.value
+
+
+_MODULES: list[int] = []  # loaded modules stay loaded for the life of the process (their functions are in use)
+
+
+def load_function(cubin: bytes, name: str, smem: int) -> tuple[int, int]:
+    """(``CUfunction`` handle, registers per thread) of kernel ``name`` in ``cubin``, loaded into the current
+    context; its dynamic shared-memory limit raised to ``smem`` when above the default 48 KB."""
+    lib = _lib()
+    current_device()
+    module, fn = _vp(), _vp()
+    check(lib.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
+    _MODULES.append(module.value)
+    check(lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), f"cuModuleGetFunction({name!r})")
+    if smem > 48 * 1024:
+        check(lib.cuFuncSetAttribute(fn, _FUNC_MAX_DYNAMIC_SMEM, smem), "cuFuncSetAttribute")
+    regs = ctypes.c_int()
+    check(lib.cuFuncGetAttribute(ctypes.byref(regs), _FUNC_NUM_REGS, fn), "cuFuncGetAttribute")
+    return fn.value, regs.value
+
+
+def launcher() -> Any:
+    """``launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra) -> status``: ``cuLaunchKernel``, unchecked
+    (the fast launcher's call; :func:`launch` checks)."""
+    return _lib().cuLaunchKernel
+
+
+def launch(fn: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: int) -> None:
+    """Launch ``fn`` with the argument block at address ``params`` (an array of pointers to each argument)."""
+    check(_lib().cuLaunchKernel(fn, *grid, threads, 1, 1, smem, stream, params, None), "cuLaunchKernel")
