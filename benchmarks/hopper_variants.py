@@ -85,11 +85,13 @@ def attention(rows: list) -> None:
 
     fa = __import__("03_flash_attention")
     b, h, n, d = 8, 16, 2048, 128
-    variants = {  # label -> (block_M, block_N, threads, pass configs)
+    variants = {  # label -> (block_M, block_N, threads, pass configs and "stages" when not 2)
         "mma 64x64 tma": (64, 64, 128, {"tma": True}),
-        "mma 64x64 tma no remat": (64, 64, 128, {"tma": True, "remat_addresses": False}),
+        "mma 64x64 tma remat": (64, 64, 128, {"tma": True, "remat_addresses": True}),
         "mma 64x64": (64, 64, 128, {}),
+        "mma 64x64 tma 1 stage": (64, 64, 128, {"tma": True, "stages": 1}),
         "mma 128x64 tma": (128, 64, 128, {"tma": True}),
+        "mma 128x64 tma remat": (128, 64, 128, {"tma": True, "remat_addresses": True}),
         "mma 128x64 tma ws": (128, 64, 128, {"tma": True, "warp_specialize": True}),
         "mma 128x64 8w tma": (128, 64, 256, {"tma": True}),
         "mma 128x128 8w tma": (128, 128, 256, {"tma": True}),
@@ -109,8 +111,10 @@ def attention(rows: list) -> None:
 
         impls = {"sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
         for label, (bm, bn, th, cfg) in variants.items():
+            cfg = dict(cfg)
+            stages = cfg.pop("stages", 2)
             impls[label] = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
-                                                                 num_stages=2, threads=th), "cuda", [3],
+                                                                 num_stages=stages, threads=th), "cuda", [3],
                                            pass_configs=cfg).compile()
         start = len(rows)
         flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
@@ -148,9 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws cluster2": (big, {**ws, "cluster": 2}),
         "tma ws cluster4": (big, {**ws, "cluster": 4}),
         "mma tma ws 256x128x64": (tall, {"tma": True, "warp_specialize": True}),
-        "mma tma ws 256x128x64 no remat": (tall, {"tma": True, "warp_specialize": True, "remat_addresses": False}),
         "mma 256x128x64": (tall, {}),
-        "mma 256x128x64 no remat": (tall, {"remat_addresses": False}),
     }
     rows: list = []
     steady: list[dict] = []

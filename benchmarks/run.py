@@ -245,7 +245,7 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             times: dict[str, dict] = {}
             for bm, bn, st, th, wg, tma, ws in ((64, 64, 2, 128, False, False, False),
                                                 (64, 64, 2, 128, False, True, False),
-                                                (64, 64, 2, 128, False, True, True),
+                                                (128, 64, 2, 128, False, True, False),
                                                 (128, 64, 2, 256, True, False, False),
                                                 (128, 64, 2, 256, True, True, False),
                                                 (128, 64, 2, 256, True, True, True)):

@@ -138,7 +138,19 @@ def _grid_fn(code: str) -> Any:
     return eval(code, {"min": min, "max": max})  # noqa: S307 - generated from the kernel's own IR (grid_code)
 
 
+@functools.lru_cache(maxsize=1)
 def _nvrtc_version() -> str:
+    """NVRTC's version, part of the cache keys: from the libnvrtc the dynamic loader finds, through ctypes (a kernel
+    from the disk cache then starts without importing CuPy), else from CuPy's NVRTC. Either way the same process
+    gets the same answer, so keys agree; a stale answer can only make a valid binary look current."""
+    for name in ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        if lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) == 0:
+            return f"{major.value}.{minor.value}"
     return ".".join(str(x) for x in _nvrtc().getVersion())
 
 
