@@ -8,7 +8,6 @@ the 128-byte, 64-byte aligned result for the launch's argument block.
 from __future__ import annotations
 
 import ctypes
-import functools
 from typing import Any
 
 from tilec.errors import TilecRuntimeError
@@ -18,20 +17,6 @@ _DTYPE_NAMED = {"float16": 6, "float32": 7, "bfloat16": 9, "int32": 3}
 _SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # CU_TENSOR_MAP_SWIZZLE_NONE/32B/64B/128B
 _L2_PROMOTION_128B = 2
 _KEEP = 1024  # encoded maps kept per tensor map (addresses a kernel is called with)
-
-
-@functools.lru_cache(maxsize=1)
-def _encode_fn() -> Any:
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        raise TilecRuntimeError(f"TMA kernels need the CUDA driver (libcuda.so.1): {e}") from e
-    fn = lib.cuTensorMapEncodeTiled
-    u32, u64p, u32p = ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32)
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, u64p, u64p, u32p, u32p, ctypes.c_int,
-                   ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
 
 
 def _aligned_desc() -> tuple[Any, int]:
@@ -50,7 +35,9 @@ def encode(tmap: Any, ptr: int) -> tuple[Any, int]:
     box = (ctypes.c_uint32 * rank)(*tmap.box)
     ones = (ctypes.c_uint32 * rank)(*([1] * rank))
     dtype = _DTYPE_NAMED.get(tmap.dtype.name, _DTYPE[tmap.dtype.bits])
-    rc = _encode_fn()(addr, dtype, rank, ptr, dims, strides, box, ones, 0, _SWIZZLE[tmap.swizzle],
+    from tilec.backends.cuda.driver import lib
+
+    rc = lib().cuTensorMapEncodeTiled(addr, dtype, rank, ptr, dims, strides, box, ones, 0, _SWIZZLE[tmap.swizzle],
                       _L2_PROMOTION_128B, 0)
     if rc != 0:
         raise TilecRuntimeError(f"cuTensorMapEncodeTiled failed (CUresult {rc}) for {tmap.name}: address {ptr:#x}, "

@@ -32,20 +32,24 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuFuncSetAttribute": [_vp, ctypes.c_int, ctypes.c_int],
     "cuFuncGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, _vp],
     "cuLaunchKernel": [_vp, _u32, _u32, _u32, _u32, _u32, _u32, _u32, _vp, _vp, _vp],
+    "cuTensorMapEncodeTiled": [_vp, ctypes.c_int, _u32, _vp, ctypes.POINTER(ctypes.c_uint64),
+                               ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(_u32), ctypes.POINTER(_u32),
+                               ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int],
 }
 
 
 @functools.lru_cache(maxsize=1)
-def _lib() -> Any:
+def lib() -> Any:
+    """``libcuda.so.1`` with the signatures of the calls tilec makes, initialized."""
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
+        cuda = ctypes.CDLL("libcuda.so.1")
     except OSError as e:
         raise TilecRuntimeError(f"the CUDA driver (libcuda.so.1) cannot be loaded: {e}") from e
     for name, args in _SIGNATURES.items():
-        fn = getattr(lib, name)
+        fn = getattr(cuda, name)
         fn.argtypes, fn.restype = args, ctypes.c_int
-    check(lib.cuInit(0), "cuInit")
-    return lib
+    check(cuda.cuInit(0), "cuInit")
+    return cuda
 
 
 def check(status: int, what: str) -> None:
@@ -64,16 +68,16 @@ def check(status: int, what: str) -> None:
 def device_count() -> int:
     """NVIDIA GPUs the driver sees; 0 without a driver or GPU."""
     try:
-        lib = _lib()
+        cuda = lib()
     except TilecRuntimeError:
         return 0
     n = ctypes.c_int()
-    return n.value if lib.cuDeviceGetCount(ctypes.byref(n)) == 0 else 0
+    return n.value if cuda.cuDeviceGetCount(ctypes.byref(n)) == 0 else 0
 
 
 def _attribute(attr: int, device: int) -> int:
     v = ctypes.c_int()
-    check(_lib().cuDeviceGetAttribute(ctypes.byref(v), attr, device), "cuDeviceGetAttribute")
+    check(lib().cuDeviceGetAttribute(ctypes.byref(v), attr, device), "cuDeviceGetAttribute")
     return v.value
 
 
@@ -90,14 +94,14 @@ def max_shared_optin(device: int) -> int:
 def current_device() -> int:
     """The device of the calling thread's context, after making device 0's primary context current when the thread
     has none (what the CUDA runtime, and so torch and CuPy, would use)."""
-    lib = _lib()
+    cuda = lib()
     ctx = _vp()
-    check(lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    check(cuda.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
     if not ctx.value:
-        check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0), "cuDevicePrimaryCtxRetain")
-        check(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0), "cuDevicePrimaryCtxRetain")
+        check(cuda.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     dev = ctypes.c_int()
-    check(lib.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice")
+    check(cuda.cuCtxGetDevice(ctypes.byref(dev)), "cuCtxGetDevice")
     return dev.value
 
 
@@ -107,25 +111,25 @@ _MODULES: list[int] = []  # loaded modules stay loaded for the life of the proce
 def load_function(cubin: bytes, name: str, smem: int) -> tuple[int, int]:
     """(``CUfunction`` handle, registers per thread) of kernel ``name`` in ``cubin``, loaded into the current
     context; its dynamic shared-memory limit raised to ``smem`` when above the default 48 KB."""
-    lib = _lib()
+    cuda = lib()
     current_device()
     module, fn = _vp(), _vp()
-    check(lib.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
+    check(cuda.cuModuleLoadData(ctypes.byref(module), cubin), "cuModuleLoadData")
     _MODULES.append(module.value)
-    check(lib.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), f"cuModuleGetFunction({name!r})")
+    check(cuda.cuModuleGetFunction(ctypes.byref(fn), module, name.encode()), f"cuModuleGetFunction({name!r})")
     if smem > 48 * 1024:
-        check(lib.cuFuncSetAttribute(fn, _FUNC_MAX_DYNAMIC_SMEM, smem), "cuFuncSetAttribute")
+        check(cuda.cuFuncSetAttribute(fn, _FUNC_MAX_DYNAMIC_SMEM, smem), "cuFuncSetAttribute")
     regs = ctypes.c_int()
-    check(lib.cuFuncGetAttribute(ctypes.byref(regs), _FUNC_NUM_REGS, fn), "cuFuncGetAttribute")
+    check(cuda.cuFuncGetAttribute(ctypes.byref(regs), _FUNC_NUM_REGS, fn), "cuFuncGetAttribute")
     return fn.value, regs.value
 
 
 def launcher() -> Any:
     """``launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra) -> status``: ``cuLaunchKernel``, unchecked
     (the fast launcher's call; :func:`launch` checks)."""
-    return _lib().cuLaunchKernel
+    return lib().cuLaunchKernel
 
 
 def launch(fn: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: int) -> None:
     """Launch ``fn`` with the argument block at address ``params`` (an array of pointers to each argument)."""
-    check(_lib().cuLaunchKernel(fn, *grid, threads, 1, 1, smem, stream, params, None), "cuLaunchKernel")
+    check(lib().cuLaunchKernel(fn, *grid, threads, 1, 1, smem, stream, params, None), "cuLaunchKernel")
