@@ -50,7 +50,7 @@ def _launcher(func, align=()):
 
 def _args(call):
     """The values behind cuLaunchKernel's kernelParams (all 8-byte cells here but the int32 sizes)."""
-    ptrs = ctypes.cast(call[9], ctypes.POINTER(ctypes.c_void_p))
+    ptrs = ctypes.cast(call[9].value, ctypes.POINTER(ctypes.c_void_p))
     return ptrs
 
 
@@ -70,7 +70,7 @@ def test_static_kernel_launches_with_its_constant_grid(fakes):
     a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
     assert launch(a, b, c) is None
     fn, gx, gy, gz, tx, ty, tz, smem, stream = calls[-1][:9]
-    assert (fn, gx, gy, gz, tx, smem, stream) == (5, 3, 2, 1, 128, 1024, 77)
+    assert (fn.value, gx, gy, gz, tx, smem, stream.value) == (5, 3, 2, 1, 128, 1024, 77)
     ptrs = _args(calls[-1])
     assert [ctypes.c_uint64.from_address(ptrs[i]).value for i in range(3)] == [4096, 8192, 12288]
 
