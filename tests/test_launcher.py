@@ -35,7 +35,7 @@ def fakes(monkeypatch):
     torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda dev: 77)
     calls: list[tuple] = []
     monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr("tilec.backends.cuda.driver.launcher", lambda: lambda *a: calls.append(a) or 0)
+    monkeypatch.setattr("tilec.backends.cuda.driver.launcher", lambda: (lambda *a: calls.append(a) or 0, False))
     return torch, calls
 
 
@@ -57,11 +57,24 @@ def _args(call):
 def test_a_failed_launch_raises_with_the_drivers_status(monkeypatch, fakes):
     from tilec.errors import TilecRuntimeError
 
-    monkeypatch.setattr("tilec.backends.cuda.driver.launcher", lambda: lambda *a: 701)
+    monkeypatch.setattr("tilec.backends.cuda.driver.launcher", lambda: (lambda *a: 701, False))
     launch = _launcher(gemm_kernel(64, 96, 64, 32, 32, 32, "float16", "float32"))
     a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
     with pytest.raises(TilecRuntimeError, match="cuLaunchKernel failed with error 701"):
         launch(a, b, c)
+
+
+def test_launch_call_taking_int_pointers_gets_ints(monkeypatch, fakes):
+    """CuPy's launchKernel (when CuPy is installed) takes the kernel, stream and argument block as ints."""
+    _, calls = fakes
+    monkeypatch.setattr("tilec.backends.cuda.driver.launcher", lambda: (lambda *a: calls.append(a), True))
+    launch = _launcher(gemm_kernel(64, 96, 64, 32, 32, 32, "float16", "float32"))
+    a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
+    assert launch(a, b, c) is None
+    fn, gx, gy, gz, tx, ty, tz, smem, stream, params, extra = calls[-1]
+    assert (fn, gx, gy, gz, tx, smem, stream, extra) == (5, 3, 2, 1, 128, 1024, 77, 0)
+    ptrs = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
+    assert [ctypes.c_uint64.from_address(ptrs[i]).value for i in range(3)] == [4096, 8192, 12288]
 
 
 def test_static_kernel_launches_with_its_constant_grid(fakes):

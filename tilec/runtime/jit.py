@@ -42,6 +42,7 @@ class JITKernel:
         self._state: Any = None
         self._exe: Any = None
         self._fast: Any = None  # the generated launcher (False: this kernel has none)
+        self._calls = 0
 
     # ------------------------------------------------------------------------------------------------ compile
 
@@ -118,7 +119,11 @@ class JITKernel:
         if fast is not None:
             return fast(*args)
         out = self._call_checked(*args)
-        if fast is None and self.target.kind == "cuda" and any(type(a).__module__.startswith("torch") for a in args) \
+        self._calls += 1
+        # the fast path from the second call on: a kernel called once starts without importing CuPy, whose
+        # launchKernel the fast path uses
+        torch_args = any(type(a).__module__.startswith("torch") for a in args)
+        if fast is None and self._calls >= 2 and self.target.kind == "cuda" and torch_args \
                 and not _poisoning():  # the fast path allocates outputs without the poison fill
             from tilec.runtime.launcher import build_fast_launcher
 

@@ -41,9 +41,12 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
     from tilec.backends.cuda import driver
 
     inputs = [(i, p) for i, p in enumerate(func.params) if i not in func.out_params]
-    env: dict[str, Any] = {"_Tensor": torch.Tensor, "_slow": slow, "_launch": driver.launcher(), "_failed": _failed,
+    launch_fn, int_pointers = driver.launcher()
+    as_ptr = int if int_pointers else ctypes.c_void_p  # how the launch call takes the kernel, stream and arguments
+    stream, extra = ("_stream(_dev)", "0") if int_pointers else ("_vp(_stream(_dev))", "None")
+    env: dict[str, Any] = {"_Tensor": torch.Tensor, "_slow": slow, "_launch": launch_fn, "_failed": _failed,
                            "_stream": torch._C._cuda_getCurrentRawStream, "_empty": torch.empty, "_dev": device,
-                           "_fn": ctypes.c_void_p(compiled.function), "_vp": ctypes.c_void_p,
+                           "_fn": as_ptr(compiled.function), "_vp": as_ptr,
                            "_T": compiled.threads, "_smem": compiled.smem, "_grid": compiled.grid}
     names = [f"a{i}" for i in range(len(inputs))]
     lines = ["def launch(*args):", f"    if len(args) != {len(inputs)}:", "        return _slow(*args)",
@@ -108,7 +111,7 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
     cells = [t() for t, _ in values]
     maps = getattr(compiled, "tensor_maps", ())
     ptrs = (ctypes.c_void_p * max(1, len(cells) + len(maps)))(*[ctypes.addressof(c) for c in cells])
-    env["_cells"], env["_ptrs"] = cells, ctypes.c_void_p(ctypes.addressof(ptrs))
+    env["_cells"], env["_ptrs"] = cells, as_ptr(ctypes.addressof(ptrs))
     env["_keep"] = ptrs
     for k, (_, expr) in enumerate(values):
         lines.append(f"    _cells[{k}].value = {expr}")
@@ -120,12 +123,12 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
             lines.append(f"    _keep[{len(cells) + j}] = _tm{j}({values[t.param][1]})")
     if func.dyn_vars:
         lines.append(f"    gx, gy, gz = _grid({', '.join(f's_{v.name}' for v in func.dyn_vars)})")
-        lines.append("    if gx and gy and gz and (e := _launch(_fn, gx, gy, gz, _T, 1, 1, _smem, _vp(_stream(_dev)), "
-                     "_ptrs, None)):")
+        lines.append("    if gx and gy and gz and (e := _launch(_fn, gx, gy, gz, _T, 1, 1, _smem, "
+                     f"{stream}, _ptrs, {extra})):")
         lines.append("        _failed(e)")
     elif all(compiled.grid()):  # a static grid is part of the generated code; an empty one launches nothing
         gx, gy, gz = compiled.grid()
-        lines.append(f"    if e := _launch(_fn, {gx}, {gy}, {gz}, _T, 1, 1, _smem, _vp(_stream(_dev)), _ptrs, None):")
+        lines.append(f"    if e := _launch(_fn, {gx}, {gy}, {gz}, _T, 1, 1, _smem, {stream}, _ptrs, {extra}):")
         lines.append("        _failed(e)")
     out_names = [f"o{i}" for i in func.out_params]
     ret = "None" if not out_names else (out_names[0] if len(out_names) == 1 else "(" + ", ".join(out_names) + ",)")
