@@ -163,10 +163,6 @@ def front_key(func: Any, target: Target, options: dict) -> str:
     return "f" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def _current_device() -> int:
-    return driver.current_device()
-
-
 def _load_module(cubin: bytes, name: str, smem: int) -> tuple[int, int]:
     """(the kernel function, its registers per thread); raises its dynamic shared-memory limit as needed."""
     limit = driver.max_shared_optin(driver.current_device())
@@ -187,7 +183,7 @@ def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | No
         return None
     fn, regs = _load_module(entry[0], meta["name"], meta["smem"])
     return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(meta["grid"]), regs,
-                          meta["spills"], meta["arch"], _current_device(), tuple(tuple(a) for a in meta["align"]),
+                          meta["spills"], meta["arch"], driver.current_device(), tuple(tuple(a) for a in meta["align"]),
                           _maps_from_json(meta.get("tensor_maps", [])), tuple(meta.get("warnings", [])))
 
 
@@ -236,7 +232,7 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
             "warnings": list(warnings)}
     cache.put_meta(front_key(func, target, options), json.dumps(meta))
     return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(grid), regs,
-                          spills, arch, _current_device(), kernel.align, kernel.tensor_maps, warnings)
+                          spills, arch, driver.current_device(), kernel.align, kernel.tensor_maps, warnings)
 
 
 class CudaExecutable:
