@@ -122,8 +122,8 @@ class JITKernel:
         self._calls += 1
         # the fast path from the second call on: a kernel called once starts without importing CuPy, whose
         # launchKernel the fast path uses
-        torch_args = any(type(a).__module__.startswith("torch") for a in args)
-        if fast is None and self._calls >= 2 and self.target.kind == "cuda" and torch_args \
+        if fast is None and self._calls >= 2 and self.target.kind == "cuda" \
+                and any(type(a).__module__.startswith("torch") for a in args) \
                 and not _poisoning():  # the fast path allocates outputs without the poison fill
             from tilec.runtime.launcher import build_fast_launcher
 

@@ -21,7 +21,6 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuInit": [ctypes.c_uint],
     "cuGetErrorString": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
     "cuDeviceGetCount": [ctypes.POINTER(ctypes.c_int)],
-    "cuDeviceGet": [ctypes.POINTER(ctypes.c_int), ctypes.c_int],
     "cuDeviceGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int],
     "cuCtxGetCurrent": [ctypes.POINTER(_vp)],
     "cuCtxSetCurrent": [_vp],
