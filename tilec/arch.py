@@ -219,6 +219,11 @@ _BY_ARCH = {"sm_90a": "H200", "sm_90": "H200", "sm_80": "A100", "sm_86": "A100",
             "gfx942": "MI300X", "gfx90a": "MI250X"}
 
 
+def table_model(arch: str) -> DeviceModel:
+    """The table's model of an architecture, whatever GPU is present (what code generation may depend on)."""
+    return dataclasses.replace(TABLE[_BY_ARCH[arch]], arch=arch)
+
+
 def _table_key(name: str) -> str | None:
     """The table entry a device name (``"NVIDIA H100 80GB HBM3"``, ``"h200"``) refers to."""
     text = name.upper().replace(" ", "")
@@ -256,7 +261,7 @@ def device_model(target: Any = None, device: str | DeviceModel | None = None) ->
     props = _visible_properties(arch)
     if props is not None:
         return _from_properties(arch, props)
-    return dataclasses.replace(TABLE[_BY_ARCH[arch]], arch=arch)
+    return table_model(arch)
 
 
 def target_arch(target: Any) -> str:

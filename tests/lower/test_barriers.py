@@ -71,7 +71,7 @@ def gemm(k_tiles: int = 3, num_stages: int = 3):
 
 
 def thread_ir(kernel) -> ThreadKernel:  # noqa: ANN001
-    """The barrier pass's output (the remat stage after it may reshape loop bodies; see test_remat.py)."""
+    """The barrier pass's output."""
     return kernel.state.artifacts["barriers"]
 
 

@@ -68,6 +68,7 @@ class CTable:
     warp_size: int = 32  # a shuffle's width when the IR gives none
     vector_of: str = ""  # when set, vector moves use this type of {t} x {n} elements instead of vector_types
     atomic_add: str = "atomicAdd"
+    assume: str = ""  # a statement telling the compiler {cond} holds (the thread index's range)
 
 
 EMIT_RULES: dict[type, Callable[[CEmitter, Any, int], None]] = {}
@@ -194,6 +195,9 @@ class CEmitter:
         for m in k.regs:
             out.append(f"  {self.t.align.format(n=16)} {self.ctype(m.dtype)} {self.names(m)}[{m.size}];")
         out.append(f"  const int {self.names(k.tx)} = {self.t.thread_idx};")
+        if self.t.assume:  # a signed index the compiler knows is in [0, threads) divides and wraps as an unsigned one
+            tx = self.names(k.tx)
+            out.append("  " + self.t.assume.format(cond=f"{tx} >= 0 && {tx} < {k.threads}"))
         for v, b in zip(k.block_idx, self.t.block_idx):
             out.append(f"  const int {self.names(v)} = {b};")
         self.lines = out

@@ -387,8 +387,6 @@ class ThreadInterpreter:
             if e.args[0].dtype.is_float and e.args[0].dtype.bits < 32:
                 args = [a.astype(np.float32) for a in args]
             return typed(_CALL[e.name](*args), e.dtype)
-        if isinstance(e, TCall) and e.name == "opaque":  # a move the compiler cannot see through: the value
-            return self.eval(e.args[0], env, mask)
         if isinstance(e, TCall):
             return self.shuffle(e, env, mask)
         if isinstance(e, VecPack):

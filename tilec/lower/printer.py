@@ -20,7 +20,7 @@ TIR = CTable(
     sync="sync_threads();",
     named_sync="sync_threads(first {n});",
     intrinsics={"shfl_xor": "shfl_xor({v}, {a}, {w})", "shfl_idx": "shfl_idx({v}, {a}, {w})",
-          "shfl_down": "shfl_down({v}, {a}, {w})", "opaque": "opaque({v})"},
+                "shfl_down": "shfl_down({v}, {a}, {w})"},
     header="",
     kernel_prefix="",
     math32=_MATH32,

@@ -58,7 +58,7 @@ class MemRef(Expr):
 @dataclass(frozen=True, eq=False, repr=False)
 class TCall(Expr):
     """A value intrinsic: ``shfl_xor(value, lane_mask, width)``, ``shfl_idx(value, lane, width)``,
-    ``shfl_down(value, delta, width)``, ``opaque(value)`` (the value, through a move the compiler keeps)."""
+    ``shfl_down(value, delta, width)``."""
 
     name: str
     args: tuple[Expr, ...]

@@ -107,13 +107,6 @@ def _barriers(state: CompileState) -> CompileState:
     return state.with_(artifacts={**state.artifacts, "barriers": kernel, "thread_ir": kernel})
 
 
-def _remat(state: CompileState) -> CompileState:
-    from tilec.passes.remat import remat_addresses
-
-    kernel = remat_addresses(state.artifacts["barriers"], state.target, state.options)
-    return state.with_(artifacts={**state.artifacts, "remat": kernel, "thread_ir": kernel})
-
-
 def _emit(state: CompileState) -> CompileState:
     from tilec.backends.emit import emit_source
 
@@ -136,7 +129,6 @@ def default_pipeline(target: Target) -> list[Stage]:
         Stage("layout_inference", _layouts, "fragment, shared-memory and loop layouts"),
         Stage("lower", _lower, "tile ops to the thread IR"),
         Stage("barriers", _barriers, "__syncthreads where shared memory needs them"),
-        Stage("remat", _remat, "fragment-load addresses computed in each loop trip"),
         Stage("emit", _emit, "CUDA / HIP source"),
     ]
 

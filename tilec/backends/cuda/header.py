@@ -46,13 +46,6 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float* c, const __nv_bfloat16*
                : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]));
 }
 
-// v through a move ptxas does not look through: what is computed from it inside a loop stays in the loop (the
-// remat pass: fragment-load addresses computed next to their loads instead of hoisted into registers)
-__device__ __forceinline__ int opaque(int v) {
-  int r;
-  asm volatile("mov.b32 %0, %1;" : "=r"(r) : "r"(v));
-  return r;
-}
 template <class T> __device__ __forceinline__ unsigned smem_addr(const T* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
