@@ -223,11 +223,13 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import tilec
 
     fa = importlib.import_module("03_flash_attention")
-    shapes = [(8, 16, 2048, 128)] + ([] if quick else [(2, 16, 8192, 128), (8, 16, 2048, 64)])
-    for b, h, n, d in shapes:
+    shapes = [(8, 16, 2048, 128, "float16")] + ([] if quick else [
+        (8, 16, 2048, 128, "bfloat16"), (2, 16, 8192, 128, "float16"), (8, 16, 2048, 64, "float16")])
+    for b, h, n, d, dtype in shapes:
+        tdt = getattr(torch, dtype)
         for causal in (False, True):
-            sets = input_sets(lambda b=b, h=h, n=n, d=d: tuple(torch.randn(b, h, n, d, device="cuda").half()
-                                                                for _ in range(3)))
+            sets = input_sets(lambda b=b, h=h, n=n, d=d, tdt=tdt: tuple(
+                torch.randn(b, h, n, d, device="cuda", dtype=tdt) for _ in range(3)))
             q, k_, v = sets[0]
             ref = F.scaled_dot_product_attention(q.float(), k_.float(), v.float(), is_causal=causal)
             flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
@@ -248,18 +250,21 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                                                 (128, 64, 2, 128, False, True, False),
                                                 (128, 64, 2, 256, True, False, False),
                                                 (128, 64, 2, 256, True, True, False),
+                                                (128, 128, 2, 256, True, True, False),
                                                 (128, 64, 2, 256, True, True, True)):
                 tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}{' ws' if ws else ''}"
                 impls[tag], times[tag] = tilec_kernel(
-                    lambda b=b, h=h, n=n, d=d, causal=causal, bm=bm, bn=bn, st=st, th=th, wg=wg, tma=tma, ws=ws:
+                    lambda b=b, h=h, n=n, d=d, causal=causal, bm=bm, bn=bn, st=st, th=th, wg=wg, tma=tma, ws=ws,
+                    dtype=dtype:
                     tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn, num_stages=st,
-                                                          threads=th), "cuda", [3],
+                                                          threads=th, dtype=dtype), "cuda", [3],
                                     pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": ws}))
             if "triton" in peers:
                 impls["triton"] = lambda q, k, v, c=causal: peers["triton"].attention(q, k, v, c)
-            if "tilelang" in peers:
+            if "tilelang" in peers and dtype == "float16":
                 impls.update(peers["tilelang"].attention_impls(b, h, n, d, causal))
-            _measure(rows, f"attention{' causal' if causal else ''}", f"{b}x{h}x{n}x{d}", impls, sets, ref, flops, 0,
+            name = f"attention{' causal' if causal else ''}{' bf16' if dtype == 'bfloat16' else ''}"
+            _measure(rows, name, f"{b}x{h}x{n}x{d}", impls, sets, ref, flops, 0,
                      quick, times)
 
 

@@ -27,7 +27,7 @@ def gemm(M=4096, N=4096, K=4096) -> None:
     for bm, bn, bk, st, th, wg in configs:
         try:
             k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=st, threads=th),
-                                "cuda", [-1], pass_configs={"wgmma": wg})
+                                "cuda", [-1], pass_configs={"wgmma": wg, "tma": wg})
             c = k(a, b)
             err = ((c.float() - ref.float()).norm() / ref.float().norm()).item()
             t = do_bench(lambda k=k: k(a, b), warmup=25, rep=100, return_mode="median")
@@ -48,7 +48,7 @@ def attention(b=8, h=16, n=2048, d=128) -> None:
             try:
                 kern = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
                                                              num_stages=st, threads=th), "cuda", [3],
-                                       pass_configs={"wgmma": wg})
+                                       pass_configs={"wgmma": wg, "tma": wg})
                 kern(q, k_, v)
                 t = do_bench(lambda kern=kern: kern(q, k_, v), warmup=25, rep=100, return_mode="median")
                 print(f"  attention causal={causal} {bm}x{bn} s{st} t{th}{' wgmma' if wg else ''}: "

@@ -8,7 +8,10 @@ variable                 meaning                                                
 ``TILEC_DISABLE_CACHE``  ``1`` disables the disk cache (*)                         ``0``
 ``TILEC_DUMP_DIR``       when set, the IR after every stage is written there as    unset
                          ``<kernel>.<NN>.<stage>.txt``
-``TILEC_WGMMA``          ``1``: ``T.gemm`` on sm_90a uses wgmma, fed by TMA         ``0``
+``TILEC_WGMMA``          ``0``: sm_90a kernels take the sm_80 path (mma.sync,       ``1``
+                         cp.async) unless their pass configs ask for the Hopper
+                         one; ``1``: ``T.gemm`` on sm_90a uses wgmma, its
+                         pipelines fed by TMA
 ``TILEC_POISON``         ``1``: GPU outputs tilec allocates start as NaN (floats)    ``0``
                          or the type's minimum (ints), so unwritten elements show
                          (one fill kernel per output and call; for testing)
@@ -31,7 +34,7 @@ class Config:
     cache_dir: Path
     disable_cache: bool
     dump_dir: Path | None
-    wgmma: bool = False
+    wgmma: bool = True
     poison: bool = False
 
 
@@ -44,6 +47,6 @@ def config() -> Config:
         cache_dir=Path(env.get("TILEC_CACHE_DIR", Path.home() / ".cache" / "tilec")),
         disable_cache=env.get("TILEC_DISABLE_CACHE", "0") not in ("", "0", "false", "False"),
         dump_dir=Path(dump) if dump else None,
-        wgmma=env.get("TILEC_WGMMA", "0") not in ("", "0", "false", "False"),
+        wgmma=env.get("TILEC_WGMMA", "1") not in ("", "0", "false", "False"),
         poison=env.get("TILEC_POISON", "0") not in ("", "0", "false", "False"),
     )

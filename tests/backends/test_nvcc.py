@@ -36,16 +36,16 @@ CASES = {  # name -> (example, factory, args, kwargs)
 }
 HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instruction)
     "gemm 4096^3 128x256x64 wgmma": ("01_gemm", "matmul", (4096, 4096, 4096),
-                                     {"block_N": 256, "block_K": 64, "threads": 256}, {"wgmma": True},
+                                     {"block_N": 256, "block_K": 64, "threads": 256}, {"wgmma": True, "tma": False},
                                      "HGMMA.64x256x16.F32"),
     "flash attention 1x8x1000x128 wgmma": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, False),
                                            {"block_M": 128, "block_N": 64, "threads": 256, "num_stages": 2},
-                                           {"wgmma": True}, "HGMMA.64x64x16.F32"),
+                                           {"wgmma": True, "tma": False}, "HGMMA.64x64x16.F32"),
     "mla decode 64x128x1x8192 wgmma": ("07_mla_decode", "mla_decode", (64, 128, 1, 8192), {"num_stages": 2},
-                                       {"wgmma": True}, "HGMMA.64x256x16.F32"),
+                                       {"wgmma": True, "tma": False}, "HGMMA.64x256x16.F32"),
     "fp8 gemm 4096^3 128x256x128 wgmma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096),
-                                          {"block_N": 256, "block_K": 128, "threads": 256}, {"wgmma": True},
-                                          "QGMMA.64x256x32.F32.E4M3.E4M3"),
+                                          {"block_N": 256, "block_K": 128, "threads": 256},
+                                          {"wgmma": True, "tma": False}, "QGMMA.64x256x32.F32.E4M3.E4M3"),
     # TMA pipelines: the copies are UTMALDG (tensor rank as in the source), the wgmma the same as with cp.async
     "gemm 4096^3 128x256x64 wgmma tma": ("01_gemm", "matmul", (4096, 4096, 4096),
                                          {"block_N": 256, "block_K": 64, "threads": 256}, {"wgmma": True, "tma": True},
@@ -80,8 +80,15 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
                                                       "cluster": 2},
                                                      ("HGMMA.64x256x16.F32", "UTMALDG.2D", "USETMAXREG")),
     # Hopper has no fp8 mma.sync unit: ptxas runs m16n8k32 e4m3 as conversions and two fp16 HMMAs
-    "fp8 gemm 4096^3 128x128x64 mma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096), {"threads": 256}, None,
-                                       "HMMA.16816.F32"),
+    "fp8 gemm 4096^3 128x128x64 mma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096), {"threads": 256},
+                                       {"wgmma": False, "tma": False}, "HMMA.16816.F32"),
+    # no pass configs: on sm_90a the Hopper path (wgmma fed by TMA) is the default
+    "gemm 4096^3 128x256x64 default": ("01_gemm", "matmul", (4096, 4096, 4096),
+                                       {"block_N": 256, "block_K": 64, "threads": 256}, None,
+                                       ("HGMMA.64x256x16.F32", "UTMALDG.2D")),
+    "flash attention 1x8x1000x128 default": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, False),
+                                             {"block_M": 128, "block_N": 64, "threads": 256, "num_stages": 2}, None,
+                                             ("HGMMA.64x64x16.F32", "UTMALDG.4D")),
 }
 
 
@@ -144,13 +151,13 @@ def test_hopper_path_compiles_with_nvcc(case, tmp_path):
     kernel = getattr(load_example(example), factory)(*args, **kwargs)
     jk = tilec.JITKernel(kernel.prim_func, "cuda:sm_90a", pass_configs=configs)
     source = jk.get_kernel_source()
-    assert ("TMA" in jk.report()) == bool(configs and configs.get("tma"))
+    assert ("TMA" in jk.report()) == (configs or {}).get("tma", True)
     info = compile_cuda(source, tmp_path, "sm_90a")
     line = (f"{case + ' (sm_90a)':<46} {info['registers']:>3} registers, {info['spill_stores']} B spill stores, "
             f"{info['spill_loads']} B spill loads, {info['stack']} B stack")
     print(line)
     PTXAS.append(line)
-    if configs:  # the wgmma kernels hold their accumulators without spilling
+    if (configs or {}).get("wgmma", True):  # the wgmma kernels hold their accumulators without spilling
         assert info["spill_stores"] == info["spill_loads"] == 0, line
     cuobjdump = shutil.which("cuobjdump")
     if cuobjdump is not None:

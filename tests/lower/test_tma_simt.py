@@ -100,7 +100,7 @@ def test_tma_fp8_gemm(rng):
 
 def test_tma_needs_its_pass_config_and_sm_90a():
     g = load_example("01_gemm").matmul(128, 128, 128, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
-    assert "TMA" not in _tma_note(tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={"wgmma": True}))
+    assert "TMA" not in _tma_note(tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={"wgmma": True, "tma": False}))
     assert "TMA" not in _tma_note(tilec.JITKernel(g, "simt:sm_80", [-1], pass_configs=TMA))
 
 
@@ -303,7 +303,7 @@ def test_ws_deadlock_without_releases(rng):
         _run_thread_ir(kernel, _edit(tk, only_releases), a, b)
 
 
-MMA_WS = {"tma": True, "warp_specialize": True}  # mma.sync consumers: each warp reads the stage with ldmatrix
+MMA_WS = {"wgmma": False, "tma": True, "warp_specialize": True}  # mma.sync consumers: each warp reads with ldmatrix
 
 
 @pytest.mark.parametrize(("M", "N", "K", "tiles"), [

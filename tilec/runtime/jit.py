@@ -23,7 +23,8 @@ from tilec.tune.knobs import auto_params, is_auto
 
 
 def default_pass_configs() -> dict:
-    """Pass configs from the environment (``TILEC_WGMMA=1``: wgmma for T.gemm on sm_90a, its pipelines fed by TMA)."""
+    """Pass configs from the environment: on sm_90a (other targets ignore them) the Hopper path — wgmma for T.gemm,
+    its pipelines fed by TMA — unless ``TILEC_WGMMA=0``. A kernel's own pass configs override these."""
     from tilec.config import config
 
     return {"wgmma": True, "tma": True} if config().wgmma else {}
