@@ -3,11 +3,14 @@ operand's idle stages, swizzled, then to global memory in 16-byte vectors; and t
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import assert_close, load_example, randn
 
 import tilec
+from tilec.ir.visit import transform
 from tilec.lower.tir import arena
 
 TMA_WS = {"wgmma": True, "tma": True, "warp_specialize": True}
@@ -22,10 +25,11 @@ def _gemm(M=4096, N=4096, K=4096, target="cuda:sm_90a", configs=None, **tiles):
 
 def test_the_accumulators_go_out_through_a_tile_over_the_stages():
     k = _gemm(configs=TMA_WS)
-    assert "T.copy at line 27: C_f goes out through shared memory (C_f_stage, over A_s, B_s)" in k.report()
+    assert "T.copy at line 27: C_f goes out through shared memory (C_f_stage, over A_s, B_s), by TMA stores" \
+        in k.report()
     text = tilec.dump(k, after="epilogue")
     assert "# C_f_stage overlays A_s, B_s" in text
-    assert "T.copy(C_f, C_f_stage)" in text and "T.copy(C_f_stage, C[by * 128:by * 128 + 128" in text
+    assert "T.copy(C_f, C_f_stage)" in text and "T.tma_store(C_f_stage, C[by * 128:by * 128 + 128" in text
     plan = k.layouts
     (stage,) = [b for b in plan.shared if b.name == "C_f_stage"]
     assert plan.origin[stage] == ("free", "written from fragment C_f: swizzled against bank conflicts")
@@ -35,8 +39,40 @@ def test_the_accumulators_go_out_through_a_tile_over_the_stages():
     plain = _gemm(configs={**TMA_WS, "stage_epilogue": False})
     assert tk.smem_bytes == plain.state.artifacts["thread_ir"].smem_bytes
     assert "goes out through shared memory" not in plain.report()
-    src = k.get_kernel_source()  # 16-byte stores to C, none of the accumulator pairs' 4-byte ones
-    assert "*reinterpret_cast<uint4*>(&C[" in src and "*reinterpret_cast<unsigned*>(&C[" not in src
+    src = k.get_kernel_source()  # one TMA store per 64-column swizzle panel, after the writers' async-proxy fence
+    assert src.count("tl::tma_store_2d(&C_tmap") == 4 and "*reinterpret_cast<unsigned*>(&C[" not in src
+    assert src.index("fence.proxy.async") < src.index("tl::tma_store_2d(&C_tmap")
+    vec = _gemm(configs={"wgmma": True, "tma": False}).get_kernel_source()  # cp.async pipeline: vector stores
+    assert "*reinterpret_cast<uint4*>(&C[" in vec and "*reinterpret_cast<unsigned*>(&C[" not in vec
+
+
+def test_tma_store_needs_a_tensor_map_and_the_barrier_before_it(rng):
+    """Rows of 1001 halves (2002 bytes) allow no tensor map: 16-byte vector stores. Without the barrier between
+    the staging writes and the store, the interpreter names the unordered read of the tile."""
+    from tests.lower.test_tma_simt import _run_thread_ir
+    from tilec.errors import RaceError
+    from tilec.ir.visit import walk
+    from tilec.lower.tir import Group, Seq, Sync, TmaStoreBox
+
+    tiles = {"block_M": 64, "block_N": 128, "block_K": 32, "threads": 128, "num_stages": 3}
+    odd = _gemm(100, 1001, 96, "simt:sm_90a", {"wgmma": True, "tma": True}, **tiles)
+    assert "goes out through shared memory (C_f_stage, over A_s, B_s), in 16-byte vectors" in odd.report()
+    k = _gemm(100, 200, 96, "simt:sm_90a", {"wgmma": True, "tma": True}, **tiles)
+    tk = k.state.artifacts["thread_ir"]
+
+    def no_sync(node):
+        if not isinstance(node, Seq):
+            return None
+        s = list(node.stmts)
+        hit = [i for i in range(len(s) - 1) if isinstance(s[i], Sync) and isinstance(s[i + 1], Group)
+               and any(isinstance(n, TmaStoreBox) for n in walk(s[i + 1]))]
+        return Seq(tuple(c for i, c in enumerate(s) if i not in hit)) if hit else None
+
+    a, b = randn(rng, (100, 96), "float16"), randn(rng, (96, 200), "float16")
+    _run_thread_ir(k, tk, a, b)
+    edited = dataclasses.replace(tk, body=transform(tk.body, no_sync))
+    with pytest.raises(RaceError, match=r"C_f_stage"):
+        _run_thread_ir(k, edited, a, b)
 
 
 def test_no_staging_where_no_operand_holds_the_tile():

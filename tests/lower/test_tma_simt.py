@@ -71,14 +71,15 @@ def test_tma_flash_attention(rng, causal, ws):
 
 @pytest.mark.parametrize("ws", [False, True], ids=["tma", "tma ws"])
 def test_tma_mla_decode(rng, ws):
-    """Rank-4 tensors: each 64 x 512 latent tile is eight 128-byte-swizzled boxes."""
+    """Rank-4 tensors: each 64 x 512 latent tile is eight 128-byte-swizzled boxes; the rank-3 output's 64 x 512 tile
+    leaves by eight TMA stores of the same swizzle."""
     mla = load_example("07_mla_decode")
     b, h, kvh, s = 1, 128, 2, 100
     kernel = tilec.JITKernel(mla.mla_decode(b, h, kvh, s, num_stages=2).prim_func, "simt:sm_90a", [4],
                              pass_configs=WS if ws else TMA)
     _check_feed(kernel, ws, "with TMA", "2 consumer warpgroup(s)")
     maps = kernel.state.artifacts["thread_ir"].tensor_maps
-    assert {m.box for m in maps} == {(64, 1, 64, 1)} and {m.swizzle for m in maps} == {128}
+    assert {m.box for m in maps} == {(64, 1, 64, 1), (64, 64, 1)} and {m.swizzle for m in maps} == {128}
     q, q_pe = (randn(rng, (b, h, d), "float16") for d in (512, 64))
     kv, k_pe = (randn(rng, (b, s, kvh, d), "float16") for d in (512, 64))
     assert_close(kernel(q, q_pe, kv, k_pe), mla.reference(q, q_pe, kv, k_pe), "float16",

@@ -22,6 +22,7 @@ from tilec.ir.stmt import (
     Print,
     Reduce,
     TmaCopy,
+    TmaStore,
 )  # fmt: skip
 
 
@@ -148,6 +149,7 @@ def _print(it: TileInterpreter, op: Print, env: dict) -> None:
 
 @tile_rule(AsyncCopy)
 @tile_rule(TmaCopy)
+@tile_rule(TmaStore)
 def _async_copy(it: TileInterpreter, op: AsyncCopy, env: dict) -> None:
     """At tile level an asynchronous copy (cp.async or TMA) has the semantics of a copy (the waits order it)."""
     _copy(it, op, env)

@@ -27,7 +27,18 @@ import numpy as np
 from tilec.errors import RaceError
 from tilec.interp.coroutines import Scheduler
 from tilec.interp.thread import ThreadInterpreter, stmt_rule
-from tilec.lower.tir import FenceMbarInit, MbarArriveTx, MbarInit, MbarWait, Mem, Roles, TensorMap, TmaLoad
+from tilec.lower.tir import (
+    BulkWait,
+    FenceMbarInit,
+    MbarArriveTx,
+    MbarInit,
+    MbarWait,
+    Mem,
+    Roles,
+    TensorMap,
+    TmaLoad,
+    TmaStoreBox,
+)  # fmt: skip
 
 
 @dataclass
@@ -146,17 +157,8 @@ def _wait(it: ThreadInterpreter, s: MbarWait, env: dict, mask: np.ndarray) -> No
 
 def _box(it: ThreadInterpreter, t: TensorMap, coords: list[int]) -> np.ndarray:
     """The box at ``coords`` (innermost first) of ``t``'s tensor, zeros outside it; row-major, outermost first."""
-    src = it.globals_[it.k.params[t.param]]
-    eb = t.dtype.bits // 8
-    strides = (1,) + tuple(s // eb for s in t.strides)
-    grids = np.meshgrid(*[np.arange(b) + c for b, c in zip(t.box, coords)], indexing="ij")  # innermost first
-    inside = np.ones(grids[0].shape, bool)
-    flat = np.zeros(grids[0].shape, np.int64)
-    for g, d, st in zip(grids, t.dims, strides):
-        inside &= (g >= 0) & (g < d)
-        flat += np.clip(g, 0, d - 1) * st
-    vals = np.where(inside, src[flat], 0)
-    return np.transpose(vals).reshape(-1)  # outermost first: the order TMA writes the box in
+    flat, inside = _box_index(t, coords)
+    return np.where(inside, it.globals_[it.k.params[t.param]][flat], 0)
 
 
 @stmt_rule(TmaLoad)
@@ -192,6 +194,48 @@ def _tma(it: ThreadInterpreter, s: TmaLoad, env: dict, mask: np.ndarray) -> None
     for bar in bars.values():
         _advance(it, bar, key)
     _progress(it)
+
+
+def _box_index(t: TensorMap, coords: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(flat element index in the tensor, inside the tensor) of each element of the box at ``coords``, in the order
+    TMA moves the box (outermost first)."""
+    strides = (1,) + tuple(s // (t.dtype.bits // 8) for s in t.strides)
+    grids = np.meshgrid(*[np.arange(b) + c for b, c in zip(t.box, coords)], indexing="ij")  # innermost first
+    inside = np.ones(grids[0].shape, bool)
+    flat = np.zeros(grids[0].shape, np.int64)
+    for g, d, st in zip(grids, t.dims, strides):
+        inside &= (g >= 0) & (g < d)
+        flat += np.clip(g, 0, d - 1) * st
+    return np.transpose(flat).reshape(-1), np.transpose(inside).reshape(-1)
+
+
+@stmt_rule(TmaStoreBox)
+def _tma_store(it: ThreadInterpreter, s: TmaStoreBox, env: dict, mask: np.ndarray) -> None:
+    """Reads the swizzled box from shared memory when issued (a race with writes not ordered before it by a barrier
+    is reported) and writes the part inside the tensor."""
+    t = s.tmap
+    eb = t.dtype.bits // 8
+    coords = [np.broadcast_to(np.asarray(it.eval(c, env, mask), np.int64), (it.T,)) for c in s.coords]
+    src = np.broadcast_to(np.asarray(it.eval(s.src_off, env, mask), np.int64), (it.T,))
+    sh = it.shared[s.src]
+    for tid in it.tids[mask]:
+        start = int(src[tid]) * eb
+        if start % 128:
+            it.fail(f"TMA store from {s.src.name} at byte {start}: the source must be 128-byte aligned")
+        flat, inside = _box_index(t, [int(c[tid]) for c in coords])
+        byte = start + np.arange(flat.size) * eb
+        if t.swizzle:
+            byte = byte ^ (((byte >> 7) & (t.swizzle // 16 - 1)) << 4)
+        o = byte // eb
+        if o.min() < 0 or o.max() >= sh.data.size:
+            it.fail(f"TMA store reads {s.src.name} outside its {sh.data.size} elements")
+        it.track_read(sh, s.src, np.array([tid]), o[None, :])
+        it.globals_[s.dst][flat[inside]] = sh.data[o[inside]].astype(it.globals_[s.dst].dtype)
+
+
+@stmt_rule(BulkWait)
+def _bulk_wait(it: ThreadInterpreter, s: BulkWait, env: dict, mask: np.ndarray) -> None:
+    pass  # the interpreter's TMA stores read their tile when issued
 
 
 def _barrier_of(it: ThreadInterpreter, rank: int, key: tuple[Mem, int], what: str) -> Mbarrier:

@@ -36,6 +36,7 @@ from tilec.ir.stmt import (
     Stmt,
     Store,
     TmaCopy,
+    TmaStore,
     WarpRoles,
 )  # fmt: skip
 
@@ -252,6 +253,8 @@ class _Printer:
         if isinstance(s, TmaCopy):
             mc = ", multicast=True" if s.multicast else ""
             return f"T.tma_copy({self.r(s.src)}, {self.r(s.dst)}, barrier={self.r(s.barrier)}{mc})"
+        if isinstance(s, TmaStore):
+            return f"T.tma_store({self.r(s.src)}, {self.r(s.dst)})"
         if isinstance(s, ClusterSync):
             return "T.cluster_sync()"
         if isinstance(s, BarrierInit):

@@ -319,6 +319,15 @@ class TmaCopy(Copy):
 
 
 @dataclass(frozen=True, eq=False)
+class TmaStore(Copy):
+    """A shared→global tile copy by the tensor-memory accelerator (sm_90a; made by the epilogue pass): after the
+    threads that wrote the shared tile fence it to the async proxy and synchronize, one thread issues it and waits
+    until it has read the tile; elements outside the tensor are not written."""
+
+    kind = "tma_store"
+
+
+@dataclass(frozen=True, eq=False)
 class BarrierInit(TileOp):
     """Initialise every mbarrier of ``barriers`` (a shared uint64 buffer) to expect ``count`` arrivals a phase."""
 

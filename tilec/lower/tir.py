@@ -345,6 +345,25 @@ class TmaLoad(TStmt):
 
 
 @dataclass(frozen=True, eq=False)
+class TmaStoreBox(TStmt):
+    """``cp.async.bulk.tensor`` shared→global (one thread, in its bulk group): ``src[src_off...]``, laid out with
+    ``tmap``'s swizzle, to the box of ``tmap`` at element ``coords`` (innermost first) of the tensor ``dst``; the
+    elements outside the tensor are not written."""
+
+    tmap: TensorMap
+    coords: tuple[Expr, ...]
+    src: Mem
+    src_off: Expr
+    dst: Mem
+
+
+@dataclass(frozen=True, eq=False)
+class BulkWait(TStmt):
+    """``cp.async.bulk.commit_group`` then ``cp.async.bulk.wait_group.read 0``: the thread's TMA stores have read
+    their shared memory (which may be written again, or released by the block's exit)."""
+
+
+@dataclass(frozen=True, eq=False)
 class MbarInit(TStmt):
     """``mbarrier.init``: ``bar[off]`` expects ``count`` arrivals a phase, starting in phase 0."""
 

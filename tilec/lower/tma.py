@@ -23,10 +23,11 @@ from tilec.backends.cemit import CEmitter, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, binop, const
-from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, ClusterSync, Stmt, TmaCopy, WarpRoles
+from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, ClusterSync, Stmt, TmaCopy, TmaStore, WarpRoles
 from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.layouts import operand_layout, swizzle_bytes
 from tilec.lower.tir import (
+    BulkWait,
     ClusterBarrier,
     FenceMbarInit,
     If,
@@ -38,6 +39,7 @@ from tilec.lower.tir import (
     SyncWarp,
     TensorMap,
     TmaLoad,
+    TmaStoreBox,
     TStmt,
     seq,
 )  # fmt: skip
@@ -100,6 +102,31 @@ def lower_tma_copy(lw: Lowerer, c: TmaCopy) -> TStmt:
         off = binop("+", base, binop("+", binop("*", p, rows * width), binop("*", first, width)))
         loads.append(TmaLoad(tmap, tuple(coords), mem, off, bar, bar_off, mask))
     return If(binop("==", lw.tx, lw.issuer), seq(loads))
+
+
+@lower_rule(TmaStore)
+def lower_tma_store(lw: Lowerer, c: TmaStore) -> TStmt:
+    """One box per swizzle panel of the shared tile, issued by the first thread once the block's writes of the tile
+    are fenced to the async proxy (``_needs_proxy_fence`` in the lowering pass) and ordered by the barrier the
+    barrier pass places before this op; that thread then waits until the boxes have been read."""
+    src, dst = c.src.buffer, c.dst.buffer
+    rows, cols = (int(d) for d in src.shape[-2:])
+    if not lw.shared_layout(src).equals(operand_layout((rows, cols), src.dtype)):
+        raise TilecError(f"TMA store from {src.name!r}: its shared layout is not a tensor-core operand layout", c.loc)
+    sw = swizzle_bytes((rows, cols), src.dtype) or 0
+    width = sw // (src.dtype.bits // 8) if sw else cols
+    dims = [d for d, e in enumerate(c.dst.extents) if e != 1]  # the tile's row and column dimensions in the tensor
+    row = dst.ndim - 1 - dims[0]
+    box = [1] * dst.ndim
+    box[0], box[row] = width, rows
+    tmap = tensor_map(lw, dst, tuple(box), sw)
+    mem, gmem = lw.mem_of(src), lw.mem_of(dst)
+    stores: list[TStmt] = []
+    for p in range(cols // width):
+        coords = list(reversed(c.dst.starts))
+        coords[0] = binop("+", coords[0], const(p * width))
+        stores.append(TmaStoreBox(tmap, tuple(coords), mem, const(p * rows * width), gmem))
+    return If(binop("==", lw.tx, lw.issuer), seq(stores + [BulkWait()]))
 
 
 def cluster_rank(lw: Lowerer) -> tuple[int, Expr]:
@@ -194,6 +221,27 @@ def _emit_tma_load(e: CEmitter, s: TmaLoad, d: int) -> None:
     mask = f", {s.multicast}" if s.multicast else ""
     e.emit(d, f"{fn}(&{e.names(s.tmap)}, {e.names(s.dst)} + {e.e(s.dst_off)}, {e.names(s.bar)} + {e.e(s.bar_off)}, "
               f"{coords}{mask});")
+
+
+@emit_rule(TmaStoreBox)
+def _emit_tma_store(e: CEmitter, s: TmaStoreBox, d: int) -> None:
+    rank = len(s.coords)
+    cs = ", ".join(f"%{i + 2}" for i in range(rank))
+    params = ", ".join(f"int c{i}" for i in range(rank))
+    ins = ", ".join(f'"r"(c{i})' for i in range(rank))
+    name = f"tma_store_{rank}d"
+    fn = _helper(e, name, (
+        f"__device__ __forceinline__ void {name}(const void* map, const void* src, {params}) {{\n"
+        f'  asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [%0, {{{cs}}}], [%1];"\n'
+        f'               :: "l"(map), "r"({_SMEM.format("src")}), {ins} : "memory");\n'
+        "}\n"))
+    coords = ", ".join(e.e(c) for c in s.coords)
+    e.emit(d, f"{fn}(&{e.names(s.tmap)}, {e.names(s.src)} + {e.e(s.src_off)}, {coords});")
+
+
+@emit_rule(BulkWait)
+def _emit_bulk_wait(e: CEmitter, s: BulkWait, d: int) -> None:
+    e.emit(d, 'asm volatile("cp.async.bulk.commit_group;\\ncp.async.bulk.wait_group.read 0;\\n" ::: "memory");')
 
 
 @emit_rule(MbarInit)

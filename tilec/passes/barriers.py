@@ -8,7 +8,7 @@ iteration to the next (a copy overwriting what last iteration's gemm read) gets 
 Shared and global mems are tracked; registers are private and need none. Shared mems placed over each other's
 memory (an epilogue's staging tile over a loop's stages) count as one another. A TMA copy counts as a write when it
 is issued (what others read or wrote before must be ordered before it) and its data is visible to every thread
-that waited on its mbarrier, without a barrier; mbarrier inits are writes of the barrier's mem (their lowering
+that waited on its mbarrier, without a barrier; a TMA store reads its shared tile when it is issued; mbarrier inits are writes of the barrier's mem (their lowering
 ends with a barrier), arrivals and waits reads of it.
 """
 
@@ -37,6 +37,7 @@ from tilec.lower.tir import (
     Sync,
     ThreadKernel,
     TmaLoad,
+    TmaStoreBox,
     TStmt,
     WgmmaOperand,
     Write,
@@ -78,6 +79,9 @@ def _accesses(s: TStmt) -> tuple[set[int], set[int], bool]:
             if isinstance(n, AtomicAddOp):
                 reads.add(id(n.mem))
         elif isinstance(n, (CpAsync, TmaLoad)):
+            writes.add(id(n.dst))
+        elif isinstance(n, TmaStoreBox):  # read at its issue (the issuer waits for the read before going on)
+            reads.add(id(n.src))
             writes.add(id(n.dst))
         elif isinstance(n, MbarInit):
             writes.add(id(n.bar))

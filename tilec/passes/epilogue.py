@@ -11,6 +11,10 @@ the tile reaches global memory in 16-byte vectors along its rows: a warp writes 
 direct store writes 8 rows x 16 bytes per instruction. The barrier pass orders the staging writes after the
 gemm's last reads of the operand they overlay.
 
+With the ``tma`` pass config on sm_90a (and ``tma_store`` not False) the shared tile goes out by a TMA store instead (:class:`TmaStore`: one
+thread issues a box per swizzle panel, the copy engine writes them, clipped to the tensor), where the tensor allows a
+tensor map (static shape, rows a multiple of 16 bytes) and the tile's rows fit a box (at most 256).
+
 Only accumulators of tensor-core gemms (operands of 16 bits or fewer) are staged: those hold pairs of elements,
 which a direct store writes 4 bytes at a time. Skipped (with a note) when no such operand is large enough.
 """
@@ -23,7 +27,7 @@ import math
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import const
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.stmt import Copy, Gemm, KernelLaunch, SeqStmt, Stmt, TileOp, WarpRoles
+from tilec.ir.stmt import Copy, Gemm, KernelLaunch, SeqStmt, Stmt, TileOp, TmaStore, WarpRoles
 from tilec.ir.visit import walk
 from tilec.target import Target
 
@@ -33,13 +37,21 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None)
     if not target.arch.startswith("sm_") or not (options or {}).get("stage_epilogue", True):
         return func, []
     launch = func.launch
-    st = _Stager(launch)
+    opts = options or {}
+    st = _Stager(launch, bool(opts.get("tma")) and opts.get("tma_store", True) and target.arch == "sm_90a")
     body = st.seq(launch.body, top=True)
     if not st.new:
         return func, st.notes
     new = dataclasses.replace(launch, body=body, allocs=launch.allocs + tuple(b for b, _ in st.new),
                               overlays=launch.overlays + tuple(st.new))
     return dataclasses.replace(func, body=new), st.notes
+
+
+def _tma_storable(g: Buffer, tile: tuple[int, ...]) -> bool:
+    """Whether a tensor map can describe ``g`` (static shape, every row stride a multiple of 16 bytes) with a box of
+    the tile's rows (at most 256)."""
+    shape = g.static_shape
+    return shape is not None and shape[-1] * g.dtype.bits // 8 % 16 == 0 and tile[0] <= 256
 
 
 def _bytes(b: Buffer) -> int:
@@ -58,8 +70,9 @@ def _uses(s: Stmt) -> set[int]:
 
 
 class _Stager:
-    def __init__(self, launch: KernelLaunch) -> None:
+    def __init__(self, launch: KernelLaunch, tma: bool) -> None:
         self.launch = launch
+        self.tma = tma  # TMA stores where the tensor allows them
         self.new: list[tuple[Buffer, tuple[Buffer, ...]]] = []
         self.notes: list[str] = []
 
@@ -100,10 +113,12 @@ class _Stager:
                               f"gemm idle after the loop has the {_bytes(stage)} bytes a staging tile needs")
             return None
         self.new.append((stage, tuple(fits)))
+        tma = self.tma and _tma_storable(g, shape)
         self.notes.append(f"T.copy at line {line}: {f.name} goes out through shared memory ({stage.name}, over "
-                          f"{', '.join(u.name for u in fits)}), in 16-byte vectors")
+                          f"{', '.join(u.name for u in fits)}), " + ("by TMA stores" if tma else "in 16-byte vectors"))
         zero = tuple(const(0) for _ in shape)
-        return [Copy(c.src, Region(stage, zero, shape), loc=c.loc), Copy(Region(stage, zero, shape), c.dst, loc=c.loc)]
+        out = (TmaStore if tma else Copy)(Region(stage, zero, shape), c.dst, loc=c.loc)
+        return [Copy(c.src, Region(stage, zero, shape), loc=c.loc), out]
 
     def taken(self) -> set[int]:
         return {id(u) for _, under in self.new for u in under}
