@@ -43,10 +43,10 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
                 n_blocks = T.min(n_blocks, T.ceildiv((bx + 1) * block_M, block_N))
             for k in T.Pipelined(n_blocks, num_stages=num_stages):
                 T.copy(K[bz, by, k * block_N : (k + 1) * block_N, :], K_s)
-                if is_causal:
+                if is_causal and (k + 1) * block_N > bx * block_M + 1:  # a block the diagonal crosses
                     for i, j in T.Parallel(block_M, block_N):
                         S[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(acc))
-                elif seq_len % block_N:
+                elif seq_len % block_N and (k + 1) * block_N > seq_len:  # the last, partial block
                     for i, j in T.Parallel(block_M, block_N):
                         S[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(acc))
                 else:
