@@ -48,11 +48,12 @@ def test_the_accumulators_go_out_through_a_tile_over_the_stages():
 
 def test_tma_store_needs_a_tensor_map_and_the_barrier_before_it(rng):
     """Rows of 1001 halves (2002 bytes) allow no tensor map: 16-byte vector stores. Without the barrier between
-    the staging writes and the store, the interpreter names the unordered read of the tile."""
+    the staging writes and the store, the interpreter names the unordered read of the tile; without the writers'
+    async-proxy fences, the first read by the async proxy of a thread's write."""
     from tests.lower.test_tma_simt import _run_thread_ir
     from tilec.errors import RaceError
     from tilec.ir.visit import walk
-    from tilec.lower.tir import Group, Seq, Sync, TmaStoreBox
+    from tilec.lower.tir import FenceProxyAsync, Group, Seq, Sync, TmaStoreBox
 
     tiles = {"block_M": 64, "block_N": 128, "block_K": 32, "threads": 128, "num_stages": 3}
     odd = _gemm(100, 1001, 96, "simt:sm_90a", {"wgmma": True, "tma": True}, **tiles)
@@ -71,8 +72,13 @@ def test_tma_store_needs_a_tensor_map_and_the_barrier_before_it(rng):
     a, b = randn(rng, (100, 96), "float16"), randn(rng, (96, 200), "float16")
     _run_thread_ir(k, tk, a, b)
     edited = dataclasses.replace(tk, body=transform(tk.body, no_sync))
-    with pytest.raises(RaceError, match=r"C_f_stage"):
+    with pytest.raises(RaceError, match=r"race on shared C_f_stage\[\d+\]: thread 0 reads what thread \d+ wrote"):
         _run_thread_ir(k, edited, a, b)
+    unfenced = dataclasses.replace(tk, body=transform(tk.body, lambda n: Seq(()) if isinstance(n, FenceProxyAsync)
+                                                       else None))
+    with pytest.raises(RaceError, match=r"a (wgmma|TMA store) reads shared \w+\[\d+\], which thread \d+ wrote "
+                                        r"without a fence.proxy.async"):
+        _run_thread_ir(k, unfenced, a, b)
 
 
 def test_no_staging_where_no_operand_holds_the_tile():

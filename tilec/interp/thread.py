@@ -111,6 +111,7 @@ class _Shared:
         self.r_epoch = np.full(n, -1, np.int64)
         self.pending = np.zeros(n, bool)
         self.wgmma_reads = np.zeros(n, np.int32)  # in-flight wgmma groups reading each element
+        self.unfenced = np.zeros(n, bool)  # written by a thread that has not fenced it to the async proxy since
 
 
 class ThreadInterpreter:
@@ -317,6 +318,15 @@ class ThreadInterpreter:
             dup = (so[1:] == so[:-1]) & (st[1:] != st[:-1])
             sh.r_thread[so[1:][dup]] = -2
 
+    def check_fenced(self, sh: _Shared, mem: Mem, o: np.ndarray, reader: str) -> None:
+        """The async proxy (wgmma, TMA stores) reads ``o``: each element's last writer must have fenced it
+        (``fence.proxy.async``) since writing it."""
+        bad = sh.unfenced[o.ravel()]
+        if self.check_races and np.any(bad):
+            i = int(o.ravel()[bad][0])
+            self.fail(f"{reader} reads shared {mem.name}[{i}], which thread {int(sh.w_thread[i])} wrote without a "
+                      "fence.proxy.async after it (the async proxy may not see the write)", RaceError)
+
     def track_write(self, sh: _Shared, mem: Mem, t: np.ndarray, o: np.ndarray, by_threads: bool = True) -> None:
         """Race checks of a write by threads ``t`` (``by_threads=False``: a TMA copy they issued, which mbarriers
         order rather than the threads' synchronization)."""
@@ -332,6 +342,7 @@ class ThreadInterpreter:
             return
         if by_threads:
             self.unsynced[t] = 1
+        sh.unfenced[oo] = by_threads  # a thread's store is in the generic proxy; a TMA copy's in the async one
         order = np.argsort(oo, kind="stable")
         so, st = oo[order], tt[order]
         dup = (so[1:] == so[:-1]) & (st[1:] != st[:-1])

@@ -230,6 +230,7 @@ def _tma_store(it: ThreadInterpreter, s: TmaStoreBox, env: dict, mask: np.ndarra
         if o.min() < 0 or o.max() >= sh.data.size:
             it.fail(f"TMA store reads {s.src.name} outside its {sh.data.size} elements")
         it.track_read(sh, s.src, np.array([tid]), o[None, :])
+        it.check_fenced(sh, s.src, o, "a TMA store")
         it.globals_[s.dst][flat[inside]] = sh.data[o[inside]].astype(it.globals_[s.dst].dtype)
 
 

@@ -87,6 +87,7 @@ def _wgmma(it: ThreadInterpreter, s: Wgmma, env: dict, mask: np.ndarray) -> None
         reads.append((s.b.mem, idx))
         for mem, i in reads[-2 if s.a is not None else -1:]:  # race checks: the warpgroup (its first thread) reads
             it.track_read(it.shared[mem], mem, np.array([base]), i.reshape(1, -1))
+            it.check_fenced(it.shared[mem], mem, i, "a wgmma")
         regs = it.regs[s.c]
         acc = regs[base + d_thread, c_off + d_reg].astype(np.float32) + a @ b
         regs[base + d_thread, c_off + d_reg] = typed(acc, s.c.dtype)
@@ -151,5 +152,8 @@ def _wait(it: ThreadInterpreter, s: WgmmaWait, env: dict, mask: np.ndarray) -> N
 
 @stmt_rule(WgmmaFence)
 @stmt_rule(FenceProxyAsync)
-def _no_op(it: ThreadInterpreter, s: object, env: dict, mask: np.ndarray) -> None:
-    pass
+def _fence_proxy(it: ThreadInterpreter, s: FenceProxyAsync, env: dict, mask: np.ndarray) -> None:
+    """The fencing threads' shared-memory writes become visible to the async proxy."""
+    fencing = it.tids[mask]
+    for sh in it.shared.values():
+        sh.unfenced &= ~np.isin(sh.w_thread, fencing)

@@ -8,8 +8,8 @@ iteration to the next (a copy overwriting what last iteration's gemm read) gets 
 Shared and global mems are tracked; registers are private and need none. Shared mems placed over each other's
 memory (an epilogue's staging tile over a loop's stages) count as one another. A TMA copy counts as a write when it
 is issued (what others read or wrote before must be ordered before it) and its data is visible to every thread
-that waited on its mbarrier, without a barrier; a TMA store reads its shared tile when it is issued; mbarrier inits are writes of the barrier's mem (their lowering
-ends with a barrier), arrivals and waits reads of it.
+that waited on its mbarrier, without a barrier; a TMA store reads its shared tile when it is issued; mbarrier inits
+are writes of the barrier's mem (their lowering ends with a barrier), arrivals and waits reads of it.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ the tile reaches global memory in 16-byte vectors along its rows: a warp writes 
 direct store writes 8 rows x 16 bytes per instruction. The barrier pass orders the staging writes after the
 gemm's last reads of the operand they overlay.
 
-With the ``tma`` pass config on sm_90a (and ``tma_store`` not False) the shared tile goes out by a TMA store instead (:class:`TmaStore`: one
-thread issues a box per swizzle panel, the copy engine writes them, clipped to the tensor), where the tensor allows a
-tensor map (static shape, rows a multiple of 16 bytes) and the tile's rows fit a box (at most 256).
+With the ``tma`` pass config on sm_90a (and ``tma_store`` not False) the shared tile goes out by a TMA store
+instead (:class:`TmaStore`: one thread issues a box per swizzle panel, the copy engine writes them, clipped to the
+tensor), where the tensor allows a tensor map (static shape, rows a multiple of 16 bytes) and the tile's rows fit a
+box (at most 256).
 
 Only accumulators of tensor-core gemms (operands of 16 bits or fewer) are staged: those hold pairs of elements,
 which a direct store writes 4 bytes at a time. Skipped (with a note) when no such operand is large enough.
