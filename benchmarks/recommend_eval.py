@@ -89,10 +89,12 @@ def evaluate(name: str, jit_fn: Any, args: tuple, space: dict, warmup: float, re
     """The model's ranking of ``space`` for ``jit_fn(*args)`` and, unless ``model_only``, the measured times
     (``timer``: the autotuner's, CUDA events by default)."""
     import tilec
+    from tilec.runtime.jit import default_pass_configs
 
     t0 = time.perf_counter()
     rec = tilec.recommend(jit_fn, *args, space=space)
-    entry: dict[str, Any] = {"name": name, "candidates": len(rec.ranked) + len(rec.rejected),
+    entry: dict[str, Any] = {"name": name, "pass_configs": {**default_pass_configs(), **(jit_fn.pass_configs or {})},
+                             "candidates": len(rec.ranked) + len(rec.rejected),
                              "model_ranked": len(rec.ranked), "model_s": time.perf_counter() - t0,
                              "model_top": rec[0] if rec.rows else None, "rows": _model_rows(rec)}
     print(f"{name}: {entry['candidates']} candidates, {len(rec.ranked)} ranked by the model in "
@@ -206,6 +208,9 @@ def _shape_args(name: str) -> tuple[Any, tuple]:
     return __import__("03_flash_attention").flash_attention, sizes + (bool(rest),)
 
 
+SM80_PATH = {"wgmma": False, "tma": False}
+
+
 def replay(paths: list[str]) -> list[dict]:
     """Score today's model against measurements kept in earlier JSON reports (no GPU needed): each entry's
     candidate space is re-ranked and joined with its measured times by configuration."""
@@ -218,6 +223,12 @@ def replay(paths: list[str]) -> list[dict]:
                 continue
             space = {k: sorted({r["config"][k] for r in entry["rows"]}) for k in entry["rows"][0]["config"]}
             fn, args = _shape_args(entry["name"])
+            # the pass configs of the measurement; reports from before the Hopper path became the default on
+            # sm_90a (2026-12-03) record none and measured the sm_80 path
+            configs = entry.get("pass_configs", SM80_PATH)
+            import tilec
+
+            fn = tilec.jit(out_idx=fn.out_idx, target=fn.target, pass_configs=configs)(fn.fn)
             new = evaluate(f"{entry['name']} ({Path(path).name})", fn, args, space, 0, 0, True)
             for row in new["rows"]:
                 m = measured.get(_tag(row["config"]))

@@ -317,9 +317,12 @@ def barrier_count(ftg: Any, counts: Any) -> Any:
     return sum((counts.loops[k][1] for k in loops if k in counts.loops), 0.0)
 
 
-def estimate_kernel(func: Any, target: Any, device: Any = None, sizes: dict[str, int] | None = None) -> KernelCost:
-    """Run the pipeline up to ``layout_inference`` for ``target`` (on the CPU) and :func:`estimate` the kernel."""
+def estimate_kernel(func: Any, target: Any, device: Any = None, sizes: dict[str, int] | None = None,
+                    options: dict | None = None) -> KernelCost:
+    """Run the pipeline up to ``layout_inference`` for ``target`` (on the CPU) with pass configs ``options`` (default:
+    those a kernel gets without its own, e.g. the Hopper path on sm_90a) and :func:`estimate` the kernel."""
     from tilec.passes.pipeline import run_pipeline
+    from tilec.runtime.jit import default_pass_configs
     from tilec.target import Target, parse_target
 
     t = parse_target(target)
@@ -327,7 +330,8 @@ def estimate_kernel(func: Any, target: Any, device: Any = None, sizes: dict[str,
         from tilec.arch import target_arch
 
         t = Target("hip" if target_arch(t).startswith("gfx") else "cuda", target_arch(t))
-    return estimate(run_pipeline(func, t, until="layout_inference"), device, sizes)
+    opts = default_pass_configs() if options is None else options
+    return estimate(run_pipeline(func, t, until="layout_inference", options=opts), device, sizes)
 
 
 # ---------------------------------------------------------------------------------------------------- time

@@ -80,7 +80,7 @@ class OpCost:
     sfu: Any = 0.0  # transcendental lane operations
     flops: Any = 0.0  # FLOPs outside tensor cores (an FMA is two)
     inflight: Any = 0.0  # bytes of global loads the op keeps in flight at once
-    asynchronous: bool = False  # its loads overlap the block's compute (cp.async into >= 2 buffers)
+    asynchronous: bool = False  # its loads overlap the block's compute (cp.async or TMA into >= 2 buffers)
     scratch_regs: int = 0  # registers per thread its lowering adds (gemm operand fragments) ...
     scratch_regs_min: int = 0  # ... and the fewest it can do with (one k-step's operands)
     scratch_smem: int = 0  # bytes of shared scratch its lowering adds (layout conversions, cross-warp partials)
@@ -197,7 +197,7 @@ def _copy(ctx: RuleContext, c: Copy) -> OpCost:
         cost.inflight = n * c.src.dtype.bytes
         dst = c.dst
         versions = int(dst.buffer.shape[0]) if dst.ndim > 1 and dst.extents[0] == 1 else 1
-        if c.kind == "async_copy" and versions > 1:  # a pipelined producer: versions - 1 trips in flight
+        if c.kind in ("async_copy", "tma_copy") and versions > 1:  # a pipelined producer: versions - 1 trips in flight
             cost.inflight = cost.inflight * (versions - 1)
             cost.asynchronous = True
     return cost
@@ -241,8 +241,10 @@ def _gemm(ctx: RuleContext, g: Gemm) -> OpCost:
     _move(cost, a, plan.warp_n * m * k * g.A.dtype.bytes, write=False)
     _move(cost, b, plan.warp_m * k * n * g.B.dtype.bytes, write=False)
     # ldmatrix destinations per k-step (A: 8 halves per 16-row atom, B: 4 halves per 8-column atom), of up to
-    # LIVE_K_STEPS k-steps at once (ptxas hoists the loads of the unrolled k-steps)
-    per_step = (tm // 16 * 4 if a.scope == "shared" else 0) + (tn // 8 * 2 if b.scope == "shared" else 0)
+    # LIVE_K_STEPS k-steps at once (ptxas hoists the loads of the unrolled k-steps); wgmma reads shared operands
+    # through descriptors, into no registers
+    per_step = 0 if plan.instr == "wgmma" else \
+        (tm // 16 * 4 if a.scope == "shared" else 0) + (tn // 8 * 2 if b.scope == "shared" else 0)
     cost.scratch_regs = per_step * min(k // 16, LIVE_K_STEPS)
     cost.scratch_regs_min = per_step
     return cost

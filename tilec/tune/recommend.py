@@ -197,11 +197,18 @@ def _evaluate(jit_fn: Any, args: tuple, fixed: dict, config: dict, target: Targe
 
     try:
         func = build_func(jit_fn, args, {**fixed, **config})
-        cost = estimate_kernel(func, target, device, sizes)
+        cost = estimate_kernel(func, target, device, sizes, _pass_configs(jit_fn))
     except Exception as e:  # noqa: BLE001 - any failure to build or cost the candidate rejects it, with the reason
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return Candidate(config, None, f"{type(e).__name__}: {first}"[:300])
     return Candidate(config, cost, cost.rejected)
+
+
+def _pass_configs(jit_fn: Any) -> dict:
+    """The pass configs the function's kernels are built with (the defaults, then its own)."""
+    from tilec.runtime.jit import default_pass_configs
+
+    return {**default_pass_configs(), **(getattr(jit_fn, "pass_configs", None) or {})}
 
 
 def _rank_key(knobs: list[str]) -> Any:
