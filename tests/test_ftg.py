@@ -102,63 +102,84 @@ def test_gemm_dot_json_svg(gemm, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- flash attention
 
-# n0 copy Q->Q_s, n1 fill O_f, n2 fill l, n3 fill m | loop k: n4 copy K->K_s, n5 parallel S = mask (writes all of S,
-# reads nothing), n6 gemm Q_s K_s^T -> S (accumulates), n7 copy m->m_prev, n8 reduce_max S -> m (clear=False),
-# n9 parallel rescale = f(m_prev, m), n10 parallel S = f(S, m) (rewrites all of S), n11 reduce_sum S -> l_tile,
-# n12 parallel l = l*rescale + l_tile, n13 copy S->P, n14 parallel O_f *= rescale (rewrites all of O_f),
-# n15 copy V->V_s, n16 gemm P V_s -> O_f | n17 parallel O_f /= l (rewrites all of O_f), n18 copy O_f->O.
+# n0 copy Q->Q_s, n1 fill O_f, n2 fill l, n3 fill m | loop k: n4 copy K->K_s; if the block is the last, partial one:
+# n5 parallel S = mask (writes all of S, reads nothing), else: n6 fill S (the clear; writes all of S); then n7 gemm
+# Q_s K_s^T -> S (accumulates), n8 copy m->m_prev, n9 reduce_max S -> m (clear=False), n10 parallel rescale =
+# f(m_prev, m), n11 parallel S = f(S, m) (rewrites all of S), n12 reduce_sum S -> l_tile, n13 parallel l = l*rescale
+# + l_tile, n14 copy S->P, n15 parallel O_f *= rescale (rewrites all of O_f), n16 copy V->V_s, n17 gemm P V_s -> O_f
+# | n18 parallel O_f /= l (rewrites all of O_f), n19 copy O_f->O.
+# n5 and n6 exclude each other: no edge between them within a trip (and across trips n11 rewrites S in between).
+# Together they rewrite all of S on every path, so they kill for S like a single full overwrite would.
 FLASH_EDGES = {
-    ("n0", "n6", "RAW", "Q_s", None),
-    ("n1", "n14", "RAW", "O_f", None),
-    ("n1", "n17", "RAW", "O_f", None),  # the loop may run zero times; n14 in the loop does not kill for n17
-    ("n2", "n12", "RAW", "l", None),
-    ("n2", "n17", "RAW", "l", None),
-    ("n3", "n7", "RAW", "m", None),
+    ("n0", "n7", "RAW", "Q_s", None),
+    ("n1", "n15", "RAW", "O_f", None),
+    ("n1", "n18", "RAW", "O_f", None),  # the loop may run zero times; n15 in the loop does not kill for n18
+    ("n2", "n13", "RAW", "l", None),
+    ("n2", "n18", "RAW", "l", None),
     ("n3", "n8", "RAW", "m", None),
     ("n3", "n9", "RAW", "m", None),
-    ("n3", "n10", "RAW", "m", None),  # n8 between writes m only partially (clear=False), so no kill
-    ("n4", "n6", "RAW", "K_s", None),
-    ("n5", "n6", "RAW", "S", None),
-    ("n5", "n8", "RAW", "S", None),
-    ("n5", "n10", "RAW", "S", None),  # n5 -> n11, n13 are killed by n10's full rewrite of S
-    ("n6", "n8", "RAW", "S", None),
-    ("n6", "n10", "RAW", "S", None),
-    ("n7", "n8", "WAR", "m", None),
-    ("n7", "n9", "RAW", "m_prev", None),
-    ("n8", "n9", "RAW", "m", None),
-    ("n8", "n10", "RAW", "m", None),
-    ("n8", "n10", "WAR", "S", None),
-    ("n9", "n12", "RAW", "rescale", None),
-    ("n9", "n14", "RAW", "rescale", None),
-    ("n10", "n11", "RAW", "S", None),
-    ("n10", "n13", "RAW", "S", None),
-    ("n11", "n12", "RAW", "l_tile", None),
-    ("n12", "n17", "RAW", "l", None),
-    ("n13", "n16", "RAW", "P", None),
-    ("n14", "n16", "RAW", "O_f", None),
-    ("n14", "n17", "RAW", "O_f", None),  # n16 between accumulates (partial write)
-    ("n15", "n16", "RAW", "V_s", None),
-    ("n16", "n17", "RAW", "O_f", None),
-    ("n17", "n18", "RAW", "O_f", None),  # n1, n14, n16 -> n18 are killed by n17's full rewrite
+    ("n3", "n10", "RAW", "m", None),
+    ("n3", "n11", "RAW", "m", None),  # n9 between writes m only partially (clear=False), so no kill
+    ("n4", "n7", "RAW", "K_s", None),
+    ("n5", "n7", "RAW", "S", None),  # the gemm accumulates onto the mask, or onto the clear's zeros
+    ("n5", "n9", "RAW", "S", None),
+    ("n5", "n11", "RAW", "S", None),  # n5, n6 -> n12, n14 are killed by n11's full rewrite of S
+    ("n6", "n7", "RAW", "S", None),
+    ("n6", "n9", "RAW", "S", None),
+    ("n6", "n11", "RAW", "S", None),
+    ("n7", "n9", "RAW", "S", None),
+    ("n7", "n11", "RAW", "S", None),
+    ("n8", "n9", "WAR", "m", None),
+    ("n8", "n10", "RAW", "m_prev", None),
+    ("n9", "n10", "RAW", "m", None),
+    ("n9", "n11", "RAW", "m", None),
+    ("n9", "n11", "WAR", "S", None),
+    ("n10", "n13", "RAW", "rescale", None),
+    ("n10", "n15", "RAW", "rescale", None),
+    ("n11", "n12", "RAW", "S", None),
+    ("n11", "n14", "RAW", "S", None),
+    ("n12", "n13", "RAW", "l_tile", None),
+    ("n13", "n18", "RAW", "l", None),
+    ("n14", "n17", "RAW", "P", None),
+    ("n15", "n17", "RAW", "O_f", None),
+    ("n15", "n18", "RAW", "O_f", None),  # n17 between accumulates (partial write)
+    ("n16", "n17", "RAW", "V_s", None),
+    ("n17", "n18", "RAW", "O_f", None),
+    ("n18", "n19", "RAW", "O_f", None),  # n1, n15, n17 -> n19 are killed by n18's full rewrite
     # carried by k: from an iteration to the next, v at or before u in the body
-    ("n6", "n4", "WAR", "K_s", "k"),
-    ("n8", "n7", "RAW", "m", "k"),
-    ("n8", "n8", "RAW", "m", "k"),
-    ("n9", "n7", "WAR", "m_prev", "k"),
-    ("n9", "n8", "WAR", "m", "k"),
-    ("n10", "n5", "WAR", "S", "k"),  # reads of S before n10 are covered by n10 -> n5 through n10's rewrite
-    ("n10", "n8", "WAR", "m", "k"),
-    ("n11", "n5", "WAR", "S", "k"),
-    ("n12", "n9", "WAR", "rescale", "k"),
-    ("n12", "n11", "WAR", "l_tile", "k"),
-    ("n12", "n12", "RAW", "l", "k"),
-    ("n13", "n5", "WAR", "S", "k"),
-    ("n14", "n9", "WAR", "rescale", "k"),
-    ("n14", "n14", "RAW", "O_f", "k"),
-    ("n16", "n13", "WAR", "P", "k"),
-    ("n16", "n14", "RAW", "O_f", "k"),
-    ("n16", "n15", "WAR", "V_s", "k"),
+    ("n7", "n4", "WAR", "K_s", "k"),
+    ("n9", "n8", "RAW", "m", "k"),
+    ("n9", "n9", "RAW", "m", "k"),
+    ("n10", "n8", "WAR", "m_prev", "k"),
+    ("n10", "n9", "WAR", "m", "k"),
+    ("n11", "n5", "WAR", "S", "k"),  # reads of S before n11 are covered by n11 -> n5, n6 through n11's rewrite
+    ("n11", "n6", "WAR", "S", "k"),  # and n11 -> n7, n9, n11 (RAW S) are killed by the mask or clear before them
+    ("n11", "n9", "WAR", "m", "k"),
+    ("n12", "n5", "WAR", "S", "k"),  # n12, n14 -> n7, n11 (WAR S) are killed by the mask or clear before them
+    ("n12", "n6", "WAR", "S", "k"),
+    ("n13", "n10", "WAR", "rescale", "k"),
+    ("n13", "n12", "WAR", "l_tile", "k"),
+    ("n13", "n13", "RAW", "l", "k"),
+    ("n14", "n5", "WAR", "S", "k"),
+    ("n14", "n6", "WAR", "S", "k"),
+    ("n15", "n10", "WAR", "rescale", "k"),
+    ("n15", "n15", "RAW", "O_f", "k"),
+    ("n17", "n14", "WAR", "P", "k"),
+    ("n17", "n15", "RAW", "O_f", "k"),
+    ("n17", "n16", "WAR", "V_s", "k"),
 }
+
+
+def causal_numbering(deps: set[tuple]) -> set[tuple]:
+    """The edges of the causal kernel: its loop masks the blocks the diagonal crosses (n5), else the last partial
+    block (n6, in the else-branch), else clears S (n7). n5 of the kernel above is n5 or n6 here (exclusive, and
+    with the clear they rewrite all of S on every path: an if/else nested in an if/else); later nodes move by one."""
+
+    def ids(n: str) -> list[str]:
+        k = int(n[1:])
+        return [n] if k < 5 else ["n5", "n6"] if k == 5 else [f"n{k + 1}"]
+
+    return {(a, b, *rest) for u, v, *rest in deps for a in ids(u) for b in ids(v)}
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -166,14 +187,18 @@ def test_flash_attention_ftg(causal):
     kernel = load_example("03_flash_attention").flash_attention(1, 2, 100, 64, causal)
     ftg = kernel.ftg
     kinds = [ftg.node(n)["kind"] for n in ftg.nodes]
-    assert kinds == ["copy", "fill", "fill", "fill", "copy", "parallel", "gemm", "copy", "reduce", "parallel",
+    masks = ["parallel"] * (1 + causal)
+    assert kinds == ["copy", "fill", "fill", "fill", "copy", *masks, "fill", "gemm", "copy", "reduce", "parallel",
                      "parallel", "reduce", "parallel", "copy", "parallel", "copy", "gemm", "parallel", "copy"]
     in_loop = [bool(ftg.node(n)["loops"]) for n in ftg.nodes]
-    assert in_loop == [False] * 4 + [True] * 13 + [False] * 2
-    assert edges(ftg) == FLASH_EDGES
-    assert ftg.summary() == "FTG main: 19 tile ops (6 copy, 3 fill, 6 parallel, 2 gemm, 2 reduce), 49 dependencies"
-    assert ftg.node("n6")["label"].endswith("(64x64x64 B^T)")
-    assert ftg.node("n8")["label"] == "max(S, dim=1) -> m"
+    assert in_loop == [False] * 4 + [True] * (14 + causal) + [False] * 2
+    assert edges(ftg) == (causal_numbering(FLASH_EDGES) if causal else FLASH_EDGES)
+    assert ftg.summary() == (
+        "FTG main: 21 tile ops (6 copy, 4 fill, 7 parallel, 2 gemm, 2 reduce), 61 dependencies" if causal else
+        "FTG main: 20 tile ops (6 copy, 4 fill, 6 parallel, 2 gemm, 2 reduce), 55 dependencies"
+    )
+    assert ftg.node(f"n{7 + causal}")["label"].endswith("(64x64x64 B^T)")
+    assert ftg.node(f"n{9 + causal}")["label"] == "max(S, dim=1) -> m"
 
 
 # --------------------------------------------------------------------------------------- kill rules in detail
@@ -207,6 +232,100 @@ def test_conditional_overwrite_does_not_kill_and_element_stores_are_nodes():
         ("n3", "n5", "RAW", "c", None),
         ("n4", "n5", "WAW", "Y", None),
     }
+
+
+def test_opposite_branches_depend_only_across_trips():
+    @T.prim_func
+    def main(Y: T.Tensor((8,), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            x = T.alloc_fragment((8,), "float32")
+            T.fill(x, 0.0)  # n0
+            for k in T.serial(4):
+                if k > bx:
+                    T.fill(x, 1.0)  # n1
+                else:
+                    T.copy(x, Y)  # n2: never in the same trip as n1
+
+    assert edges(tilec.compile(main, target="cpu").ftg) == {
+        ("n0", "n1", "WAW", "x", None),
+        ("n0", "n2", "RAW", "x", None),  # n1 is not on the path to n2 within a trip: no kill
+        ("n1", "n2", "RAW", "x", "k"),  # n2 reads what n1 wrote in an earlier trip, not in its own
+        ("n2", "n1", "WAR", "x", "k"),
+    }  # and no n1 -> n2 within a trip
+
+
+def test_warp_roles_branches_both_run():
+    kernel = load_example("01_gemm").matmul(256, 256, 256, block_N=128, block_K=64, threads=128)
+    configs = {"wgmma": True, "tma": True, "warp_specialize": True}
+    ftg = tilec.JITKernel(kernel.prim_func, "cuda:sm_90a", pass_configs=configs).ftg
+    assert [ftg.node(n)["kind"] for n in ("n4", "n5", "n8")] == ["tma_copy", "tma_copy", "gemm"]
+    assert {("n4", "n8", "RAW", "A_s", None), ("n5", "n8", "RAW", "B_s", None)} <= edges(ftg)
+    # the producer's loads (then-branch of the WarpRoles) feed the consumer's gemm (else-branch): not exclusive
+
+
+def if_else_kernel(else_writes: str):
+    """x is rewritten in the then-branch, and in the else-branch: all of it (``fill``), one element (``store``), or
+    all of it in both branches of a nested if/else (``nested``); then read (n3) and rewritten reading it (n4)."""
+
+    @T.prim_func
+    def main(Y: T.Tensor((8,), "float32")):
+        with T.Kernel(2, threads=32) as bx:
+            x = T.alloc_fragment((8,), "float32")
+            T.fill(x, 0.0)  # n0
+            for k in T.serial(4):
+                if bx > 0:
+                    for i in T.Parallel(8):  # n1: all of x
+                        x[i] = 1.0
+                elif else_writes == "fill":
+                    T.fill(x, 2.0)  # n2
+                elif else_writes == "store":
+                    x[0] = 2.0  # n2: one element
+                elif k > 1:
+                    T.fill(x, 2.0)  # n2 (nested)
+                else:
+                    T.fill(x, 3.0)  # n3 (nested)
+                T.copy(x, Y)
+                for i in T.Parallel(8):  # rewrites all of x, reading it
+                    x[i] = x[i] * 2.0
+
+    return tilec.compile(main, target="cpu").ftg
+
+
+IF_ELSE_EDGES = {
+    ("n0", "n1", "WAW", "x", None),
+    ("n0", "n2", "WAW", "x", None),  # n1 and n2 are exclusive: no n1 -> n2, and n1 does not kill for n2
+    ("n1", "n3", "RAW", "x", None),
+    ("n1", "n4", "RAW", "x", None),
+    ("n2", "n3", "RAW", "x", None),
+    ("n2", "n4", "RAW", "x", None),
+    ("n3", "n4", "WAR", "x", None),
+    ("n4", "n1", "WAR", "x", "k"),
+    ("n4", "n2", "WAR", "x", "k"),  # n1 <-> n2 across trips are killed by n4
+}  # no n0 -> n3, n4 nor n4 -> n3, n4 (carried): n1 or n2 rewrites all of x in between on every path
+
+
+def test_if_else_overwriting_in_both_branches_kills():
+    ftg = if_else_kernel("fill")
+    assert [ftg.node(n)["kind"] for n in ftg.nodes] == ["fill", "parallel", "fill", "copy", "parallel"]
+    assert edges(ftg) == IF_ELSE_EDGES
+
+
+def test_if_else_overwriting_in_one_branch_does_not_kill():
+    ftg = if_else_kernel("store")
+    assert [ftg.node(n)["kind"] for n in ftg.nodes] == ["fill", "parallel", "store", "copy", "parallel"]
+    assert edges(ftg) == IF_ELSE_EDGES | {
+        ("n0", "n3", "RAW", "x", None),  # when bx == 0, x[1:] still holds n0's zeros in the first trip
+        ("n0", "n4", "RAW", "x", None),
+        ("n4", "n3", "RAW", "x", "k"),  # and n4's values from the trip before, in later ones
+        ("n4", "n4", "RAW", "x", "k"),
+    }
+
+
+def test_nested_if_else_overwriting_on_every_path_kills():
+    ftg = if_else_kernel("nested")
+    assert [ftg.node(n)["kind"] for n in ftg.nodes] == ["fill", "parallel", "fill", "fill", "copy", "parallel"]
+    ids = {"n0": ["n0"], "n1": ["n1"], "n2": ["n2", "n3"], "n3": ["n4"], "n4": ["n5"]}  # n2 is n2 or n3 here
+    assert edges(ftg) == {(a, b, *rest) for u, v, *rest in IF_ELSE_EDGES for a in ids[u] for b in ids[v]}
 
 
 def test_full_overwrite_earlier_in_the_loop_kills_for_later_nodes():

@@ -5,13 +5,18 @@ atomic_add, print, and each ``T.Parallel`` nest) and element stores outside para
 pipelined loops and conditions are not nodes: they are the context of the nodes inside them.
 
 Edges: a dependency u → v on buffer X exists when u comes before v, one of them writes X and the other reads
-or writes it (RAW, WAR, WAW), unless a node w between them overwrites all of X on every path from u to v. That is
-the case when w writes every element of X unconditionally (it may read X too, as ``O[i, j] *= s[i]`` does) and w
-sits in the innermost loop enclosing both u and v, or in a loop of v's nest inside it (so w runs before v
-whenever v runs), under no condition that v is not under. A dependency carried by loop L exists from u to v
-(v at or before u in L's body; L the innermost loop enclosing both) between one iteration of L and the next,
-unless a node directly in L's body, after u or before v and under no condition that u (resp. v) is not under,
-overwrites all of X. One edge per (u, v, buffer, carried or not), of the strongest kind: RAW, else WAR, else
+or writes it (RAW, WAR, WAW), unless u and v sit in opposite branches of one IfThenElse (no trip of the loops
+around it runs both; what one trip's branch leaves to the next trip's other branch is a carried dependency; not
+so for a ``WarpRoles``, whose producer and consumer branches both run), or X is overwritten in full on every path
+from u to v. A node w between them does that when w writes every element of X unconditionally (it may read X
+too, as ``O[i, j] *= s[i]`` does) and w sits in the innermost loop enclosing both u and v, or in a loop of v's
+nest inside it (so w runs before v whenever v runs), under no condition that v is not under. So does an
+IfThenElse between them each branch of which overwrites all of X, by such a node or by such an IfThenElse inside
+it, all in the same loops, with the IfThenElse under no condition that v is not under. A dependency carried by
+loop L exists from u to v (v at or before u in L's body, or in the other branch of an IfThenElse; L the innermost
+loop enclosing both) between one iteration of L and the next, unless nodes directly in L's body, after u or
+before v, overwrite all of X as above: one under no condition that u (resp. v) is not under, or an if/else that
+does it in both branches. One edge per (u, v, buffer, carried or not), of the strongest kind: RAW, else WAR, else
 WAW; a node depends on itself only by RAW, carried.
 """
 
@@ -49,6 +54,7 @@ from tilec.ir.stmt import (
     Store,
     TileOp,
     TmaCopy,
+    WarpRoles,
 )  # fmt: skip
 from tilec.ir.visit import walk
 
@@ -69,6 +75,7 @@ class _Collector:
     def __init__(self, names: Names) -> None:
         self.names = names
         self.nodes: list[_Node] = []
+        self.roles: set[int] = set()  # the WarpRoles among the IfThenElse statements: both branches run
 
     def walk(self, s: Stmt, loops: tuple[LoopCtx, ...], conds: tuple[tuple[int, bool], ...]) -> None:
         if isinstance(s, SeqStmt):
@@ -78,6 +85,8 @@ class _Collector:
             ctx = LoopCtx(self.names(s.var), s.kind, expr_str(s.extent, self.names), s.ann("num_stages"), s)
             self.walk(s.body, loops + (ctx,), conds)
         elif isinstance(s, IfThenElse):
+            if isinstance(s, WarpRoles):
+                self.roles.add(id(s))
             self.walk(s.then_body, loops, conds + ((id(s), True),))
             if s.else_body is not None:
                 self.walk(s.else_body, loops, conds + ((id(s), False),))
@@ -193,11 +202,47 @@ def _overwrites(w: _Node, buf: Buffer) -> bool:
     return any(x.buffer is buf and x.full for x in w.writes)
 
 
-def _kills(w: _Node, buf: Buffer, u: _Node, v: _Node) -> bool:
-    """``w`` (between ``u`` and ``v`` in program order) overwrites all of ``buf`` on every path from ``u`` to ``v``:
-    its loops lie between the loops common to ``u`` and ``v`` and ``v``'s own, and ``v`` is under all its conditions."""
-    placed = _prefix(_common_loops(u, v), w.loops) and _prefix(w.loops, v.loops) and _prefix(w.conds, v.conds)
-    return placed and _overwrites(w, buf)
+def _placed(w: _Node, u: _Node, v: _Node) -> bool:
+    """``w``'s loops lie between the loops common to ``u`` and ``v`` and ``v``'s own: ``w`` (between them in program
+    order) runs after ``u`` and before ``v`` whenever ``v`` runs, if its conditions hold."""
+    return _prefix(_common_loops(u, v), w.loops) and _prefix(w.loops, v.loops)
+
+
+def _exclusive(u: _Node, v: _Node, roles: frozenset[int]) -> bool:
+    """``u`` and ``v`` sit in opposite branches of one IfThenElse (their conditions agree up to an entry with the same
+    id and another branch): one trip of the loops around it runs at most one of them. Not so for the branches of a
+    ``WarpRoles`` (its id in ``roles``): producer and consumer warps run both, at the same time."""
+    for a, b in zip(u.conds, v.conds):
+        if a != b:
+            return a[0] == b[0] and a[0] not in roles
+    return False
+
+
+def _covered(conds: tuple[tuple[int, bool], ...], killers: tuple[tuple[tuple[int, bool], ...], ...]) -> bool:
+    """Full overwrites under the conditions ``killers`` (all in the same loops) overwrite the buffer whenever
+    ``conds`` hold: one is under no condition beyond ``conds``, or both branches of an IfThenElse right inside
+    ``conds`` are covered (an if/else each branch of which overwrites it, at any depth of nesting)."""
+    if any(_prefix(k, conds) for k in killers):
+        return True
+    n = len(conds)
+    ifs = {k[n][0] for k in killers if len(k) > n and k[:n] == conds}
+    return any(_covered(conds + ((c, True),), killers) and _covered(conds + ((c, False),), killers) for c in ifs)
+
+
+def _kill(ws: list[_Node], buf: Buffer, conds: tuple[tuple[int, bool], ...]) -> bool:
+    """The nodes ``ws`` (in the same loops, each placed to run on the paths in question) overwrite all of ``buf``
+    on every path to (or from) a node under ``conds``: their full overwrites cover a prefix of ``conds``."""
+    killers = tuple(w.conds for w in ws if _overwrites(w, buf))
+    return any(_covered(conds[:k], killers) for k in range(len(conds) + 1))
+
+
+def _kills(ws: list[_Node], buf: Buffer, u: _Node, v: _Node) -> bool:
+    """The nodes ``ws`` (between ``u`` and ``v`` in program order) overwrite all of ``buf`` on every path from ``u``
+    to ``v``: those of one loop nest between ``u``'s and ``v``'s (:func:`_placed`) cover ``v``'s conditions, by a
+    single full overwrite under none that ``v`` is not under, or by an if/else that overwrites it in both branches."""
+    placed = [w for w in ws if _placed(w, u, v)]
+    depths = {len(w.loops) for w in placed}  # the loops of a placed node are a prefix of v's: its depth names them
+    return any(_kill([w for w in placed if len(w.loops) == d], buf, v.conds) for d in depths)
 
 
 def _kinds(u: _Node, v: _Node) -> list[tuple[Buffer, str]]:
@@ -221,29 +266,31 @@ def _kinds(u: _Node, v: _Node) -> list[tuple[Buffer, str]]:
     return list(out.values())
 
 
-def _edges(nodes: list[_Node]) -> list[tuple[str, str, Dep]]:
+def _edges(nodes: list[_Node], roles: frozenset[int]) -> list[tuple[str, str, Dep]]:
+    """The dependencies among ``nodes`` (in program order); ``roles``: the ids of the ``WarpRoles`` statements."""
     out = []
     for i, u in enumerate(nodes):
         for j in range(i + 1, len(nodes)):
             v = nodes[j]
+            if _exclusive(u, v, roles):  # never both in one trip: a dependency between them is carried, if any
+                continue
             for buf, kind in _kinds(u, v):
-                if not any(_kills(w, buf, u, v) for w in nodes[i + 1 : j]):
+                if not _kills(nodes[i + 1 : j], buf, u, v):
                     out.append((u.nid, v.nid, Dep(buf, kind)))
     pos = {id(w): k for k, w in enumerate(nodes)}
     for i, u in enumerate(nodes):  # carried by the innermost common serial loop
-        for j in range(0, i + 1):
-            v = nodes[j]
+        for j, v in enumerate(nodes):
+            if j > i and not _exclusive(u, v, roles):  # a later v follows u in its own trip, hence in later ones
+                continue
             common = _common_loops(u, v)
             if not common:
                 continue
             loop = common[-1]
-            body = [w for w in nodes if w.loops[: len(common)] == common]
+            body = [w for w in nodes if w.loops == common]  # directly in the loop's body
             after_u = [w for w in body if pos[id(w)] > i]
             before_v = [w for w in body if pos[id(w)] < j]
             for buf, kind in _kinds(u, v):
-                killers = [w for w in after_u if _prefix(w.conds, u.conds)] + \
-                    [w for w in before_v if _prefix(w.conds, v.conds)]
-                if not any(_overwrites(w, buf) and w.loops == common for w in killers):
+                if not (_kill(after_u, buf, u.conds) or _kill(before_v, buf, v.conds)):
                     out.append((u.nid, v.nid, Dep(buf, kind, loop.var)))
     return out
 
@@ -260,7 +307,7 @@ def build_ftg(func: PrimFunc, names: Names | None = None) -> FTG:
         line = nd.stmt.loc.line if nd.stmt.loc else 0
         g.add_node(nd.nid, op=nd.stmt, kind=nd.kind, label=nd.label, line=line, reads=nd.reads, writes=nd.writes,
                    loops=nd.loops)
-    for u, v, dep in _edges(col.nodes):
+    for u, v, dep in _edges(col.nodes, frozenset(col.roles)):
         if g.has_edge(u, v):
             g.edges[u, v]["deps"].append(dep)
         else:
