@@ -54,6 +54,7 @@ from tilec.ir.stmt import (
     Store,
     TileOp,
     TmaCopy,
+    TmaStoreWait,
     WarpRoles,
 )  # fmt: skip
 from tilec.ir.visit import walk
@@ -141,6 +142,8 @@ class _Collector:
             return s.kind, f"{region_str(s.barrier, n)} parity={expr_str(s.parity, n)}", (self.acc(s.barrier),), ()
         if isinstance(s, ClusterSync):
             return s.kind, "", (), ()
+        if isinstance(s, TmaStoreWait):
+            return s.kind, region_str(s.tile, n), (self.acc(s.tile),), ()
         if isinstance(s, Print):
             return "print", s.msg, tuple(self.acc(r) for r in s.reads()), ()
         if isinstance(s, Parallel):

@@ -112,6 +112,7 @@ class _Shared:
         self.pending = np.zeros(n, bool)
         self.wgmma_reads = np.zeros(n, np.int32)  # in-flight wgmma groups reading each element
         self.unfenced = np.zeros(n, bool)  # written by a thread that has not fenced it to the async proxy since
+        self.bulk_reads = np.zeros(n, np.int32)  # TMA stores issued that may still be reading each element
 
 
 class ThreadInterpreter:
@@ -133,6 +134,7 @@ class ThreadInterpreter:
         self.wgmma_groups: list[list[tuple[list[tuple[Mem, np.ndarray]], list[tuple[Mem, range, int]]]]] = [[]]
         self.wgmma_regs: dict[Mem, np.ndarray] = {}  # per register column: 2 accumulator, 1 A operand in flight
         self.mbarriers: dict[tuple[Mem, int], Any] = {}  # (mem, index) -> tilec.interp.tma.Mbarrier
+        self.bulk_stores: dict[int, list[tuple[Mem, np.ndarray]]] = {}  # per issuing thread: what its stores read
         self.aliases = overlapping(kernel.shared)  # shared mem -> [(mem sharing some of its bytes, byte offset)]
         self.sched: Any = None  # tilec.interp.coroutines.Scheduler while roles or a cluster's blocks run
         self.rank = 0  # this block's rank in its cluster
@@ -168,11 +170,16 @@ class ThreadInterpreter:
         self.regs = {m: _poison((self.T, int(m.size)), m) for m in self.k.regs}
         self.groups = [[]]
         self.wgmma_groups, self.wgmma_regs, self.mbarriers = [[]], {}, {}
+        self.bulk_stores: dict[int, list[tuple[Mem, np.ndarray]]] = {}  # per issuing thread: what its stores read
         self.epoch = 0
         self.unsynced = np.zeros(self.T, np.int8)
         return env
 
     def check_block_end(self) -> None:
+        if any(self.bulk_stores.values()):
+            t = next(t for t, v in self.bulk_stores.items() if v)
+            self.fail(f"the kernel ends while thread {t}'s TMA stores may still read shared memory (no "
+                      "cp.async.bulk.wait_group.read after them)", RaceError)
         if any(self.wgmma_groups):
             self.fail("the kernel ends with wgmma operations in flight (no wgmma.wait_group after them)", RaceError)
         for (mem, i), bar in self.mbarriers.items():
@@ -338,6 +345,9 @@ class ThreadInterpreter:
         if np.any(sh.wgmma_reads[oo]):
             self.fail(f"write of shared {mem.name}[{int(oo[sh.wgmma_reads[oo] > 0][0])}] while a wgmma reading it "
                       "is in flight (a missing wgmma.wait_group)", RaceError)
+        if np.any(sh.bulk_reads[oo]):
+            self.fail(f"write of shared {mem.name}[{int(oo[sh.bulk_reads[oo] > 0][0])}] while a TMA store may still "
+                      "read it (a missing cp.async.bulk.wait_group.read by its issuing thread)", RaceError)
         if not self.check_races:
             return
         if by_threads:

@@ -23,6 +23,7 @@ from tilec.ir.stmt import (
     Reduce,
     TmaCopy,
     TmaStore,
+    TmaStoreWait,
 )  # fmt: skip
 
 
@@ -161,5 +162,6 @@ def _async_copy(it: TileInterpreter, op: AsyncCopy, env: dict) -> None:
 @tile_rule(BarrierArrive)
 @tile_rule(BarrierWait)
 @tile_rule(ClusterSync)
+@tile_rule(TmaStoreWait)
 def _async_sync(it: TileInterpreter, op: object, env: dict) -> None:
     pass

@@ -28,6 +28,7 @@ from tilec.errors import RaceError
 from tilec.interp.coroutines import Scheduler
 from tilec.interp.thread import ThreadInterpreter, stmt_rule
 from tilec.lower.tir import (
+    BulkCommit,
     BulkWait,
     FenceMbarInit,
     MbarArriveTx,
@@ -231,12 +232,23 @@ def _tma_store(it: ThreadInterpreter, s: TmaStoreBox, env: dict, mask: np.ndarra
             it.fail(f"TMA store reads {s.src.name} outside its {sh.data.size} elements")
         it.track_read(sh, s.src, np.array([tid]), o[None, :])
         it.check_fenced(sh, s.src, o, "a TMA store")
+        sh.bulk_reads[o] += 1  # until the issuing thread's cp.async.bulk.wait_group.read
+        it.bulk_stores.setdefault(int(tid), []).append((s.src, o))
         it.globals_[s.dst][flat[inside]] = sh.data[o[inside]].astype(it.globals_[s.dst].dtype)
+
+
+@stmt_rule(BulkCommit)
+def _bulk_commit(it: ThreadInterpreter, s: BulkCommit, env: dict, mask: np.ndarray) -> None:
+    pass  # one group per thread is all the lowering makes: the wait retires everything the thread issued
 
 
 @stmt_rule(BulkWait)
 def _bulk_wait(it: ThreadInterpreter, s: BulkWait, env: dict, mask: np.ndarray) -> None:
-    pass  # the interpreter's TMA stores read their tile when issued
+    """The waiting threads' TMA stores have read their tiles (the interpreter copied the data when they were
+    issued): the tiles may be written again."""
+    for tid in it.tids[mask]:
+        for mem, o in it.bulk_stores.pop(int(tid), []):
+            it.shared[mem].bulk_reads[o] -= 1
 
 
 def _barrier_of(it: ThreadInterpreter, rank: int, key: tuple[Mem, int], what: str) -> Mbarrier:

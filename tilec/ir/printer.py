@@ -37,6 +37,7 @@ from tilec.ir.stmt import (
     Store,
     TmaCopy,
     TmaStore,
+    TmaStoreWait,
     WarpRoles,
 )  # fmt: skip
 
@@ -254,7 +255,9 @@ class _Printer:
             mc = ", multicast=True" if s.multicast else ""
             return f"T.tma_copy({self.r(s.src)}, {self.r(s.dst)}, barrier={self.r(s.barrier)}{mc})"
         if isinstance(s, TmaStore):
-            return f"T.tma_store({self.r(s.src)}, {self.r(s.dst)})"
+            return f"T.tma_store({self.r(s.src)}, {self.r(s.dst)}{'' if s.wait else ', wait=False'})"
+        if isinstance(s, TmaStoreWait):
+            return f"T.tma_store_wait({self.r(s.tile)})"
         if isinstance(s, ClusterSync):
             return "T.cluster_sync()"
         if isinstance(s, BarrierInit):

@@ -321,10 +321,24 @@ class TmaCopy(Copy):
 @dataclass(frozen=True, eq=False)
 class TmaStore(Copy):
     """A shared→global tile copy by the tensor-memory accelerator (sm_90a; made by the epilogue pass): after the
-    threads that wrote the shared tile fence it to the async proxy and synchronize, one thread issues it and waits
-    until it has read the tile; elements outside the tensor are not written."""
+    threads that wrote the shared tile fence it to the async proxy and synchronize, one thread issues it; elements
+    outside the tensor are not written. With ``wait`` that thread then waits until the copy has read the tile;
+    without, a later :class:`TmaStoreWait` does, before the tile is written again."""
 
+    wait: bool = True
     kind = "tma_store"
+
+
+@dataclass(frozen=True, eq=False)
+class TmaStoreWait(TileOp):
+    """The thread that issued TMA stores from ``tile`` waits until they have read it (``cp.async.bulk.wait_group.read
+    0``); the block's barrier before the tile's next writes orders the others after it."""
+
+    tile: Region
+    kind = "tma_store_wait"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.tile,)
 
 
 @dataclass(frozen=True, eq=False)

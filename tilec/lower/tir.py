@@ -358,9 +358,14 @@ class TmaStoreBox(TStmt):
 
 
 @dataclass(frozen=True, eq=False)
+class BulkCommit(TStmt):
+    """``cp.async.bulk.commit_group``: the thread's TMA stores issued since the last commit form a group."""
+
+
+@dataclass(frozen=True, eq=False)
 class BulkWait(TStmt):
-    """``cp.async.bulk.commit_group`` then ``cp.async.bulk.wait_group.read 0``: the thread's TMA stores have read
-    their shared memory (which may be written again, or released by the block's exit)."""
+    """``cp.async.bulk.wait_group.read 0``: the thread's committed TMA stores have read their shared memory (which
+    may then be written again, or released by the block's exit)."""
 
 
 @dataclass(frozen=True, eq=False)

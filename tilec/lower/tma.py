@@ -23,10 +23,21 @@ from tilec.backends.cemit import CEmitter, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, binop, const
-from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, ClusterSync, Stmt, TmaCopy, TmaStore, WarpRoles
+from tilec.ir.stmt import (
+    BarrierArrive,
+    BarrierInit,
+    BarrierWait,
+    ClusterSync,
+    Stmt,
+    TmaCopy,
+    TmaStore,
+    TmaStoreWait,
+    WarpRoles,
+)  # fmt: skip
 from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.layouts import operand_layout, swizzle_bytes
 from tilec.lower.tir import (
+    BulkCommit,
     BulkWait,
     ClusterBarrier,
     FenceMbarInit,
@@ -108,7 +119,8 @@ def lower_tma_copy(lw: Lowerer, c: TmaCopy) -> TStmt:
 def lower_tma_store(lw: Lowerer, c: TmaStore) -> TStmt:
     """One box per swizzle panel of the shared tile, issued by the first thread once the block's writes of the tile
     are fenced to the async proxy (``_needs_proxy_fence`` in the lowering pass) and ordered by the barrier the
-    barrier pass places before this op; that thread then waits until the boxes have been read."""
+    barrier pass places before this op, then committed; with ``wait`` that thread then waits until the boxes have
+    been read (else a :class:`TmaStoreWait` does)."""
     src, dst = c.src.buffer, c.dst.buffer
     rows, cols = (int(d) for d in src.shape[-2:])
     if not lw.shared_layout(src).equals(operand_layout((rows, cols), src.dtype)):
@@ -126,7 +138,12 @@ def lower_tma_store(lw: Lowerer, c: TmaStore) -> TStmt:
         coords = list(reversed(c.dst.starts))
         coords[0] = binop("+", coords[0], const(p * width))
         stores.append(TmaStoreBox(tmap, tuple(coords), mem, const(p * rows * width), gmem))
-    return If(binop("==", lw.tx, lw.issuer), seq(stores + [BulkWait()]))
+    return If(binop("==", lw.tx, lw.issuer), seq(stores + [BulkCommit()] + ([BulkWait()] if c.wait else [])))
+
+
+@lower_rule(TmaStoreWait)
+def lower_tma_store_wait(lw: Lowerer, w: TmaStoreWait) -> TStmt:
+    return If(binop("==", lw.tx, lw.issuer), BulkWait())
 
 
 def cluster_rank(lw: Lowerer) -> tuple[int, Expr]:
@@ -239,9 +256,14 @@ def _emit_tma_store(e: CEmitter, s: TmaStoreBox, d: int) -> None:
     e.emit(d, f"{fn}(&{e.names(s.tmap)}, {e.names(s.src)} + {e.e(s.src_off)}, {coords});")
 
 
+@emit_rule(BulkCommit)
+def _emit_bulk_commit(e: CEmitter, s: BulkCommit, d: int) -> None:
+    e.emit(d, 'asm volatile("cp.async.bulk.commit_group;" ::: "memory");')
+
+
 @emit_rule(BulkWait)
 def _emit_bulk_wait(e: CEmitter, s: BulkWait, d: int) -> None:
-    e.emit(d, 'asm volatile("cp.async.bulk.commit_group;\\ncp.async.bulk.wait_group.read 0;\\n" ::: "memory");')
+    e.emit(d, 'asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");')
 
 
 @emit_rule(MbarInit)

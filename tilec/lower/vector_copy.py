@@ -42,28 +42,45 @@ def _run_length(frag: Fragment, table: np.ndarray, max_v: int) -> int:
 
 def vector_fragment_copy(lw: Lowerer, frag_region: Region, other: Region, to_fragment: bool) -> TStmt | None:
     """The copy ``other -> fragment`` (``to_fragment``) or ``fragment -> other`` in vectors, or None when the
-    layouts or the alignment do not allow it."""
+    layouts or the alignment do not allow it. A part of the fragment (static bounds) moves the runs inside it,
+    when which runs those are does not depend on the thread (an accumulator's column blocks)."""
     from tilec.lower.ops import _contiguous
 
-    if not frag_region.is_full() or other.buffer.scope not in ("global", "shared"):
+    if other.buffer.scope not in ("global", "shared"):
         return None
     frag = lw.fragment(frag_region.buffer)
-    sq = other.squeezed_extents()
-    if tuple(sq) != tuple(frag.shape) or not frag.shape:
+    starts = [getattr(s, "value", None) for s in frag_region.starts]
+    if not frag.shape or any(not isinstance(x, int) for x in (*starts, *frag_region.extents)):
+        return None
+    box = tuple(zip(starts, frag_region.extents))
+    if tuple(other.squeezed_extents()) != tuple(frag_region.extents):
         return None
     bits = other.dtype.bits
     table = inverse_table(frag)
     v = _run_length(frag, table, 128 // bits)
-    while v > 1 and not _contiguous(lw, other, v):
+    while v > 1 and not (_contiguous(lw, other, v) and box[-1][0] % v == 0 and box[-1][1] % v == 0):
         v //= 2
-    if v < 2:
+    runs = _runs_inside(table, frag, box, v) if v > 1 else None
+    if runs is None:
         return None
     if other.buffer.scope == "global":
         lw.align[other.buffer] = max(lw.align.get(other.buffer, 1), v * bits // 8)
-    return _emit(lw, frag, frag_region, other, v, to_fragment)
+    return _emit(lw, frag, frag_region, other, v, to_fragment, runs)
 
 
-def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fragment: bool) -> TStmt:
+def _runs_inside(table: np.ndarray, frag: Fragment, box: tuple[tuple[int, int], ...], v: int) -> list[int] | None:
+    """The runs ``g`` (locals ``g*v ...``) inside ``box`` ((start, extent) per dimension) on every thread; None when a
+    run is inside on some threads only."""
+    first = table[:, ::v, : frag.ndim]  # (threads, runs, dims): each run's first element
+    lo = np.array([s for s, _ in box])
+    inside = np.all((first >= lo) & (first < lo + np.array([e for _, e in box])), axis=2)
+    if not np.all(inside.all(axis=0) | ~inside.any(axis=0)):
+        return None
+    return [int(g) for g in np.flatnonzero(inside.all(axis=0))]
+
+
+def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fragment: bool,
+          runs: list[int]) -> TStmt:
     inv = frag.inverse()
     fmem, omem = lw.mem_of(fr.buffer), lw.mem_of(other.buffer)
     # loads and shared stores go through a small staging array, global stores write their values as one vector:
@@ -72,15 +89,16 @@ def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fra
     stage = None if packed else lw.scratch_reg("vec", other.dtype, v)
     lw.ranges[lw.tx] = (0, lw.T - 1)
     out: list[TStmt] = []
-    for g in range(frag.num_locals // v):
+    for g in runs:
         env = {inv.symbols[0]: lw.tx, inv.symbols[1]: const(g * v)}
         coords = [to_ir(e, env) for e in inv.exprs]
+        local = [binop("-", c, s) for c, s in zip(coords, fr.starts)]  # within the copied part of the fragment
         idx, k = [], 0
         for s, e in zip(other.starts, other.extents):
             if isinstance(e, int) and e == 1:
                 idx.append(s)
             else:
-                idx.append(binop("+", s, coords[k]))
+                idx.append(binop("+", s, local[k]))
                 k += 1
         pred = lw.in_bounds(other.buffer, idx) if other.buffer.scope == "global" else None
         off = lw.global_offset(other.buffer, idx) if other.buffer.scope == "global" else \

@@ -50,6 +50,7 @@ from tilec.ir.stmt import (
     SeqStmt,
     Stmt,
     Store,
+    TmaStoreWait,
 )  # fmt: skip
 from tilec.ir.visit import walk
 from tilec.passes.trip_counts import NotStatic, evaluate
@@ -317,7 +318,7 @@ def _atomic_add(ctx: RuleContext, a: AtomicAdd) -> OpCost:
     return cost
 
 
-@cost_rule(AsyncCommit, AsyncWait, BarrierInit, BarrierArrive, BarrierWait, ClusterSync, Print)
+@cost_rule(AsyncCommit, AsyncWait, BarrierInit, BarrierArrive, BarrierWait, ClusterSync, Print, TmaStoreWait)
 def _free(ctx: RuleContext, op: Any) -> OpCost:
     return OpCost()
 

@@ -16,6 +16,12 @@ instead (:class:`TmaStore`: one thread issues a box per swizzle panel, the copy 
 tensor), where the tensor allows a tensor map (static shape, rows a multiple of 16 bytes) and the tile's rows fit a
 box (at most 256).
 
+Inside a loop (a persistent kernel's loop over its tiles) the operands' stages hold the next trip's loads, so the
+tile gets shared memory of its own, in column chunks as wide as fit (swizzle panels): each chunk is written, stored
+by TMA without waiting, and the next write of the tile first waits (:class:`TmaStoreWait`) for the store before it
+to have read it, so the stores overlap the next chunk's writes and the next tile's main loop; one more wait after
+the loop. Done with TMA stores only (else the direct store stays).
+
 Only accumulators of tensor-core gemms (operands of 16 bits or fewer) are staged: those hold pairs of elements,
 which a direct store writes 4 bytes at a time. Skipped (with a note) when no such operand is large enough.
 """
@@ -26,10 +32,11 @@ import dataclasses
 import math
 
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import const
+from tilec.ir.expr import binop, const
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.stmt import Copy, Gemm, KernelLaunch, SeqStmt, Stmt, TileOp, TmaStore, WarpRoles
+from tilec.ir.stmt import Copy, For, Gemm, KernelLaunch, SeqStmt, Stmt, TileOp, TmaStore, TmaStoreWait, WarpRoles
 from tilec.ir.visit import walk
+from tilec.lower.layouts import swizzle_bytes
 from tilec.target import Target
 
 
@@ -39,13 +46,18 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None)
         return func, []
     launch = func.launch
     opts = options or {}
-    st = _Stager(launch, bool(opts.get("tma")) and opts.get("tma_store", True) and target.arch == "sm_90a")
+    tma = bool(opts.get("tma")) and opts.get("tma_store", True) and target.arch == "sm_90a"
+    st = _Stager(launch, tma, _smem_limit(target) if tma else 0)
     body = st.seq(launch.body, top=True)
-    if not st.new:
+    if not st.new and not st.own:
         return func, st.notes
-    new = dataclasses.replace(launch, body=body, allocs=launch.allocs + tuple(b for b, _ in st.new),
+    new = dataclasses.replace(launch, body=body, allocs=launch.allocs + tuple(b for b, _ in st.new) + tuple(st.own),
                               overlays=launch.overlays + tuple(st.new))
     return dataclasses.replace(func, body=new), st.notes
+
+
+def _whole(b: Buffer) -> Region:
+    return Region(b, tuple(const(0) for _ in b.shape), tuple(int(d) for d in b.shape))
 
 
 def _tma_storable(g: Buffer, tile: tuple[int, ...]) -> bool:
@@ -53,6 +65,15 @@ def _tma_storable(g: Buffer, tile: tuple[int, ...]) -> bool:
     the tile's rows (at most 256)."""
     shape = g.static_shape
     return shape is not None and shape[-1] * g.dtype.bits // 8 % 16 == 0 and tile[0] <= 256
+
+
+def _smem_limit(target: Target) -> int:
+    from tilec.arch import table_model
+
+    return table_model(target.arch).smem_per_block
+
+
+SLACK = 2048  # bytes kept free for the arena's 1024-byte alignment and the mbarriers
 
 
 def _bytes(b: Buffer) -> int:
@@ -71,28 +92,76 @@ def _uses(s: Stmt) -> set[int]:
 
 
 class _Stager:
-    def __init__(self, launch: KernelLaunch, tma: bool) -> None:
+    def __init__(self, launch: KernelLaunch, tma: bool, smem_limit: int) -> None:
         self.launch = launch
         self.tma = tma  # TMA stores where the tensor allows them
+        self.smem_limit = smem_limit
+        self.own: list[Buffer] = []  # staging tiles of their own (in loops)
         self.new: list[tuple[Buffer, tuple[Buffer, ...]]] = []
         self.notes: list[str] = []
 
-    def seq(self, s: Stmt, top: bool = False) -> Stmt:
-        """The statement sequence ``s`` with its eligible stores staged (recursing into the consumers' part)."""
+    def seq(self, s: Stmt, top: bool = False, looped: bool = False) -> Stmt:
+        """The statement sequence ``s`` with its eligible stores staged (recursing into the consumers' part and into
+        loops; ``looped``: ``s`` is a loop's body)."""
         items = list(s.stmts) if isinstance(s, SeqStmt) else [s]
         out: list[Stmt] = []
         for i, item in enumerate(items):
             if isinstance(item, WarpRoles) and top:  # the producer's copies into the stages end with the loop
                 item = dataclasses.replace(item, else_body=self.seq(item.else_body))
+            elif isinstance(item, For) and self.tma:
+                mine = len(self.own)
+                item = dataclasses.replace(item, body=self.seq(item.body, looped=True))
+                if len(self.own) > mine:  # the last trip's stores must have read their tiles before the block ends
+                    out.append(item)
+                    out.extend(TmaStoreWait(_whole(b), loc=item.loc) for b in self.own[mine:])
+                    continue
             elif isinstance(item, Copy):
-                staged = self.stage(item, items[:i], items[i + 1:])
+                staged = (self.stage_in_loop if looped else self.stage)(item, items[:i], items[i + 1:])
                 if staged is not None:
                     out.extend(staged)
                     continue
             out.append(item)
         return SeqStmt(tuple(out)) if isinstance(s, SeqStmt) or len(out) != 1 else out[0]
 
-    def stage(self, c: Copy, before: list[Stmt], after: list[Stmt]) -> list[Stmt] | None:
+    def stage_in_loop(self, c: Copy, before: list[Stmt], after: list[Stmt]) -> list[Stmt] | None:
+        """A store in a loop's body: through a tile of its own, in column chunks, by TMA stores that the next write
+        of the tile waits for (see the module docstring)."""
+        f, g = c.src.buffer, c.dst.buffer
+        shape = self.eligible(c, before)
+        if shape is None or not _tma_storable(g, shape) or c.dst.extents[-1] != shape[-1]:
+            return None
+        rows, cols = shape
+        panel = (swizzle_bytes(shape, g.dtype) or cols * g.dtype.bits // 8) * 8 // g.dtype.bits
+        free = self.smem_limit - SLACK - sum(_bytes(b) for b in self.launch.allocs + tuple(self.own)
+                                             if b.scope == "shared" and b.static_shape is not None
+                                             and not any(b is o for o, _ in self.launch.overlays))
+        width = cols
+        while width * rows * g.dtype.bits // 8 > free and width % (2 * panel) == 0:
+            width //= 2
+        line = c.loc.line if c.loc else 0
+        if width * rows * g.dtype.bits // 8 > free:
+            self.notes.append(f"T.copy at line {line}: the accumulator is stored directly: a staging tile of "
+                              f"{rows} x {width} needs {width * rows * g.dtype.bits // 8} bytes of shared memory, "
+                              f"{max(free, 0)} are free")
+            return None
+        stage = Buffer(f"{f.name}_stage", (rows, width), g.dtype, "shared", loc=c.loc)
+        self.own.append(stage)
+        chunks = cols // width
+        self.notes.append(f"T.copy at line {line}: {f.name} goes out through shared memory of its own ({stage.name}, "
+                          f"{rows} x {width}{f', {chunks} chunks' if chunks > 1 else ''}) by TMA stores that overlap "
+                          "what follows")
+        out: list[Stmt] = []
+        for j in range(chunks):
+            src = Region(f, (const(0), const(j * width)), (rows, width))
+            dst = Region(g, c.dst.starts[:-1] + (binop("+", c.dst.starts[-1], j * width),),
+                         c.dst.extents[:-1] + (width,))
+            out += [TmaStoreWait(_whole(stage), loc=c.loc), Copy(src, _whole(stage), loc=c.loc),
+                    TmaStore(_whole(stage), dst, wait=False, loc=c.loc)]
+        return out
+
+    def eligible(self, c: Copy, before: list[Stmt]) -> tuple[int, int] | None:
+        """The 2-D shape of the accumulator ``c`` stores whole to a global tile, when a tensor-core gemm before it
+        in the sequence computes it."""
         f, g = c.src.buffer, c.dst.buffer
         shape = f.static_shape
         if f.scope != "fragment" or g.scope != "global" or shape is None or len(shape) != 2 or \
@@ -100,8 +169,14 @@ class _Stager:
             return None
         gemms = [n for s in before for n in walk(s) if isinstance(n, Gemm) and n.C.buffer is f
                  and n.A.dtype.bits <= 16 and n.B.dtype.bits <= 16]  # tensor cores: accumulators in pairs
-        if not gemms:
+        return (int(shape[0]), int(shape[1])) if gemms else None
+
+    def stage(self, c: Copy, before: list[Stmt], after: list[Stmt]) -> list[Stmt] | None:
+        f, g = c.src.buffer, c.dst.buffer
+        shape = self.eligible(c, before)
+        if shape is None:
             return None
+        gemms = [n for s in before for n in walk(s) if isinstance(n, Gemm) and n.C.buffer is f]
         loop = next(s for s in reversed(before) if any(n is gemms[-1] for n in walk(s)))
         later = set().union(*(_uses(s) for s in before[before.index(loop) + 1:] + after))
         under = [r.buffer for gm in gemms for r in (gm.A, gm.B) if r.buffer.scope == "shared"
