@@ -31,7 +31,6 @@ HIP = CTable(
         "shfl_down": "__shfl_down({v}, {a}, {w})",
     },
     header=HEADER,
-    assume="__builtin_assume({cond});",
     kernel_prefix="__global__",
     math32=_MATH32,
     math64=_MATH64,
