@@ -369,6 +369,22 @@ def test_persistent_gemm(rng, M, N, K, tiles, blocks):
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
+@pytest.mark.parametrize("order", ["row", "column"])
+def test_persistent_tiles_follow_the_rasterization(rng, order):
+    """With T.use_swizzle (set here on the example's kernel) a persistent block's tiles come in panels: 2 grid rows
+    (or columns) at a time, the ragged last panel of 1; every tile is computed once (outputs start as NaN)."""
+    import dataclasses
+
+    g = load_example("01_gemm").matmul(300, 520, 64, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    g = dataclasses.replace(g, body=dataclasses.replace(g.launch, swizzle=(2, order)))  # 9 x 5 tiles
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 4})
+    text = tilec.dump(kernel, after="pipelining")
+    span = {"row": "// 18 * 2", "column": "// 10 * 2"}[order]  # a panel: 2 grid rows of 9 tiles (columns of 5)
+    assert "T.use_swizzle" not in text and span in text
+    a, b = randn(rng, (300, 64), "float16"), randn(rng, (64, 520), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
 def test_persistent_needs_warp_specialization():
     g = load_example("01_gemm").matmul(300, 264, 100, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
     kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 4})  # rows of 200 bytes

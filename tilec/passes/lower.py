@@ -171,20 +171,11 @@ def _raster(launch: KernelLaunch, hw: list[Var]) -> list[TStmt]:
     """Declare the kernel's block variables from the hardware block indices (rasterized with T.use_swizzle)."""
     if launch.swizzle is None or len(launch.grid) < 2:
         return [Decl(v, h) for v, h in zip(launch.block_vars, hw)]
+    from tilec.passes.raster import panel_order
+
     panel, order = launch.swizzle
-    gx, gy = launch.grid[0], launch.grid[1]
-    if order == "column":
-        gx, gy = gy, gx
     b = binop("+", binop("*", hw[1], launch.grid[0]), hw[0])
-    span = binop("*", gx, panel)
-    group = binop("//", b, span)
-    first = binop("*", group, panel)
-    rows = binop("min", binop("-", gy, first), panel)
-    within = binop("%", b, span)
-    new_y = binop("+", first, binop("%", within, rows))
-    new_x = binop("//", within, rows)
-    if order == "column":
-        new_x, new_y = new_y, new_x
+    new_x, new_y = panel_order(b, launch.grid[0], launch.grid[1], panel, order)
     out = [Decl(launch.block_vars[0], new_x), Decl(launch.block_vars[1], new_y)]
     return out + [Decl(v, h) for v, h in zip(launch.block_vars[2:], hw[2:])]
 

@@ -504,9 +504,7 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
         consumer: Stmt = SeqStmt(tuple(stmts))
         if p.persistent:
             grid, block_vars, producer, consumer = _persistent(launch, p, producer, consumer)
-            if launch.swizzle is not None:
-                p.notes.append("T.use_swizzle: not applied to the tiles of a persistent kernel (row-major order)")
-                launch = dataclasses.replace(launch, swizzle=None)
+            launch = dataclasses.replace(launch, swizzle=None)  # applied to the tiles, not to the blocks
         body = SeqStmt(tuple(inits) + (WarpRoles(const(True), producer, consumer, loc=producer.loc),))
     allocs = tuple(p.replaced.get(b, b) for b in launch.allocs) + tuple(p.new_allocs)
     layout_map = tuple((p.replaced[b], lay.stack(p.replaced[b].shape[0])) if b in p.replaced else (b, lay)
@@ -519,8 +517,9 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
 
 def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: Stmt) -> tuple:
     """A persistent kernel: ``p.persistent`` blocks (at most one per tile), block ``b`` taking tiles ``b, b + P,
-    ...`` in row-major order of the original grid; both roles loop over the block's tiles, so the producer loads the
-    next tile's first stages while the consumers finish the last one. (grid, block vars, producer, consumer)."""
+    ...`` in row-major order of the original grid, or in the panels of its ``T.use_swizzle`` (:mod:`.raster`);
+    both roles loop over the block's tiles, so the producer loads the next tile's first stages while the consumers
+    finish the last one. (grid, block vars, producer, consumer)."""
     from tilec.ir.expr import ceildiv
 
     P = p.persistent
@@ -535,6 +534,12 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     for v, d in zip(launch.block_vars, dims):  # the first block variable varies fastest (blockIdx.x)
         sub[v] = binop("%", rest, d)
         rest = binop("//", rest, d)
+    if launch.swizzle is not None and len(dims) >= 2:  # the first two in panels, the others as before
+        from tilec.passes.raster import panel_order
+
+        plane = binop("*", dims[0], dims[1])
+        x, y = panel_order(binop("%", t, plane), dims[0], dims[1], *launch.swizzle)
+        sub[launch.block_vars[0]], sub[launch.block_vars[1]] = x, y
     trips = ceildiv(binop("-", tiles, pid), P)
     line = launch.loc.line if launch.loc else 0
     p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid")
