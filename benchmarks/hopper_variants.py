@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         "tma": (big, {"wgmma": True, "tma": True}),
         "tma ws": (big, ws),
         "tma ws persistent": (big, {**ws, "persistent": True}),
+        "tma ws persistent panel8": ({**big, "panel": 8}, {**ws, "persistent": True}),
         "tma ws cluster2": (big, {**ws, "cluster": 2}),
         "tma ws cluster4": (big, {**ws, "cluster": 4}),
         "mma tma ws 256x128x64": (tall, {"wgmma": False, "tma": True, "warp_specialize": True}),
