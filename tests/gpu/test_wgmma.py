@@ -54,18 +54,20 @@ def test_tma_gemm_checked_launch_and_cache(examples, tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("panel", [0, 8])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("mnk", [(1000, 1000, 1000), (2048, 4096, 1024)])
-def test_persistent_gemm_fresh_and_from_the_disk_cache(examples, tmp_path, monkeypatch, mnk, dtype):
-    """One block per SM looping over the tiles: built here, then again from the disk cache (which must give back the
-    lowered grid, not the Tile IR's)."""
+def test_persistent_gemm_fresh_and_from_the_disk_cache(examples, tmp_path, monkeypatch, mnk, dtype, panel):
+    """One block per SM looping over the tiles (in panels of 8 rows with ``panel``), the accumulators out through a
+    staged tile by TMA stores: built here, then again from the disk cache (which must give back the lowered grid, not
+    the Tile IR's); outputs poisoned, so a tile no block takes shows."""
     from tilec.backends.cuda import runtime
 
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     M, N, K = mnk
     g = examples["01_gemm"]
     make = lambda: tilec.JITKernel(g.matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256,  # noqa: E731
-                                               dtype=dtype), "cuda", [-1],
+                                               dtype=dtype, panel=panel), "cuda", [-1],
                                    pass_configs={"wgmma": True, "tma": True, "warp_specialize": True,
                                                  "persistent": True})
     tdt = getattr(torch, dtype)
@@ -73,7 +75,7 @@ def test_persistent_gemm_fresh_and_from_the_disk_cache(examples, tmp_path, monke
     ref = a.double() @ b.double()
     tol = 3e-3 if dtype == "float16" else 1e-2
     k = make()
-    assert "persistent" in k.report()
+    assert "persistent" in k.report() and "of its own" in k.report()
     assert _rel(k(a, b), ref) < tol
     runtime._BUILT.clear()
     assert _rel(make()(a, b), ref) < tol
