@@ -16,6 +16,14 @@ EXAMPLES = ROOT / "examples"
 RTOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-12}
 
 
+def example_line(name: str, text: str) -> int:
+    """The line number of the one line of example ``name`` that starts with ``text`` (after its indentation)."""
+    lines = (EXAMPLES / f"{name}.py").read_text().splitlines()
+    hits = [i + 1 for i, t in enumerate(lines) if t.strip().startswith(text)]
+    assert len(hits) == 1, text
+    return hits[0]
+
+
 def load_example(name: str):
     """The module ``examples/<name>.py`` (examples are scripts, not a package)."""
     key = f"tilec_example_{name}"

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from conftest import EXAMPLES, load_example
+from conftest import example_line, load_example
 
 import tilec
 import tilec.language as T
@@ -15,13 +15,6 @@ import tilec.language as T
 
 def edges(ftg) -> set[tuple]:
     return {(u, v, d.kind, d.buffer.name, d.carried_by) for u, v, d in ftg.edges()}
-
-
-def example_line(name: str, text: str) -> int:
-    lines = (EXAMPLES / f"{name}.py").read_text().splitlines()
-    hits = [i + 1 for i, t in enumerate(lines) if t.strip().startswith(text)]
-    assert len(hits) == 1, text
-    return hits[0]
 
 
 @pytest.fixture(scope="module")

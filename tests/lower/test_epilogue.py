@@ -7,13 +7,14 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import assert_close, load_example, randn
+from conftest import assert_close, example_line, load_example, randn
 
 import tilec
 from tilec.ir.visit import transform
 from tilec.lower.tir import arena
 
 TMA_WS = {"wgmma": True, "tma": True, "warp_specialize": True}
+STORE = example_line("01_gemm", "T.copy(C_f, C[")  # the GEMM example's accumulator store
 MMA = {"wgmma": False, "tma": False}  # the sm_80 path, also on sm_90a
 
 
@@ -25,7 +26,7 @@ def _gemm(M=4096, N=4096, K=4096, target="cuda:sm_90a", configs=None, **tiles):
 
 def test_the_accumulators_go_out_through_a_tile_over_the_stages():
     k = _gemm(configs=TMA_WS)
-    assert "T.copy at line 27: C_f goes out through shared memory (C_f_stage, over A_s, B_s), by TMA stores" \
+    assert f"T.copy at line {STORE}: C_f goes out through shared memory (C_f_stage, over A_s, B_s), by TMA stores" \
         in k.report()
     text = tilec.dump(k, after="epilogue")
     assert "# C_f_stage overlays A_s, B_s" in text
@@ -84,7 +85,7 @@ def test_tma_store_needs_a_tensor_map_and_the_barrier_before_it(rng):
 def test_no_staging_where_no_operand_holds_the_tile():
     """128x128x32 with 3 stages: A_s and B_s hold 24 KB each, the fp16 tile 32 KB. The store stays direct."""
     k = _gemm(block_N=128, block_K=32, threads=128, num_stages=3, configs=MMA)
-    assert ("T.copy at line 27: the accumulator is stored directly: no shared operand of its gemm idle after the "
+    assert (f"T.copy at line {STORE}: the accumulator is stored directly: no shared operand of its gemm idle after the "
             "loop has the 32768 bytes a staging tile needs") in k.report()
     assert "C_f_stage" not in k.get_kernel_source()
 
@@ -133,8 +134,8 @@ def test_a_persistent_kernel_stages_through_a_tile_of_its_own(rng):
 
     M, N, K = 300, 520, 128
     k = _gemm(M, N, K, "simt:sm_90a", {**TMA_WS, "persistent": 3}, num_stages=3)
-    assert ("T.copy at line 27: C_f goes out through shared memory of its own (C_f_stage, 128 x 128, 2 chunks) by "
-            "TMA stores that overlap what follows") in k.report()
+    assert (f"T.copy at line {STORE}: C_f goes out through shared memory of its own (C_f_stage, 128 x 128, 2 chunks) "
+            "by TMA stores that overlap what follows") in k.report()
     text = tilec.dump(k, after="epilogue")
     assert text.count("T.tma_store_wait(C_f_stage)") == 3 and "T.copy(C_f[:128, 128:256], C_f_stage)" in text
     assert "vec_" in k.get_kernel_source().split("T.copy(C_f[:128, 128:256], C_f_stage)")[1][:200]  # pair stores
