@@ -4,7 +4,9 @@ An mbarrier has a phase, the arrivals its phase still expects and a transaction 
 ``expect_tx`` minus bytes completed by TMA copies). A phase completes when both reach zero; the copies that completed
 on it land in shared memory when a thread waits for that phase (``try_wait.parity`` with the phase's parity), and
 become visible to every waiting thread without a barrier. A TMA copy reads its box from the global tensor (zeros
-outside it) and writes it with the tensor map's swizzle applied to the byte address.
+outside it) and writes it with the tensor map's swizzle applied to the byte address. A TMA store reads its box from
+shared memory (the same swizzle) when it is issued and writes the part inside the tensor; until its thread's
+``cp.async.bulk.wait_group.read`` the box counts as being read.
 
 Warp-specialized kernels run their producer and consumer code as two coroutines: a wait that cannot complete yet
 hands over to the other role, and a wait that cannot complete while the other role is finished or itself waiting
@@ -15,7 +17,9 @@ Reported: reading data before the wait that lands it, a TMA copy writing what ot
 threads while others' shared-memory accesses are not ordered before it (per thread: accessed since its last barrier,
 and whether its warp synchronized since),
 a wait that no arrival can ever satisfy (a deadlock on the GPU), more arrivals than a phase expects, re-initialising
-a barrier with copies in flight, and a kernel that ends with copies in flight.
+a barrier with copies in flight, and a kernel that ends with copies in flight; a TMA store reading a thread's write
+that thread did not fence to the async proxy (``fence.proxy.async``; wgmma operands likewise) or that no barrier
+ordered before it, a write over a tile a TMA store may still read, and a kernel that ends with such stores.
 """
 
 from __future__ import annotations

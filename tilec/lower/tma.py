@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from tilec.backends.cemit import CEmitter, emit_rule
 from tilec.errors import TilecError
-from tilec.ir.buffer import Buffer
+from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Expr, binop, const
 from tilec.ir.stmt import (
     BarrierArrive,
@@ -74,20 +75,28 @@ def tensor_map(lw: Lowerer, src: Buffer, box: tuple[int, ...], sw: int) -> Tenso
     return t
 
 
+def _panels(lw: Lowerer, tile: Buffer, tensor_tile: Region, what: str, loc: Any
+            ) -> tuple[int, int, int, int, list[int]]:
+    """(rows, panel width, swizzle bytes, the rows' box index, box) of a shared ``tile`` moved to or from the region
+    ``tensor_tile`` of a global tensor: one box per swizzle panel (innermost first), as the tile's layout is the
+    tensor-core operand layout TMA writes and reads."""
+    rows, cols = (int(d) for d in tile.shape[-2:])
+    if not lw.shared_layout(tile).equals(operand_layout(tuple(int(d) for d in tile.shape), tile.dtype)):
+        raise TilecError(f"{what} {tile.name!r}: its shared layout is not a tensor-core operand layout", loc)
+    sw = swizzle_bytes((rows, cols), tile.dtype) or 0
+    width = sw // (tile.dtype.bits // 8) if sw else cols
+    dim = next(d for d, e in enumerate(tensor_tile.extents) if e != 1)  # the tile's row dimension in the tensor
+    row = tensor_tile.ndim - 1 - dim  # ... as a box / coordinate index (innermost first)
+    box = [1] * tensor_tile.ndim
+    box[0], box[row] = width, rows
+    return rows, width, sw, row, box
+
+
 @lower_rule(TmaCopy)
 def lower_tma_copy(lw: Lowerer, c: TmaCopy) -> TStmt:
     src, dst = c.src.buffer, c.dst.buffer
-    rows, cols = (int(d) for d in dst.shape[-2:])
-    lay = lw.shared_layout(dst)
-    if not lay.equals(operand_layout(tuple(int(d) for d in dst.shape), dst.dtype)):
-        raise TilecError(f"TMA copy into {dst.name!r}: its shared layout is not a gemm operand layout", c.loc)
-    sw = swizzle_bytes((rows, cols), dst.dtype) or 0
-    eb = dst.dtype.bits // 8
-    width = sw // eb if sw else cols
-    dim = next(d for d, e in enumerate(c.src.extents) if e != 1)  # the tile's row dimension in the tensor
-    row = src.ndim - 1 - dim  # ... as a box / coordinate index (innermost first)
-    box = [1] * src.ndim
-    box[0], box[row] = width, rows
+    cols = int(dst.shape[-1])
+    rows, width, sw, row, box = _panels(lw, dst, c.src, "TMA copy into", c.loc)
     version: Expr = c.dst.starts[0] if dst.ndim == 3 else const(0)
     base = binop("*", version, rows * cols)
     bar, bar_off = lw.mem_of(c.barrier.buffer), c.barrier.starts[0]
@@ -122,15 +131,8 @@ def lower_tma_store(lw: Lowerer, c: TmaStore) -> TStmt:
     barrier pass places before this op, then committed; with ``wait`` that thread then waits until the boxes have
     been read (else a :class:`TmaStoreWait` does)."""
     src, dst = c.src.buffer, c.dst.buffer
-    rows, cols = (int(d) for d in src.shape[-2:])
-    if not lw.shared_layout(src).equals(operand_layout((rows, cols), src.dtype)):
-        raise TilecError(f"TMA store from {src.name!r}: its shared layout is not a tensor-core operand layout", c.loc)
-    sw = swizzle_bytes((rows, cols), src.dtype) or 0
-    width = sw // (src.dtype.bits // 8) if sw else cols
-    dims = [d for d, e in enumerate(c.dst.extents) if e != 1]  # the tile's row and column dimensions in the tensor
-    row = dst.ndim - 1 - dims[0]
-    box = [1] * dst.ndim
-    box[0], box[row] = width, rows
+    cols = int(src.shape[-1])
+    rows, width, sw, _, box = _panels(lw, src, c.dst, "TMA store from", c.loc)
     tmap = tensor_map(lw, dst, tuple(box), sw)
     mem, gmem = lw.mem_of(src), lw.mem_of(dst)
     stores: list[TStmt] = []
