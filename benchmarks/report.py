@@ -62,7 +62,8 @@ def render_table(result: dict) -> str:
     if host:
         lines += ["", "| measurement | what | implementation | figures |", "| --- | --- | --- | --- |"]
         for r in host:
-            figs = ", ".join(f"{k} {v:.4g}" for k, v in r["extra"].items())
+            figs = ", ".join(f"{k} {v:.4g}" if isinstance(v, (int, float)) else f"{k} {v}"
+                             for k, v in r["extra"].items())
             lines.append(f"| {r['kernel']} | {r['shape']} | {r['impl']} | {figs} |")
     for n in result.get("notes", []):
         lines.append(f"\nnote: {n}")

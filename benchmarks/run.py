@@ -377,6 +377,12 @@ def case_host(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             best = min(best, (time.perf_counter() - t0) / 1000)
         rows.append(Row("launch overhead", "1024 floats", name, extra={"us_per_launch": best * 1e6}))
     rows.append(Row("startup", "import + gemm from disk cache", "tilec", extra=_startup()))
+    # TileLang's host figures are not measured here (its launch path needs its own kernels): the H200 figures of
+    # ../shared/ANCHORS.md, printed beside tilec's as the CUDA-backend issue asks
+    anchor = "tilelang (ANCHORS.md, not this run)"
+    rows.append(Row("launch overhead", "1024 floats", anchor, extra={"us_per_launch": 12.1}))
+    rows.append(Row("startup", "import + gemm from disk cache", anchor,
+                    extra={"import_s": "5.7-6.3", "kernel_from_cache_s": "0.047-0.054", "cold_compile_s": "3.3-4.2"}))
 
 
 _STARTUP = r"""

@@ -43,11 +43,13 @@ def test_ratios_and_missing_values(report):
          "note": "RuntimeError: x", "extra": {}},
         {"kernel": "launch", "shape": "tiny", "impl": "tilec", "ms": None, "tflops": None, "gbs": None,
          "error": None, "note": "", "extra": {"us_per_launch": 4.5}},
+        {"kernel": "launch", "shape": "tiny", "impl": "peer (a published figure)", "ms": None, "tflops": None,
+         "gbs": None, "error": None, "note": "", "extra": {"import_s": "5.7-6.3"}},
     ]}
     text = report.render_table(result)
     assert "| k | s | peer | 3.000 | 0.7 | — | NaN | 3.00x |" in text  # ratio against the best tilec row
     assert "broken (RuntimeError: x)" in text
-    assert "us_per_launch 4.5" in text
+    assert "us_per_launch 4.5" in text and "| peer (a published figure) | import_s 5.7-6.3 |" in text
     assert "note: peer X skipped" in text
 
 
