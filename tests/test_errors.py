@@ -518,3 +518,38 @@ def test_unsupported_pipelined_and_atomic_options_are_errors():
         def main(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32) as bx:
                 body(A)
+
+
+@pytest.mark.parametrize(("configs", "message"), [
+    ({"wgma": True}, "unknown pass config 'wgma' (did you mean 'wgmma'?); the pass configs are: wgmma, "),
+    ({"remat_addresses": True}, "unknown pass config 'remat_addresses'; the pass configs are: "),
+    ({"tma": "yes"}, "pass config 'tma' takes True or False, got 'yes'"),
+    ({"persistent": 0}, "pass config 'persistent' takes True, False or a positive int, got 0"),
+    ({"cluster": 3}, "pass config 'cluster' takes 0 or 1 (none), 2 or 4, got 3"),
+])
+def test_pass_configs_are_checked(configs, message):
+    """A misspelt or removed pass config would otherwise be ignored without a word."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    with pytest.raises(TilecValueError, match=re.escape(message)):
+        tilec.JITKernel(main, "cpu", pass_configs=configs)
+
+    with pytest.raises(TilecValueError, match=re.escape(message)):  # at the decorator already
+        tilec.jit(target="cpu", pass_configs=configs)(_factory)
+
+
+def _factory(n):
+    return None
+
+
+def test_the_readme_lists_every_pass_config():
+    from conftest import ROOT
+
+    from tilec.passes.configs import PASS_CONFIGS
+
+    readme = (ROOT / "README.md").read_text()
+    assert all(f"| `{name}` |" in readme for name in PASS_CONFIGS)

@@ -59,7 +59,6 @@ def test_cluster_ir_and_cuda_source():
 
 @pytest.mark.parametrize(("configs", "kw", "why"), [
     ({"wgmma": True, "tma": True, "cluster": 2}, {}, "it needs a warp-specialized TMA pipeline"),
-    ({**WS, "cluster": 3}, {}, "cluster must be one of (2, 4), got 3"),
     ({**WS, "cluster": 2, "persistent": True}, {}, "a persistent kernel's blocks take tiles of their own"),
     ({**WS, "cluster": 4}, {"M": 192}, "no grid dimension that is a multiple of 4"),
 ])
@@ -67,6 +66,13 @@ def test_cluster_refusals(configs, kw, why):
     k = _gemm(kw.get("M", 256), 192, 128, configs, block_M=64, block_N=64, block_K=32, num_stages=2)
     assert f"not clustered: {why}" in k.report()
     assert k.state.artifacts["thread_ir"].cluster == (1, 1, 1)
+
+
+def test_a_cluster_size_the_pass_cannot_make_is_an_error():
+    from tilec.errors import TilecValueError
+
+    with pytest.raises(TilecValueError, match=r"pass config 'cluster' takes 0 or 1 \(none\), 2 or 4, got 3"):
+        _gemm(256, 192, 128, {**WS, "cluster": 3}, block_M=64, block_N=64, block_K=32, num_stages=2)
 
 
 def test_cluster_refused_with_rasterization():

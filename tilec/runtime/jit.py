@@ -39,7 +39,9 @@ class JITKernel:
             raise TilecTypeError(f"expected a @T.prim_func kernel, got {type(func).__name__}")
         self.prim_func = _with_outputs(func, out_idx)
         self.target = parse_target(target)
-        self.pass_configs = {**default_pass_configs(), **(pass_configs or {})}
+        from tilec.passes.configs import check_pass_configs
+
+        self.pass_configs = {**default_pass_configs(), **check_pass_configs(pass_configs)}
         self._state: Any = None
         self._exe: Any = None
         self._fast: Any = None  # the generated launcher (False: this kernel has none)
@@ -212,10 +214,13 @@ class JITFunction:
     """What ``@tilec.jit`` returns; call it like the decorated function."""
 
     def __init__(self, fn: Any, out_idx: Any = None, target: Any = None, pass_configs: dict | None = None) -> None:
+        from tilec.passes.configs import check_pass_configs
+
         self.fn = fn
         self.out_idx = out_idx
         self.target = target
         self.pass_configs = pass_configs
+        check_pass_configs(pass_configs)  # at the decorator, not at the first call
         self.eager = _is_eager(fn)
         self.auto_params = auto_params(fn)  # parameters defaulting to T.auto, filled by the cost model's pick
         self._kernels: dict[Any, JITKernel] = {}

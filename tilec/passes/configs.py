@@ -1,0 +1,66 @@
+"""The pass configs (``tilec.jit(pass_configs=...)``, ``JITKernel(pass_configs=...)``): the one list of them, with
+their defaults and the values each takes. A name not listed, or a value of the wrong kind, is an error that says
+what is known (a misspelt name would otherwise be ignored without a word)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tilec.errors import TilecValueError
+
+
+@dataclass(frozen=True)
+class PassConfig:
+    name: str
+    default: Any
+    meaning: str
+    takes: str  # the values it accepts, in words
+    ok: Callable[[Any], bool]
+
+
+def _flag(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _blocks(v: Any) -> bool:
+    return isinstance(v, bool) or (isinstance(v, int) and v > 0)
+
+
+def _cluster(v: Any) -> bool:
+    return not isinstance(v, bool) and v in (0, 1, 2, 4)
+
+
+PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
+    PassConfig("wgmma", "True on sm_90a (TILEC_WGMMA)", "T.gemm on sm_90a runs on wgmma (else mma.sync)",
+               "True or False", _flag),
+    PassConfig("wgmma_overlap", True, "a pipelined loop's wgmma group runs on into the next trip", "True or False",
+               _flag),
+    PassConfig("tma", "True on sm_90a (TILEC_WGMMA)", "T.Pipelined copies on sm_90a are TMA loads through mbarriers",
+               "True or False", _flag),
+    PassConfig("warp_specialize", False, "with tma: a producer warpgroup issues the copies beside the consumers",
+               "True or False", _flag),
+    PassConfig("persistent", False, "with warp_specialize: one block per SM (True) or that many blocks loop over "
+               "the tiles", "True, False or a positive int", _blocks),
+    PassConfig("cluster", 0, "with warp_specialize: clusters of that many blocks share tiles by TMA multicast",
+               "0 or 1 (none), 2 or 4", _cluster),
+    PassConfig("stage_epilogue", True, "NVIDIA: a tensor-core gemm's accumulators leave through shared memory",
+               "True or False", _flag),
+    PassConfig("tma_store", True, "with tma: staged accumulators leave by TMA stores", "True or False", _flag),
+)}
+
+
+def check_pass_configs(configs: dict | None) -> dict:
+    """``configs`` itself, once every name is a known pass config with a value it accepts."""
+    for name, value in (configs or {}).items():
+        c = PASS_CONFIGS.get(name)
+        if c is None:
+            near = difflib.get_close_matches(str(name), PASS_CONFIGS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TilecValueError(f"unknown pass config {name!r}{hint}; the pass configs are: "
+                                  + ", ".join(PASS_CONFIGS))
+        if not c.ok(value):
+            raise TilecValueError(f"pass config {name!r} takes {c.takes}, got {value!r}")
+    return dict(configs or {})
