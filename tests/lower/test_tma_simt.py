@@ -378,6 +378,8 @@ def test_persistent_tiles_follow_the_rasterization(rng, order):
     g = load_example("01_gemm").matmul(300, 520, 64, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
     g = dataclasses.replace(g, body=dataclasses.replace(g.launch, swizzle=(2, order)))  # 9 x 5 tiles
     kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 4})
+    assert f"persistent, 4 blocks loop over the tiles of the grid in panels of 2 {order}s (T.use_swizzle)" in \
+        kernel.report()
     text = tilec.dump(kernel, after="pipelining")
     span = {"row": "// 18 * 2", "column": "// 10 * 2"}[order]  # a panel: 2 grid rows of 9 tiles (columns of 5)
     assert "T.use_swizzle" not in text and span in text

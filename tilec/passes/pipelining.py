@@ -542,7 +542,9 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
         sub[launch.block_vars[0]], sub[launch.block_vars[1]] = x, y
     trips = ceildiv(binop("-", tiles, pid), P)
     line = launch.loc.line if launch.loc else 0
-    p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid")
+    order = "" if launch.swizzle is None or len(dims) < 2 else \
+        f" in panels of {launch.swizzle[0]} {'columns' if launch.swizzle[1] == 'column' else 'rows'} (T.use_swizzle)"
+    p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}")
     wrap = [For(p.tile, trips, "serial", substitute(s, sub), loc=s.loc) for s in (producer, consumer)]
     return (binop("min", tiles, P),), (pid,), wrap[0], wrap[1]
 
