@@ -86,6 +86,12 @@ def emit_rule(cls: type) -> Callable:
     return deco
 
 
+def asm_rule(cls: type, ptx: str) -> None:
+    """Register a thread-IR statement that prints as one fixed ``asm volatile`` statement (``ptx``: its C string
+    literal's text, escapes included) with a memory clobber."""
+    EMIT_RULES[cls] = lambda e, s, d: e.emit(d, f'asm volatile("{ptx}" ::: "memory");')
+
+
 _MATH32 = {
     "exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf", "rsqrt": "rsqrtf",
     "abs": "fabsf", "tanh": "tanhf", "sin": "sinf", "cos": "cosf", "floor": "floorf", "ceil": "ceilf",

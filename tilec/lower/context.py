@@ -60,6 +60,16 @@ class Lowerer:
     producer_threads: int = 0  # warp specialization: the producer warpgroup's threads, launched after the block's
     loc: SourceLoc | None = None
     _counter: int = 0
+    _stored: frozenset[int] | None = None
+
+    def tma_stored(self, buf: Buffer) -> bool:
+        """Whether a TMA store reads ``buf`` (its writers must fence it to the async proxy)."""
+        if self._stored is None:
+            from tilec.ir.stmt import TmaStore
+            from tilec.ir.visit import walk
+
+            self._stored = frozenset(id(n.src.buffer) for n in walk(self.func.body) if isinstance(n, TmaStore))
+        return id(buf) in self._stored
 
     @property
     def T(self) -> int:  # noqa: N802

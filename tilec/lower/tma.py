@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from tilec.backends.cemit import CEmitter, emit_rule
+from tilec.backends.cemit import CEmitter, asm_rule, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Expr, binop, const
@@ -258,14 +258,10 @@ def _emit_tma_store(e: CEmitter, s: TmaStoreBox, d: int) -> None:
     e.emit(d, f"{fn}(&{e.names(s.tmap)}, {e.names(s.src)} + {e.e(s.src_off)}, {coords});")
 
 
-@emit_rule(BulkCommit)
-def _emit_bulk_commit(e: CEmitter, s: BulkCommit, d: int) -> None:
-    e.emit(d, 'asm volatile("cp.async.bulk.commit_group;" ::: "memory");')
-
-
-@emit_rule(BulkWait)
-def _emit_bulk_wait(e: CEmitter, s: BulkWait, d: int) -> None:
-    e.emit(d, 'asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");')
+asm_rule(BulkCommit, "cp.async.bulk.commit_group;")
+asm_rule(BulkWait, "cp.async.bulk.wait_group.read 0;")
+asm_rule(FenceMbarInit, "fence.mbarrier_init.release.cluster;")
+asm_rule(ClusterBarrier, r"barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n")
 
 
 @emit_rule(MbarInit)
@@ -275,16 +271,6 @@ def _emit_init(e: CEmitter, s: MbarInit, d: int) -> None:
         f'  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"({_SMEM.format("bar")}), "r"(count) '
         ': "memory");\n}\n'))
     e.emit(d, f"{fn}({e.names(s.bar)} + {e.e(s.off)}, {s.count});")
-
-
-@emit_rule(FenceMbarInit)
-def _emit_fence(e: CEmitter, s: FenceMbarInit, d: int) -> None:
-    e.emit(d, 'asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");')
-
-
-@emit_rule(ClusterBarrier)
-def _emit_cluster_barrier(e: CEmitter, s: ClusterBarrier, d: int) -> None:
-    e.emit(d, 'asm volatile("barrier.cluster.arrive.release;\\nbarrier.cluster.wait.acquire;\\n" ::: "memory");')
 
 
 @emit_rule(MbarArriveTx)

@@ -24,7 +24,7 @@ that touches its accumulator or operands starts with ``wait_group 0``.
 from __future__ import annotations
 
 from tilec import dtypes as dt
-from tilec.backends.cemit import CEmitter, emit_rule
+from tilec.backends.cemit import CEmitter, asm_rule, emit_rule
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Expr, binop, const
 from tilec.ir.stmt import Gemm
@@ -194,14 +194,9 @@ def _emit_wgmma(e: CEmitter, s: Wgmma, d: int) -> None:
     e.emit(d, f"tl::{fn}({e.names(s.c)} + {e.e(s.c_off)}, {a}, {_desc(e, s.b)});")
 
 
-@emit_rule(WgmmaFence)
-def _emit_fence(e: CEmitter, s: WgmmaFence, d: int) -> None:
-    e.emit(d, 'asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");')
-
-
-@emit_rule(WgmmaCommit)
-def _emit_commit(e: CEmitter, s: WgmmaCommit, d: int) -> None:
-    e.emit(d, 'asm volatile("wgmma.commit_group.sync.aligned;\\n" ::: "memory");')
+asm_rule(WgmmaFence, r"wgmma.fence.sync.aligned;\n")
+asm_rule(WgmmaCommit, r"wgmma.commit_group.sync.aligned;\n")
+asm_rule(FenceProxyAsync, r"fence.proxy.async.shared::cta;\n")
 
 
 @emit_rule(WgmmaWait)
@@ -213,7 +208,3 @@ def _emit_wait(e: CEmitter, s: WgmmaWait, d: int) -> None:
             regs = ", ".join(f'"+f"({name}[{j}])' for j in range(i, min(size, i + 32)))
             e.emit(d, f'asm volatile("" : {regs} :: "memory");')
 
-
-@emit_rule(FenceProxyAsync)
-def _emit_proxy(e: CEmitter, s: FenceProxyAsync, d: int) -> None:
-    e.emit(d, 'asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");')

@@ -156,14 +156,12 @@ def _needs_proxy_fence(lw: Lowerer, s: Stmt) -> bool:
     must be fenced to the async proxy by the writing threads before the barrier that orders the wgmma's reads; so
     must a tile a TMA store reads."""
     from tilec.ir.stmt import AsyncCopy, AsyncWait, BarrierInit, TmaCopy, TmaStore
-    from tilec.ir.visit import walk
     from tilec.lower.wgmma import uses_wgmma
 
     if isinstance(s, (AsyncCopy, TmaCopy, TmaStore, BarrierInit)):
         return False
     if not uses_wgmma(lw):
-        stored = {id(n.src.buffer) for n in walk(lw.func.body) if isinstance(n, TmaStore)}
-        return any(id(r.buffer) in stored for r in s.writes())
+        return any(lw.tma_stored(r.buffer) for r in s.writes())
     return isinstance(s, AsyncWait) or any(r.buffer.scope == "shared" for r in s.writes())
 
 
