@@ -47,7 +47,9 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None)
     launch = func.launch
     opts = options or {}
     tma = bool(opts.get("tma")) and opts.get("tma_store", True) and target.arch == "sm_90a"
-    st = _Stager(launch, tma, _smem_limit(target) if tma else 0)
+    from tilec.passes.pipelining import smem_limit
+
+    st = _Stager(launch, tma, smem_limit(target) if tma else 0)
     body = st.seq(launch.body, top=True)
     if not st.new and not st.own:
         return func, st.notes
@@ -65,12 +67,6 @@ def _tma_storable(g: Buffer, tile: tuple[int, ...]) -> bool:
     the tile's rows (at most 256)."""
     shape = g.static_shape
     return shape is not None and shape[-1] * g.dtype.bits // 8 % 16 == 0 and tile[0] <= 256
-
-
-def _smem_limit(target: Target) -> int:
-    from tilec.arch import table_model
-
-    return table_model(target.arch).smem_per_block
 
 
 SLACK = 2048  # bytes kept free for the arena's 1024-byte alignment and the mbarriers

@@ -228,7 +228,7 @@ class _Pipeliner:
                 continue
             extra = {b: (versions[b][0], versions[b][1], versions[b][2] + 1) for b in operands}
             need = _shared_bytes(self.func, {**versions, **extra})
-            limit = _smem_limit(self.target)
+            limit = smem_limit(self.target)
             if need > limit:
                 self.notes.append(f"T.Pipelined at line {line}: the gemm at line {g.loc.line if g.loc else 0} waits "
                                   f"for its wgmma group every trip (one more operand version needs {need} bytes of "
@@ -436,10 +436,12 @@ def _shared_bytes(func: PrimFunc, versions: dict[int, tuple[Buffer, int, int]]) 
     return total
 
 
-def _smem_limit(target: Target) -> int:
-    from tilec.arch import device_model
+def smem_limit(target: Target) -> int:
+    """Shared memory a block may have: the table's figure for the target's architecture (as every pass reads it, so
+    the code does not depend on which GPU is present)."""
+    from tilec.arch import table_model
 
-    return device_model(target).smem_per_block
+    return table_model(target.arch).smem_per_block
 
 
 def _merge_guards(items: list[tuple[Any, Stmt]]) -> list[Stmt]:
