@@ -73,9 +73,27 @@ def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[f
     return flops / ms / 1e9, sum(c for c, _ in samples) / n, sum(p for _, p in samples) / n / 1000
 
 
-def attention(rows: list) -> None:
-    """Flash attention (8, 16, 2048, 128), causal or not: the mma.sync kernels fed by cp.async, TMA, or TMA from a
-    producer warpgroup, beside the wgmma one and SDPA's backends."""
+def attention(rows: list, dims: tuple[int, ...] = (128, 64)) -> None:
+    """Flash attention (8, 16, 2048, D), causal or not: the wgmma kernels with and without a producer warpgroup,
+    with and without the rotated loop (pass config ``rotate``), beside SDPA's backends."""
+
+
+    fa = __import__("03_flash_attention")
+    b, h, n = 8, 16, 2048
+    ws = {"wgmma": True, "tma": True, "warp_specialize": True}
+    variants = {  # label -> (block_M, block_N, threads, pass configs and "stages" when not 2)
+        "128x64 tma": (128, 64, 256, {"wgmma": True, "tma": True}),
+        "128x128 tma": (128, 128, 256, {"wgmma": True, "tma": True}),
+        "128x64 ws": (128, 64, 256, {**ws, "rotate": False}),
+        "128x64 ws rotated": (128, 64, 256, ws),
+        "128x128 ws rotated": (128, 128, 256, ws),
+        "128x128 ws": (128, 128, 256, {**ws, "rotate": False}),
+    }
+    for d in dims:
+        attention_dim(rows, fa, b, h, n, d, variants)
+
+
+def attention_dim(rows: list, fa: object, b: int, h: int, n: int, d: int, variants: dict) -> None:
     import torch
     import torch.nn.functional as F
     from run import _measure, input_sets
@@ -83,21 +101,6 @@ def attention(rows: list) -> None:
 
     import tilec
 
-    fa = __import__("03_flash_attention")
-    b, h, n, d = 8, 16, 2048, 128
-    mma = {"wgmma": False}  # the sm_80 instruction set (the Hopper path is the default on sm_90a)
-    variants = {  # label -> (block_M, block_N, threads, pass configs and "stages" when not 2)
-        "mma 64x64 tma": (64, 64, 128, {**mma, "tma": True}),
-        "mma 64x64": (64, 64, 128, {**mma, "tma": False}),
-        "mma 64x64 tma 1 stage": (64, 64, 128, {**mma, "tma": True, "stages": 1}),
-        "mma 128x64 tma": (128, 64, 128, {**mma, "tma": True}),
-        "mma 128x64": (128, 64, 128, {**mma, "tma": False}),
-        "mma 128x64 tma ws": (128, 64, 128, {**mma, "tma": True, "warp_specialize": True}),
-        "mma 128x64 8w tma": (128, 64, 256, {**mma, "tma": True}),
-        "mma 128x32 tma": (128, 32, 128, {**mma, "tma": True}),
-        "wgmma 128x128 tma": (128, 128, 256, {"wgmma": True, "tma": True}),
-        "wgmma 128x64 tma": (128, 64, 256, {"wgmma": True, "tma": True}),
-    }
     for causal in (False, True):
         sets = input_sets(lambda: tuple(torch.randn(b, h, n, d, device="cuda").half() for _ in range(3)))
         q, k, v = sets[0]
@@ -113,12 +116,15 @@ def attention(rows: list) -> None:
         for label, (bm, bn, th, cfg) in variants.items():
             cfg = dict(cfg)
             stages = cfg.pop("stages", 2)
-            impls[label] = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
-                                                                 num_stages=stages, threads=th), "cuda", [3],
-                                           pass_configs=cfg).compile()
+            try:
+                impls[label] = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
+                                                                     num_stages=stages, threads=th), "cuda", [3],
+                                               pass_configs=cfg).compile()
+            except Exception as e:  # noqa: BLE001
+                print(f"{label}: build failed: {type(e).__name__}: {str(e)[:400]}")
         start = len(rows)
         flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
-        _measure(rows, f"attention{' causal' if causal else ''}", f"{b}x{h}x{n}x{d}", impls, sets, ref, flops, 0,
+        _measure(rows, f"attention{' causal' if causal else ''} d{d}", f"{b}x{h}x{n}x{d}", impls, sets, ref, flops, 0,
                  False)
         for r in rows[start:]:
             print(f"{r.kernel:<17} {r.impl:<22} " + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}"

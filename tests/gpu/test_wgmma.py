@@ -96,17 +96,21 @@ def test_cluster_gemm(examples, mnk, n):
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
-@pytest.mark.parametrize("feed", ["cp.async", "tma", "tma ws"])
+@pytest.mark.parametrize(("feed", "block_N"), [("cp.async", 64), ("tma", 64), ("tma ws", 64),
+                                               ("tma ws rotated", 64), ("tma ws rotated", 128)])
 @pytest.mark.parametrize("n", [512, 1000])
 @pytest.mark.parametrize("causal", [False, True])
-def test_wgmma_flash_attention(examples, causal, n, feed):
+def test_wgmma_flash_attention(examples, causal, n, feed, block_N):
     fa = examples["03_flash_attention"]
     b, h, d = 2, 4, 128
-    k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=128, block_N=64, threads=256,
+    ws = feed.startswith("tma ws")
+    k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=128, block_N=block_N, threads=256,
                                               num_stages=2), "cuda", [3],
-                        pass_configs={"wgmma": True, "tma": feed != "cp.async", "warp_specialize": feed == "tma ws"})
+                        pass_configs={"wgmma": True, "tma": feed != "cp.async", "warp_specialize": ws,
+                                      "rotate": feed == "tma ws rotated"})
     assert ("TMA" in k.report()) == (feed != "cp.async")
-    assert ("warp-specialized" in k.report()) == (feed == "tma ws")
+    assert ("warp-specialized" in k.report()) == ws
+    assert ("runs one iteration late" in k.report()) == (feed == "tma ws rotated")
     assert "wgmma" in k.report()
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)

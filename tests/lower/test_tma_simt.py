@@ -55,15 +55,20 @@ def test_tma_gemm(rng, M, N, K, tiles, ws):
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
-@pytest.mark.parametrize("ws", [False, True], ids=["tma", "tma ws"])
-@pytest.mark.parametrize("causal", [False, True])
-def test_tma_flash_attention(rng, causal, ws):
+@pytest.mark.parametrize("feed", ["tma", "tma ws", "tma ws rotated"])
+@pytest.mark.parametrize(("n", "causal"), [(100, False), (100, True), (64, False), (200, True)])
+def test_tma_flash_attention(rng, n, causal, feed):
+    """Ragged, causal, and one key block (the rotated loop's steady part runs no trip); rotated: the PV gemm of
+    iteration k-1 after the QK^T gemm of k, each waiting for its wgmma group only where its results are read."""
     fa = load_example("03_flash_attention")
-    b, h, n, d = 1, 2, 100, 64
+    b, h, d = 1, 2, 64
+    configs = {"tma": TMA, "tma ws": {**WS, "rotate": False}, "tma ws rotated": WS}[feed]
     kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, causal, block_M=64, block_N=64, threads=128,
-                                                num_stages=2).prim_func, "simt:sm_90a", [3],
-                             pass_configs=WS if ws else TMA)
-    _check_feed(kernel, ws, "K_s x2, V_s x2 with TMA", "release each stage after it")
+                                                num_stages=2).prim_func, "simt:sm_90a", [3], pass_configs=configs)
+    rotated = feed == "tma ws rotated"
+    _check_feed(kernel, feed != "tma", "K_s x2, V_s x2 with TMA",
+                "K_s x3, V_s x3" if rotated else "release each stage after it")
+    assert ("runs one iteration late" in kernel.report()) == rotated
     q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
     assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
                  scale=float(np.abs(v.astype(np.float64)).max()))

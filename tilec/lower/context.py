@@ -55,6 +55,10 @@ class Lowerer:
     align: dict[Buffer, int] = field(default_factory=dict)  # global tensors accessed with vectors: bytes
     # buffers of wgmma groups a gemm left in flight (``in_flight``) -> the accumulator mems to wait for
     wgmma_pending: dict[Buffer, list[Mem]] = field(default_factory=dict)
+    # wgmma groups of the statement sequence being lowered whose wait is deferred to the first statement that
+    # needs their results (oldest first): (the buffers they touch, their accumulator); see tilec.passes.lower
+    wgmma_deferred: list[tuple[frozenset[Buffer], Mem]] = field(default_factory=list)
+    defer_wgmma: bool = False  # the gemm being lowered may leave its group for the sequence to wait for
     tensor_maps: list[TensorMap] = field(default_factory=list)  # TMA descriptors the kernel takes
     issuer: int = 0  # the thread that issues single-thread ops (TMA, mbarrier arrivals): a producer's first
     producer_threads: int = 0  # warp specialization: the producer warpgroup's threads, launched after the block's

@@ -18,7 +18,9 @@ Shared memory written by ordinary stores or cp.async reaches wgmma through the a
 ``cp.async.wait_group`` rules add ``fence.proxy.async.shared::cta`` in kernels that use wgmma. A gemm ends with
 ``wgmma.wait_group 0`` (its results and its shared-memory reads are done when the op is), unless pipelining let its
 group run on into the next trip (``Gemm.in_flight``): then it ends with ``wait_group 1`` and the first later op
-that touches its accumulator or operands starts with ``wait_group 0``.
+that touches its accumulator or operands starts with ``wait_group 0``. In a statement sequence the wait moves down
+to the first statement that touches the gemm's registers, past register-only statements (and other gemms), with
+the count of the groups committed since (:func:`tilec.passes.lower.settle_wgmma`).
 """
 
 from __future__ import annotations
@@ -143,6 +145,9 @@ def lower_wgmma(lw: Lowerer, g: Gemm, gm: int, gn: int) -> TStmt:
         for r in (g.A, g.B, g.C):
             lw.wgmma_pending[r.buffer] = [c]
         return tseq(parts + [WgmmaCommit(), WgmmaWait(g.in_flight)])
+    if lw.defer_wgmma:  # the enclosing sequence waits where the results are first needed (tilec.passes.lower)
+        lw.wgmma_deferred.append((frozenset(r.buffer for r in (g.A, g.B, g.C)), c))
+        return tseq(parts + [WgmmaCommit()])
     return tseq(parts + [WgmmaCommit(), WgmmaWait(0, c)])
 
 

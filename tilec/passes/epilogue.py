@@ -175,8 +175,8 @@ class _Stager:
         gemms = [n for s in before for n in walk(s) if isinstance(n, Gemm) and n.C.buffer is f]
         loop = next(s for s in reversed(before) if any(n is gemms[-1] for n in walk(s)))
         later = set().union(*(_uses(s) for s in before[before.index(loop) + 1:] + after))
-        under = [r.buffer for gm in gemms for r in (gm.A, gm.B) if r.buffer.scope == "shared"
-                 and r.buffer.static_shape is not None and id(r.buffer) not in later | self.taken()]
+        under = list(dict.fromkeys(r.buffer for gm in gemms for r in (gm.A, gm.B) if r.buffer.scope == "shared"
+                                   and r.buffer.static_shape is not None and id(r.buffer) not in later | self.taken()))
         stage = Buffer(f"{f.name}_stage", shape, g.dtype, "shared", loc=c.loc)
         fits = [u for u in under if _bytes(u) >= _bytes(stage)]
         line = c.loc.line if c.loc else 0

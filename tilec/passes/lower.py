@@ -15,22 +15,41 @@ from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, Load, Var, binop
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp, WarpRoles
+from tilec.ir.stmt import (
+    AtomicRMW,
+    For,
+    Gemm,
+    IfThenElse,
+    KernelLaunch,
+    Parallel,
+    SeqStmt,
+    Stmt,
+    Store,
+    TileOp,
+    WarpRoles,
+)  # fmt: skip
 from tilec.ir.visit import transform, walk
 from tilec.lower import gemm, mfma, ops, reduce, tma, wgmma  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.tir import (
     AtomicAddOp,
+    Comment,
     Decl,
     FenceProxyAsync,
     Group,
     If,
+    LdMatrix,
     Loop,
     Mem,
     MemRef,
+    Mma,
+    Seq,
     ThreadKernel,
     TStmt,
+    Wgmma,
+    WgmmaCommit,
+    WgmmaFence,
     WgmmaWait,
     Write,
     arena,
@@ -79,6 +98,29 @@ def _drain_wgmma(lw: Lowerer, s: Stmt | None) -> list[TStmt]:
     return [WgmmaWait(0, m) for m in regs.values()]  # one per accumulator: each marks its registers defined
 
 
+_REGISTER_ONLY = (Seq, Group, Loop, If, Decl, Comment, Write, Mma, LdMatrix, Wgmma, WgmmaFence, WgmmaCommit, WgmmaWait)
+
+
+def settle_wgmma(lw: Lowerer, s: Stmt, code: TStmt) -> list[TStmt]:
+    """The waits statement ``s`` (lowered to ``code``) needs for the deferred wgmma groups of its sequence: none
+    when its code only computes in registers (and reads shared memory) without touching their registers; the
+    groups up to the newest it touches, by ``wgmma.wait_group n`` with ``n`` the groups committed after that one;
+    all of them before anything else (shared-memory writes, barriers, copies, control flow of its own)."""
+    pending = lw.wgmma_deferred
+    if not pending:
+        return []
+    own = all(not isinstance(n, TStmt) or isinstance(n, _REGISTER_ONLY) and
+              (not isinstance(n, Write) or n.mem.space == "reg") for n in walk(code))
+    if own and not isinstance(s, (For, IfThenElse, WarpRoles, SeqStmt)):
+        used = {n for n in walk(s) if isinstance(n, Buffer)}
+        k = max((i + 1 for i, (bufs, _) in enumerate(pending) if bufs & used), default=0)
+    else:
+        k = len(pending)
+    retired, lw.wgmma_deferred = pending[:k], pending[k:]
+    regs = {id(m): m for _, m in retired}
+    return [WgmmaWait(len(lw.wgmma_deferred), m) for m in regs.values()]
+
+
 class _Driver:
     def __init__(self, lw: Lowerer) -> None:
         self.lw = lw
@@ -101,7 +143,7 @@ class _Driver:
     def _stmt(self, s: Stmt) -> TStmt:
         lw = self.lw
         if isinstance(s, SeqStmt):
-            return seq([self.stmt(c) for c in s.stmts])
+            return self.sequence(s)
         if lw.wgmma_pending and not isinstance(s, (For, IfThenElse)):
             wait = _drain_wgmma(lw, s)
             if wait:
@@ -136,6 +178,27 @@ class _Driver:
                 body = seq([body, FenceProxyAsync()])
             return Group(body, _label(s), loc=s.loc)
         raise TilecError(f"cannot lower {type(s).__name__}", s.loc)
+
+    def sequence(self, s: SeqStmt) -> TStmt:
+        """The statements in order; a wgmma gemm's wait waits for the first statement that needs it
+        (:func:`settle_wgmma`), and for the sequence's end at the latest."""
+        lw = self.lw
+        outer, lw.wgmma_deferred = lw.wgmma_deferred, []
+        out: list[TStmt] = []
+        for c in s.stmts:
+            before = len(lw.wgmma_deferred)
+            lw.defer_wgmma = isinstance(c, Gemm)
+            try:
+                code = self.stmt(c)
+            finally:
+                lw.defer_wgmma = False
+            new = lw.wgmma_deferred[before:]
+            del lw.wgmma_deferred[before:]
+            out += settle_wgmma(lw, c, code) + [code]
+            lw.wgmma_deferred += new
+        out += settle_wgmma(lw, s, Seq(()))  # everything, at the end
+        lw.wgmma_deferred = outer
+        return seq(out)
 
     def store(self, s: Store) -> TStmt:
         lw = self.lw

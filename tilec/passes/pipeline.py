@@ -89,7 +89,8 @@ def _layouts(state: CompileState) -> CompileState:
 
     plan = infer_layouts(state.func, state.ftg, state.target, state.options)
     state.ftg.layouts = dict(plan.fragments) | dict(plan.shared)
-    notes = tuple(f"T.gemm at line {g.loc.line if g.loc else 0}: {p.instr} {p.why}" for g, p in plan.gemms.items())
+    notes = tuple(dict.fromkeys(f"T.gemm at line {g.loc.line if g.loc else 0}: {p.instr} {p.why}"
+                                for g, p in plan.gemms.items()))  # once for a gemm a pass copied
     return state.with_(artifacts={**state.artifacts, "layout_inference": plan}, report=state.report + notes)
 
 

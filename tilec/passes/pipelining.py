@@ -35,7 +35,7 @@ from typing import Any
 from tilec import dtypes as dt
 from tilec.errors import TilecValueError
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import Load, Var, binop, const
+from tilec.ir.expr import Const, Load, Var, binop, const
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import (
     AsyncCommit,
@@ -98,6 +98,7 @@ class _Pipeliner:
         self.overlap = bool(opts.get("wgmma")) and opts.get("wgmma_overlap", True) and target.arch == "sm_90a"
         self.tma = bool(opts.get("tma")) and target.arch == "sm_90a"
         self.ws = self.tma and bool(opts.get("warp_specialize"))
+        self.rotate = opts.get("rotate", True)
         self.notes: list[str] = []
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
@@ -324,52 +325,127 @@ class _Pipeliner:
         new = For(k, binop("+", n, depth - 1), "serial", SeqStmt(tuple(out)), loc=loop.loc)
         return SeqStmt((new, AsyncWait(0, loc=loop.loc))) if async_ok else new
 
+    def rotation(self, loop: For, consumers: list[Stmt],
+                 versions: dict[int, tuple[Buffer, int, int]]) -> tuple[list[Stmt], list[Stmt], list[Stmt]] | None:
+        """The consumers split for running a second wgmma gemm one iteration late (FA3's intra-warpgroup overlap):
+        (up to the first gemm, the statements of the second gemm's accumulator, the rest), or None. Iteration k then
+        issues its first gemm, then iteration k-1's second gemm, then runs k's statements in between (a softmax)
+        while that second gemm computes: each waits for its wgmma group only where its results are read
+        (:func:`tilec.passes.lower.settle_wgmma`). The stages get one more version (k-1's are still read)."""
+        from tilec.ir.stmt import Gemm
+        from tilec.lower.wgmma import wgmma_plan
+
+        if not self.rotate:
+            return None
+        threads = self.func.launch.num_threads
+
+        def wgmma(c: Stmt) -> bool:
+            return type(c) is Gemm and c.C.buffer.scope == "fragment" and not c.in_flight and \
+                all(isinstance(x, int) for x in c.mnk) and wgmma_plan(c, *c.mnk, threads) is not None
+
+        gemms = [i for i, c in enumerate(consumers) if wgmma(c)]
+        if len(gemms) < 2:
+            return None
+        first, second = consumers[gemms[0]], consumers[gemms[-1]]
+        acc = id(second.C.buffer)
+        line = loop.loc.line if loop.loc else 0
+        where = f"T.Pipelined at line {line}: the gemm at line {second.loc.line if second.loc else 0} waits for its " \
+                f"wgmma group every iteration"
+        head = consumers[: gemms[0] + 1]
+        late = [c for c in consumers[gemms[0] + 1:] if acc in _reads(c) | _writes(c)]
+        rest = [c for c in consumers[gemms[0] + 1:] if acc not in _reads(c) | _writes(c)]
+        if any(acc in _reads(c) | _writes(c) for c in head) or id(first.C.buffer) == acc or not rest:
+            return None
+        local = ("fragment", "local", "var")
+        for c in late + rest:
+            if any(b.scope not in local for b in (n for n in walk(c) if isinstance(n, Buffer)) if id(b) in _writes(c)):
+                self.notes.append(f"{where}: line {c.loc.line if c.loc else 0} writes memory, not only registers")
+                return None
+        written_late = set().union(*map(_writes, late))
+        if written_late & set().union(*(_reads(c) | _writes(c) for c in head + rest)) or \
+                set().union(*map(_reads, late)) & set().union(*map(_writes, head)):
+            self.notes.append(f"{where}: its statements share buffers with the rest of the loop")
+            return None
+        extra = {b: (buf, a, v + 1) for b, (buf, a, v) in versions.items()}
+        need, limit = _shared_bytes(self.func, extra), smem_limit(self.target)
+        if need > limit:
+            self.notes.append(f"{where}: running it one iteration late needs one more stage, {need} bytes of shared "
+                              f"memory, over {limit}")
+            return None
+        versions.update(extra)
+        self.notes.append(f"T.Pipelined at line {line}: the gemm at line {second.loc.line if second.loc else 0} runs "
+                          f"one iteration late, beside the next iteration's gemm at line "
+                          f"{first.loc.line if first.loc else 0} and the statements after it")
+        return head, late, rest
+
     def rewrite_ws(self, loop: For, body: list[Stmt], stages: list[int], order: list[int],
                    versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
         """A producer warpgroup issues the TMA copies of iteration k once the consumers released its stage (the
         ``empty`` ring); the block's threads run the rest, waiting for each stage on the ``full`` ring and releasing
-        it when done (one iteration later for a gemm whose wgmma group runs on into the next one)."""
+        it when done (one iteration later for a gemm whose wgmma group runs on into the next one, or that runs one
+        iteration late: :meth:`rotation`)."""
+        from tilec.ir.stmt import Gemm
+
         n = loop.extent
         k = Var(loop.var.name)
-        g = binop("+", binop("*", self.tile, n), k) if self.persistent else k  # the ring's iteration
+
+        def g(i: Any) -> Any:  # the ring's iteration
+            return binop("+", binop("*", self.tile, n), i) if self.persistent else i
+
+        producers = [body[i] for i in order if stages[i] == 0]
+        consumers = [body[i] for i in order if stages[i] > 0]
+        rotated = self.rotation(loop, consumers, versions)
         nv = self.ring(versions)
         full = Buffer(f"{loop.var.name}_full", (nv,), dt.uint64, "shared", loc=loop.loc)
         empty = Buffer(f"{loop.var.name}_empty", (nv,), dt.uint64, "shared", loc=loop.loc)
         self.new_allocs += [full, empty]
 
-        def slot(bar: Buffer, i: Any) -> Region:
-            return Region(bar, (binop("%", i, nv),), (1,))
+        def slot(bar: Buffer, i: Any) -> Region:  # iteration i's
+            return Region(bar, (binop("%", g(i), nv),), (1,))
 
-        producers = [body[i] for i in order if stages[i] == 0]
-        consumers = [body[i] for i in order if stages[i] > 0]
+        def phase(i: Any) -> Any:
+            return binop("%", binop("//", g(i), nv), 2)
+
+        def at(stmts: list[Stmt], i: Any) -> list[Stmt]:  # the statements of iteration i
+            return [self.remap(substitute(c, {loop.var: i}), g(i), versions) for c in stmts]
+
+        def wait(i: Any) -> Stmt:
+            return BarrierWait(slot(full, i), phase(i), loc=loop.loc)
+
+        def release(i: Any) -> Stmt:  # every consumer warp releases the stage once its own reads are done
+            return BarrierArrive(slot(empty, i), 0, per_warp=True, loc=loop.loc)
+
         tx = sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in producers)
-        phase = binop("%", binop("//", g, nv), 2)
-        prod: list[Stmt] = [BarrierWait(slot(empty, g), binop("-", 1, phase), loc=loop.loc),
-                            BarrierArrive(slot(full, g), tx, loc=loop.loc)]
-        for p in producers:
-            s = self.remap(substitute(p, {loop.var: k}), g, versions)
-            prod.append(TmaCopy(s.src, s.dst, slot(full, g), loc=s.loc))
-        cons: list[Stmt] = [BarrierWait(slot(full, g), phase, loc=loop.loc)]
-        cons += [self.remap(substitute(c, {loop.var: k}), g, versions) for c in consumers]
-        from tilec.ir.stmt import Gemm
-
+        prod: list[Stmt] = [BarrierWait(slot(empty, k), binop("-", 1, phase(k)), loc=loop.loc),
+                            BarrierArrive(slot(full, k), tx, loc=loop.loc)]
+        prod += [TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc) for s in at(producers, k)]
         lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
-        # every consumer warp releases the stage once its own reads are done (mma.sync warps of a warpgroup do not
-        # run in step; a wgmma warpgroup's are done at each warp's wait_group)
-        release = BarrierArrive(slot(empty, binop("-", g, lag) if lag else g), 0, per_warp=True, loc=loop.loc)
-        cons.append(IfThenElse(binop(">=", g, lag), release, loc=loop.loc) if lag else release)
+        if rotated is None:  # (mma.sync warps of a warpgroup do not run in step; wgmma warps are at wait_group)
+            cons = [wait(k)] + at(consumers, k)
+            cons.append(IfThenElse(binop(">=", g(k), lag), release(binop("-", k, lag)), loc=loop.loc) if lag
+                        else release(k))
+            consumer: Stmt = For(k, n, "serial", SeqStmt(tuple(cons)), loc=loop.loc)
+        else:  # iteration 0's first part; k's first part, k-1's second, k's rest; the last iteration's second
+            head, late, rest = rotated
+            k1, last = binop("+", k, 1), binop("-", n, 1)
+            steady = [wait(k1)] + at(head, k1) + at(late, k) + at(rest, k1) + [release(k)]
+            first = SeqStmt(tuple([wait(const(0))] + at(head, const(0)) + at(rest, const(0))))
+            final = SeqStmt(tuple(at(late, last) + [release(last)]))
+            consumer = SeqStmt((_when(binop(">", n, 0), first, loop), For(k, last, "serial", SeqStmt(tuple(steady)),
+                                                                         loc=loop.loc),
+                                _when(binop(">", n, 0), final, loop)))
         groups = self.func.launch.num_threads // 128
         inits: list[Stmt] = [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
                              BarrierInit(Region(empty, (const(0),), (nv,)), self.func.launch.num_threads // 32,
                                          loc=loop.loc)]
         producer = For(k, n, "serial", SeqStmt(tuple(prod)), loc=loop.loc)
-        consumer = For(k, n, "serial", SeqStmt(tuple(cons)), loc=loop.loc)
         self.roles[id(consumer)] = (inits, producer)
         line = loop.loc.line if loop.loc else 0
+        late_release = "one iteration late" if lag or rotated else "after it"
         self.notes.append(f"T.Pipelined at line {line}: warp-specialized, a producer warpgroup issues TMA copies "
                           f"into " + ", ".join(f"{b.name} x{v}" for b, _, v in versions.values())
                           + f" ({tx} bytes a stage) on {nv} full/empty mbarrier pairs; {groups} consumer "
-                          f"warpgroup(s), whose warps release each stage {'one iteration late' if lag else 'after it'}")
+                          f"warpgroup(s), whose warps release each stage {late_release}")
         return consumer
 
     @staticmethod
@@ -461,6 +537,13 @@ def _merge_guards(items: list[tuple[Any, Stmt]]) -> list[Stmt]:
         run.append(s)
         key = cond
     return out
+
+
+def _when(cond: Any, body: Stmt, loop: For) -> Stmt:
+    """``body`` under ``cond``, or alone where ``cond`` is a true constant."""
+    if isinstance(cond, Const):
+        return body if cond.value else SeqStmt(())
+    return IfThenElse(cond, body, loc=loop.loc)
 
 
 def _guard(k: Var, st: int, depth: int, n: Any) -> Any:
