@@ -75,7 +75,8 @@ def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[f
 
 def attention(rows: list, dims: tuple[int, ...] = (128, 64)) -> None:
     """Flash attention (8, 16, 2048, D), causal or not: the wgmma kernels with and without a producer warpgroup,
-    with and without the rotated loop (pass config ``rotate``), beside SDPA's backends."""
+    with and without the rotated loop (pass config ``rotate``) and the warpgroups' turns (``pingpong``), beside SDPA's
+    backends."""
 
 
     fa = __import__("03_flash_attention")
@@ -85,9 +86,10 @@ def attention(rows: list, dims: tuple[int, ...] = (128, 64)) -> None:
         "128x64 tma": (128, 64, 256, {"wgmma": True, "tma": True}),
         "128x128 tma": (128, 128, 256, {"wgmma": True, "tma": True}),
         "128x64 ws": (128, 64, 256, {**ws, "rotate": False}),
-        "128x64 ws rotated": (128, 64, 256, ws),
-        "128x128 ws rotated": (128, 128, 256, ws),
-        "128x128 ws": (128, 128, 256, {**ws, "rotate": False}),
+        "128x64 ws rotated": (128, 64, 256, {**ws, "pingpong": False}),
+        "128x64 ws pingpong": (128, 64, 256, ws),
+        "128x128 ws rotated": (128, 128, 256, {**ws, "pingpong": False}),
+        "128x128 ws pingpong": (128, 128, 256, ws),
     }
     for d in dims:
         attention_dim(rows, fa, b, h, n, d, variants)

@@ -55,23 +55,47 @@ def test_tma_gemm(rng, M, N, K, tiles, ws):
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
-@pytest.mark.parametrize("feed", ["tma", "tma ws", "tma ws rotated"])
+@pytest.mark.parametrize("feed", ["tma", "tma ws", "tma ws rotated", "tma ws pingpong"])
 @pytest.mark.parametrize(("n", "causal"), [(100, False), (100, True), (64, False), (200, True)])
 def test_tma_flash_attention(rng, n, causal, feed):
     """Ragged, causal, and one key block (the rotated loop's steady part runs no trip); rotated: the PV gemm of
-    iteration k-1 after the QK^T gemm of k, each waiting for its wgmma group only where its results are read."""
+    iteration k-1 after the QK^T gemm of k, each waiting for its wgmma group only where its results are read;
+    pingpong: two consumer warpgroups taking turns (named barriers) around their gemms."""
     fa = load_example("03_flash_attention")
     b, h, d = 1, 2, 64
-    configs = {"tma": TMA, "tma ws": {**WS, "rotate": False}, "tma ws rotated": WS}[feed]
-    kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, causal, block_M=64, block_N=64, threads=128,
-                                                num_stages=2).prim_func, "simt:sm_90a", [3], pass_configs=configs)
-    rotated = feed == "tma ws rotated"
+    configs = {"tma": TMA, "tma ws": {**WS, "rotate": False}}.get(feed, WS)
+    two = feed == "tma ws pingpong"
+    kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, causal, block_M=128 if two else 64, block_N=64,
+                                                threads=256 if two else 128, num_stages=2).prim_func,
+                             "simt:sm_90a", [3], pass_configs=configs)
+    rotated = feed in ("tma ws rotated", "tma ws pingpong")
     _check_feed(kernel, feed != "tma", "K_s x2, V_s x2 with TMA",
                 "K_s x3, V_s x3" if rotated else "release each stage after it")
     assert ("runs one iteration late" in kernel.report()) == rotated
+    assert ("take turns" in kernel.report()) == two
     q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
     assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
                  scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+def test_pingpong_turns_must_pair_up(rng):
+    """A warpgroup that never hands its turn on leaves the next one waiting: the interpreter names the barrier."""
+    import dataclasses
+
+    from tilec.ir.stmt import WarpgroupTurn
+    from tilec.ir.visit import transform
+
+    fa = load_example("03_flash_attention")
+    kernel = tilec.JITKernel(fa.flash_attention(1, 1, 200, 64, False, block_M=128, block_N=64, threads=256,
+                                                num_stages=2).prim_func, "simt:sm_90a", [3], pass_configs=WS)
+    func = kernel.state.func
+    dropped = transform(func, lambda n: dataclasses.replace(n, edge=False) if isinstance(n, WarpgroupTurn) and
+                        n.give and n.edge else None)
+    assert dropped is not func
+    bad = tilec.JITKernel(dropped, "simt:sm_90a", [3], pass_configs=WS)
+    q, k, v = (randn(rng, (1, 1, 200, 64), "float16") for _ in range(3))
+    with pytest.raises(RaceError, match="named barrier 2: 512 threads waited and 640 arrived"):
+        bad(q, k, v)
 
 
 @pytest.mark.parametrize("ws", [False, True], ids=["tma", "tma ws"])

@@ -55,6 +55,7 @@ from tilec.ir.stmt import (
     TileOp,
     TmaCopy,
     TmaStoreWait,
+    WarpgroupTurn,
     WarpRoles,
 )  # fmt: skip
 from tilec.ir.visit import walk
@@ -142,6 +143,8 @@ class _Collector:
             return s.kind, f"{region_str(s.barrier, n)} parity={expr_str(s.parity, n)}", (self.acc(s.barrier),), ()
         if isinstance(s, ClusterSync):
             return s.kind, "", (), ()
+        if isinstance(s, WarpgroupTurn):
+            return s.kind, f"{'give' if s.give else 'wait'}{' (edge)' if s.edge else ''}", (), ()
         if isinstance(s, TmaStoreWait):
             return s.kind, region_str(s.tile, n), (self.acc(s.tile),), ()
         if isinstance(s, Print):

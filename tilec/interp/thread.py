@@ -170,6 +170,7 @@ class ThreadInterpreter:
         self.regs = {m: _poison((self.T, int(m.size)), m) for m in self.k.regs}
         self.groups = [[]]
         self.wgmma_groups, self.wgmma_regs, self.mbarriers = [[]], {}, {}
+        self.named: dict[int, list[int]] = {}  # named barrier id -> [threads waited, threads arrived, per generation]
         self.bulk_stores: dict[int, list[tuple[Mem, np.ndarray]]] = {}  # per issuing thread: what its stores read
         self.epoch = 0
         self.unsynced = np.zeros(self.T, np.int8)
@@ -182,6 +183,10 @@ class ThreadInterpreter:
                       "cp.async.bulk.wait_group.read after them)", RaceError)
         if any(self.wgmma_groups):
             self.fail("the kernel ends with wgmma operations in flight (no wgmma.wait_group after them)", RaceError)
+        if self.named:
+            from tilec.interp.tma import check_named_barriers
+
+            check_named_barriers(self)
         for (mem, i), bar in self.mbarriers.items():
             if bar.in_flight or bar.completed:
                 self.fail(f"the kernel ends with TMA copies completing on mbarrier {mem.name}[{i}] that no "
@@ -500,6 +505,10 @@ def _write(it: ThreadInterpreter, s: Write, env: dict, mask: np.ndarray) -> None
 @stmt_rule(Sync)
 def _sync(it: ThreadInterpreter, s: Sync, env: dict, mask: np.ndarray) -> None:
     need = it.T if s.threads is None else s.threads
+    blocked = [i for i, (waited, arrived, _) in it.named.items() if waited > arrived]
+    if blocked:
+        it.fail(f"a barrier of {need} threads while threads wait on named barrier {blocked[0]} for arrivals that "
+                "come after it (a warpgroup holding its turn meets a barrier: a deadlock on the GPU)", RaceError)
     if np.count_nonzero(mask) != need or not np.all(mask[:need]):
         what = "__syncthreads" if s.threads is None else f"the barrier of the first {s.threads} threads"
         it.fail(f"{what} reached by {int(np.count_nonzero(mask))} of {need} threads (a deadlock on the GPU)",

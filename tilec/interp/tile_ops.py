@@ -24,6 +24,7 @@ from tilec.ir.stmt import (
     TmaCopy,
     TmaStore,
     TmaStoreWait,
+    WarpgroupTurn,
 )  # fmt: skip
 
 
@@ -163,5 +164,6 @@ def _async_copy(it: TileInterpreter, op: AsyncCopy, env: dict) -> None:
 @tile_rule(BarrierWait)
 @tile_rule(ClusterSync)
 @tile_rule(TmaStoreWait)
+@tile_rule(WarpgroupTurn)
 def _async_sync(it: TileInterpreter, op: object, env: dict) -> None:
     pass

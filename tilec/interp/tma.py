@@ -39,6 +39,7 @@ from tilec.lower.tir import (
     MbarInit,
     MbarWait,
     Mem,
+    NamedBarrier,
     Roles,
     TensorMap,
     TmaLoad,
@@ -304,3 +305,26 @@ def _roles(it: ThreadInterpreter, s: Roles, env: dict, mask: np.ndarray) -> None
         it.sched.run_all()
     finally:
         it.sched = None
+
+
+@stmt_rule(NamedBarrier)
+def _named_barrier(it: ThreadInterpreter, s: NamedBarrier, env: dict, mask: np.ndarray) -> None:
+    """Count the threads waiting at (``bar.sync``) and arriving on (``bar.arrive``) each named barrier; the threads
+    run in step here, so a wait is not held up, but at the block's end every barrier must have completed whole
+    generations with as many waiting as arriving threads (``check_named_barriers``)."""
+    warps = mask.reshape(-1, it.W)
+    if np.any(warps.any(axis=1) & ~warps.all(axis=1)):
+        it.fail("a named barrier reached by only part of a warp (a deadlock on the GPU)", RaceError)
+    ids = np.broadcast_to(np.asarray(it.eval(s.id, env, mask)), (it.T,))[mask]
+    for i in np.unique(ids):
+        count = it.named.setdefault(int(i), [0, 0, s.threads])
+        count[1 if s.arrive else 0] += int(np.count_nonzero(ids == i))
+        if count[2] != s.threads:
+            it.fail(f"named barrier {int(i)} used with {count[2]} and {s.threads} threads", RaceError)
+
+
+def check_named_barriers(it: ThreadInterpreter) -> None:
+    for i, (waited, arrived, threads) in sorted(it.named.items()):
+        if waited != arrived or (waited + arrived) % threads:
+            it.fail(f"named barrier {i}: {waited} threads waited and {arrived} arrived ({threads} a generation): a "
+                    "wait that never completes or a barrier left half-complete on the GPU", RaceError)

@@ -38,6 +38,7 @@ from tilec.ir.stmt import (
     TmaCopy,
     TmaStore,
     TmaStoreWait,
+    WarpgroupTurn,
     WarpRoles,
 )  # fmt: skip
 
@@ -260,6 +261,8 @@ class _Printer:
             return f"T.tma_store_wait({self.r(s.tile)})"
         if isinstance(s, ClusterSync):
             return "T.cluster_sync()"
+        if isinstance(s, WarpgroupTurn):
+            return f"T.warpgroup_turn(give={s.give}, groups={s.groups}{', edge=True' if s.edge else ''})"
         if isinstance(s, BarrierInit):
             return f"T.barrier_init({self.r(s.barriers)}, count={s.count})"
         if isinstance(s, BarrierArrive):

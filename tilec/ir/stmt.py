@@ -367,6 +367,19 @@ class BarrierArrive(TileOp):
 
 
 @dataclass(frozen=True, eq=False)
+class WarpgroupTurn(TileOp):
+    """The consumer warpgroups of a warp-specialized loop take turns (made by software pipelining, FA3's ping-pong):
+    ``give=False`` waits for this warpgroup's turn, ``give=True`` hands it to the next of the ``groups`` (the last to
+    the first). With ``edge``, the first warpgroup's first wait (``give=False``) or the last warpgroup's last handing
+    on (``give=True``) is left out, so waits and hand-ons pair up."""
+
+    give: bool
+    groups: int
+    edge: bool = False
+    kind = "warpgroup_turn"
+
+
+@dataclass(frozen=True, eq=False)
 class ClusterSync(TileOp):
     """Every thread of every block of the launch's cluster meets here (``barrier.cluster``): mbarriers initialised
     before it may be used by the other blocks, and no block leaves while another may still write into it."""

@@ -394,6 +394,16 @@ class MbarArriveTx(TStmt):
 
 
 @dataclass(frozen=True, eq=False)
+class NamedBarrier(TStmt):
+    """``bar.sync id, threads`` (with ``arrive``: ``bar.arrive``, which does not wait): hardware barrier ``id``
+    completes when ``threads`` threads reached it (warp-specialized consumer warpgroups taking turns)."""
+
+    id: Expr
+    threads: int
+    arrive: bool = False
+
+
+@dataclass(frozen=True, eq=False)
 class ClusterBarrier(TStmt):
     """``barrier.cluster.arrive`` + ``wait``: every thread of every block of the cluster meets here (release /
     acquire at cluster scope: mbarrier inits before it are visible to the peers after it)."""

@@ -33,6 +33,7 @@ from tilec.ir.stmt import (
     TmaCopy,
     TmaStore,
     TmaStoreWait,
+    WarpgroupTurn,
     WarpRoles,
 )  # fmt: skip
 from tilec.lower.context import Lowerer, lower_rule
@@ -46,6 +47,7 @@ from tilec.lower.tir import (
     MbarArriveTx,
     MbarInit,
     MbarWait,
+    NamedBarrier,
     Roles,
     Sync,
     SyncWarp,
@@ -184,6 +186,22 @@ def lower_barrier_wait(lw: Lowerer, b: BarrierWait) -> TStmt:
     return MbarWait(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.parity)
 
 
+TURN_BARRIERS = 2  # named barrier ids from here on: warpgroup w waits for its turn on TURN_BARRIERS + w (0 is
+# __syncthreads, 1 the consumers' barrier)
+
+
+@lower_rule(WarpgroupTurn)
+def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
+    """Warpgroup w waits on barrier ``TURN_BARRIERS + w`` with the 128 threads of the warpgroup before it, which
+    arrive there (``bar.arrive``) when they hand the turn on."""
+    wg = binop("//", lw.tx, 128)
+    if t.give:
+        bar = NamedBarrier(binop("+", binop("%", binop("+", wg, 1), t.groups), TURN_BARRIERS), 256, arrive=True)
+        return If(binop("!=", wg, t.groups - 1), bar) if t.edge else bar
+    bar = NamedBarrier(binop("+", wg, TURN_BARRIERS), 256)
+    return If(binop("!=", wg, 0), bar) if t.edge else bar
+
+
 PRODUCER_REGS = 40  # a TMA-issuing warpgroup needs few registers; the consumers get the rest
 REGISTERS = 65536  # per SM (every Hopper part)
 
@@ -261,6 +279,12 @@ def _emit_tma_store(e: CEmitter, s: TmaStoreBox, d: int) -> None:
 asm_rule(BulkCommit, "cp.async.bulk.commit_group;")
 asm_rule(BulkWait, "cp.async.bulk.wait_group.read 0;")
 asm_rule(FenceMbarInit, "fence.mbarrier_init.release.cluster;")
+@emit_rule(NamedBarrier)
+def _emit_named_barrier(e: CEmitter, s: NamedBarrier, d: int) -> None:
+    op = "bar.arrive" if s.arrive else "bar.sync"
+    e.emit(d, f'asm volatile("{op} %0, %1;" :: "r"({e.e(s.id)}), "n"({s.threads}) : "memory");')
+
+
 asm_rule(ClusterBarrier, r"barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n")
 
 

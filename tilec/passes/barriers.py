@@ -32,6 +32,7 @@ from tilec.lower.tir import (
     MbarInit,
     MbarWait,
     MemRef,
+    NamedBarrier,
     Roles,
     Seq,
     Sync,
@@ -143,6 +144,11 @@ class _Placer:
         return self.leaf(s, st)
 
     def leaf(self, s: TStmt, st: _State) -> tuple[TStmt, _State]:
+        if st.written and any(isinstance(n, NamedBarrier) and not n.arrive for n in walk(s)):
+            # a warpgroup waiting for its turn: the barrier what comes after needs goes before the wait (a barrier of
+            # all consumers while one holds the turn would wait for those waiting for the turn: a deadlock)
+            self.count += 1
+            return seq([Sync(), s]), st.after_sync()
         r, w, inner_sync = _accesses(s)
         if not (r or w):
             return s, st

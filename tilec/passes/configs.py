@@ -44,6 +44,8 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "True or False", _flag),
     PassConfig("rotate", True, "with warp_specialize: a loop's second wgmma gemm runs one iteration late, beside "
                "the next iteration's first (the statements between them overlap it)", "True or False", _flag),
+    PassConfig("pingpong", True, "with rotate: the consumer warpgroups take turns issuing their gemms (one's "
+               "statements between them beside the others' gemms)", "True or False", _flag),
     PassConfig("persistent", False, "with warp_specialize: one block per SM (True) or that many blocks loop over "
                "the tiles", "True, False or a positive int", _blocks),
     PassConfig("cluster", 0, "with warp_specialize: clusters of that many blocks share tiles by TMA multicast",

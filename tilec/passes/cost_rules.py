@@ -51,6 +51,7 @@ from tilec.ir.stmt import (
     Stmt,
     Store,
     TmaStoreWait,
+    WarpgroupTurn,
 )  # fmt: skip
 from tilec.ir.visit import walk
 from tilec.passes.trip_counts import NotStatic, evaluate
@@ -318,7 +319,8 @@ def _atomic_add(ctx: RuleContext, a: AtomicAdd) -> OpCost:
     return cost
 
 
-@cost_rule(AsyncCommit, AsyncWait, BarrierInit, BarrierArrive, BarrierWait, ClusterSync, Print, TmaStoreWait)
+@cost_rule(AsyncCommit, AsyncWait, BarrierInit, BarrierArrive, BarrierWait, ClusterSync, Print, TmaStoreWait,
+           WarpgroupTurn)
 def _free(ctx: RuleContext, op: Any) -> OpCost:
     return OpCost()
 

@@ -44,6 +44,7 @@ from tilec.lower.tir import (
     Mem,
     MemRef,
     Mma,
+    NamedBarrier,
     Seq,
     ThreadKernel,
     TStmt,
@@ -98,12 +99,14 @@ def _drain_wgmma(lw: Lowerer, s: Stmt | None) -> list[TStmt]:
     return [WgmmaWait(0, m) for m in regs.values()]  # one per accumulator: each marks its registers defined
 
 
-_REGISTER_ONLY = (Seq, Group, Loop, If, Decl, Comment, Write, Mma, LdMatrix, Wgmma, WgmmaFence, WgmmaCommit, WgmmaWait)
+_REGISTER_ONLY = (Seq, Group, Loop, If, Decl, Comment, Write, Mma, LdMatrix, Wgmma, WgmmaFence, WgmmaCommit, WgmmaWait,
+                  NamedBarrier)
 
 
 def settle_wgmma(lw: Lowerer, s: Stmt, code: TStmt) -> list[TStmt]:
     """The waits statement ``s`` (lowered to ``code``) needs for the deferred wgmma groups of its sequence: none
-    when its code only computes in registers (and reads shared memory) without touching their registers; the
+    when its code only computes in registers (and reads shared memory, or meets a named barrier: warpgroups taking
+    turns) without touching their registers; the
     groups up to the newest it touches, by ``wgmma.wait_group n`` with ``n`` the groups committed after that one;
     all of them before anything else (shared-memory writes, barriers, copies, control flow of its own)."""
     pending = lw.wgmma_deferred

@@ -52,6 +52,7 @@ from tilec.ir.stmt import (
     Stmt,
     Store,
     TmaCopy,
+    WarpgroupTurn,
     WarpRoles,
 )  # fmt: skip
 from tilec.ir.visit import substitute, transform, walk
@@ -99,6 +100,7 @@ class _Pipeliner:
         self.tma = bool(opts.get("tma")) and target.arch == "sm_90a"
         self.ws = self.tma and bool(opts.get("warp_specialize"))
         self.rotate = opts.get("rotate", True)
+        self.pingpong = opts.get("pingpong", True)
         self.notes: list[str] = []
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
@@ -420,6 +422,7 @@ class _Pipeliner:
                             BarrierArrive(slot(full, k), tx, loc=loop.loc)]
         prod += [TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc) for s in at(producers, k)]
         lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
+        groups = self.func.launch.num_threads // 128
         if rotated is None:  # (mma.sync warps of a warpgroup do not run in step; wgmma warps are at wait_group)
             cons = [wait(k)] + at(consumers, k)
             cons.append(IfThenElse(binop(">=", g(k), lag), release(binop("-", k, lag)), loc=loop.loc) if lag
@@ -427,14 +430,25 @@ class _Pipeliner:
             consumer: Stmt = For(k, n, "serial", SeqStmt(tuple(cons)), loc=loop.loc)
         else:  # iteration 0's first part; k's first part, k-1's second, k's rest; the last iteration's second
             head, late, rest = rotated
-            k1, last = binop("+", k, 1), binop("-", n, 1)
-            steady = [wait(k1)] + at(head, k1) + at(late, k) + at(rest, k1) + [release(k)]
-            first = SeqStmt(tuple([wait(const(0))] + at(head, const(0)) + at(rest, const(0))))
-            final = SeqStmt(tuple(at(late, last) + [release(last)]))
+            k1, last, zero = binop("+", k, 1), binop("-", n, 1), const(0)
+            turns = groups > 1 and self.pingpong and not self.persistent
+
+            def turn(give: bool, edge: bool = False) -> list[Stmt]:  # the gemms' issue, warpgroup after warpgroup
+                return [WarpgroupTurn(give, groups, edge, loc=loop.loc)] if turns else []
+
+            def issue(stmts: list[Stmt], i: Any, edge: bool = False) -> list[Stmt]:  # head: its gemm on a turn
+                return at(stmts[:-1], i) + turn(False, edge) + at(stmts[-1:], i)
+
+            steady = [wait(k1)] + issue(head, k1) + at(late, k) + turn(True) + at(rest, k1) + [release(k)]
+            first = SeqStmt(tuple([wait(zero)] + issue(head, zero, True) + turn(True) + at(rest, zero)))
+            final = SeqStmt(tuple(turn(False) + at(late, last) + turn(True, True) + [release(last)]))
+            if turns:
+                self.notes.append(f"T.Pipelined at line {loop.loc.line if loop.loc else 0}: the {groups} consumer "
+                                  f"warpgroups take turns issuing their gemms (named barriers), one's statements "
+                                  f"between them beside the others' gemms")
             consumer = SeqStmt((_when(binop(">", n, 0), first, loop), For(k, last, "serial", SeqStmt(tuple(steady)),
                                                                          loc=loop.loc),
                                 _when(binop(">", n, 0), final, loop)))
-        groups = self.func.launch.num_threads // 128
         inits: list[Stmt] = [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
                              BarrierInit(Region(empty, (const(0),), (nv,)), self.func.launch.num_threads // 32,
                                          loc=loop.loc)]
