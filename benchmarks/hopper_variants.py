@@ -90,6 +90,8 @@ def attention(rows: list, dims: tuple[int, ...] = (128, 64)) -> None:
         "128x64 ws pingpong": (128, 64, 256, ws),
         "128x128 ws rotated": (128, 128, 256, {**ws, "pingpong": False}),
         "128x128 ws pingpong": (128, 128, 256, ws),
+        "128x64 ws pingpong persistent": (128, 64, 256, {**ws, "persistent": True}),
+        "128x128 ws pingpong persistent": (128, 128, 256, {**ws, "persistent": True}),
     }
     for d in dims:
         attention_dim(rows, fa, b, h, n, d, variants)
@@ -129,7 +131,7 @@ def attention_dim(rows: list, fa: object, b: int, h: int, n: int, d: int, varian
         _measure(rows, f"attention{' causal' if causal else ''} d{d}", f"{b}x{h}x{n}x{d}", impls, sets, ref, flops, 0,
                  False)
         for r in rows[start:]:
-            print(f"{r.kernel:<17} {r.impl:<22} " + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}"
+            print(f"{r.kernel:<21} {r.impl:<30} " + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}"
                                                      if r.ms else r.note), flush=True)
 
 

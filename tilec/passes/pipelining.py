@@ -431,7 +431,7 @@ class _Pipeliner:
         else:  # iteration 0's first part; k's first part, k-1's second, k's rest; the last iteration's second
             head, late, rest = rotated
             k1, last, zero = binop("+", k, 1), binop("-", n, 1), const(0)
-            turns = groups > 1 and self.pingpong and not self.persistent
+            turns = groups > 1 and self.pingpong
 
             def turn(give: bool, edge: bool = False) -> list[Stmt]:  # the gemms' issue, warpgroup after warpgroup
                 return [WarpgroupTurn(give, groups, edge, loc=loop.loc)] if turns else []
