@@ -91,6 +91,7 @@ def attention(rows: list, dims: tuple[int, ...] = (128, 64)) -> None:
         "128x128 ws rotated": (128, 128, 256, {**ws, "pingpong": False}),
         "128x128 ws pingpong": (128, 128, 256, ws),
         "128x64 ws pingpong persistent": (128, 64, 256, {**ws, "persistent": True}),
+        "192x64 ws pingpong": (192, 64, 384, ws),
         "128x128 ws pingpong persistent": (128, 128, 256, {**ws, "persistent": True}),
     }
     for d in dims:
