@@ -423,6 +423,22 @@ def test_persistent_needs_warp_specialization():
     assert len(kernel.state.artifacts["thread_ir"].grid) == 2
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_persistent_attention(rng, causal):
+    """Persistent flash attention: two blocks over three row blocks (tiles of 2, 4 and 5 key blocks when causal).
+    A block's tiles share one mbarrier ring counted in whole tiles, so a trip count that depends on the tile keeps
+    the kernel non-persistent (on the GPU it hung or faulted)."""
+    fa = load_example("03_flash_attention")
+    kernel = tilec.JITKernel(fa.flash_attention(1, 1, 300, 64, causal, block_M=128, block_N=64, threads=256,
+                                                num_stages=2).prim_func, "simt:sm_90a", [3],
+                             pass_configs={**WS, "persistent": 2})
+    assert ("persistent, 2 blocks loop over the tiles" in kernel.report()) != causal
+    assert ("not persistent: the trip count of the T.Pipelined loop at line" in kernel.report()) == causal
+    q, k, v = (randn(rng, (1, 1, 300, 64), "float16") for _ in range(3))
+    assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
 def test_persistent_launch_grid_is_the_lowered_one():
     """A persistent kernel launches min(tiles, SMs) blocks, not the Tile IR's grid: the disk cache keeps the lowered
     grid's code (a cached persistent kernel once launched on the Tile IR's 4 x 8 grid and computed each tile many

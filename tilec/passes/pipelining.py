@@ -55,7 +55,7 @@ from tilec.ir.stmt import (
     WarpgroupTurn,
     WarpRoles,
 )  # fmt: skip
-from tilec.ir.visit import substitute, transform, walk
+from tilec.ir.visit import substitute, transform, vars_in, walk
 from tilec.passes.prefetch import prefetch_loop
 from tilec.target import Target
 
@@ -390,6 +390,10 @@ class _Pipeliner:
 
         n = loop.extent
         k = Var(loop.var.name)
+        if self.persistent and {id(v) for v in vars_in(n)} & {id(v) for v in self.func.launch.block_vars}:
+            self.persistent = 0  # the ring's iteration below counts n trips a tile
+            self.notes.append(f"T.Kernel: not persistent: the trip count of the T.Pipelined loop at line "
+                              f"{loop.loc.line if loop.loc else 0} depends on the tile")
 
         def g(i: Any) -> Any:  # the ring's iteration
             return binop("+", binop("*", self.tile, n), i) if self.persistent else i
