@@ -255,7 +255,7 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                                                 (128, 64, 2, 256, True, False, False),
                                                 (128, 64, 2, 256, True, True, False),
                                                 (128, 128, 2, 256, True, True, False),
-                                                (128, 64, 2, 256, True, True, True)):
+                                                (128, 128, 2, 256, True, True, True)):  # ws: rotated, turns
                 tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}{' ws' if ws else ''}"
                 impls[tag], times[tag] = tilec_kernel(
                     lambda b=b, h=h, n=n, d=d, causal=causal, bm=bm, bn=bn, st=st, th=th, wg=wg, tma=tma, ws=ws,
