@@ -21,7 +21,8 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype),
              O: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (b, by, bz):
+            bx = T.ceildiv(seq_len, block_M) - 1 - b if is_causal else b  # causal: the longest rows start first
             Q_s = T.alloc_shared((block_M, dim), dtype)
             K_s = T.alloc_shared((block_N, dim), dtype)
             V_s = T.alloc_shared((block_N, dim), dtype)
