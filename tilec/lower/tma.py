@@ -279,13 +279,13 @@ def _emit_tma_store(e: CEmitter, s: TmaStoreBox, d: int) -> None:
 asm_rule(BulkCommit, "cp.async.bulk.commit_group;")
 asm_rule(BulkWait, "cp.async.bulk.wait_group.read 0;")
 asm_rule(FenceMbarInit, "fence.mbarrier_init.release.cluster;")
+asm_rule(ClusterBarrier, r"barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n")
+
+
 @emit_rule(NamedBarrier)
 def _emit_named_barrier(e: CEmitter, s: NamedBarrier, d: int) -> None:
     op = "bar.arrive" if s.arrive else "bar.sync"
     e.emit(d, f'asm volatile("{op} %0, %1;" :: "r"({e.e(s.id)}), "n"({s.threads}) : "memory");')
-
-
-asm_rule(ClusterBarrier, r"barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n")
 
 
 @emit_rule(MbarInit)

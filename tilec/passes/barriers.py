@@ -145,7 +145,7 @@ class _Placer:
 
     def leaf(self, s: TStmt, st: _State) -> tuple[TStmt, _State]:
         if st.written and any(isinstance(n, NamedBarrier) and not n.arrive for n in walk(s)):
-            # a warpgroup waiting for its turn: the barrier what comes after needs goes before the wait (a barrier of
+            # a warpgroup waiting for its turn: a barrier that what follows needs goes before the wait (a barrier of
             # all consumers while one holds the turn would wait for those waiting for the turn: a deadlock)
             self.count += 1
             return seq([Sync(), s]), st.after_sync()
