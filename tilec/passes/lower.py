@@ -105,10 +105,10 @@ _REGISTER_ONLY = (Seq, Group, Loop, If, Decl, Comment, Write, Mma, LdMatrix, Wgm
 
 def settle_wgmma(lw: Lowerer, s: Stmt, code: TStmt) -> list[TStmt]:
     """The waits statement ``s`` (lowered to ``code``) needs for the deferred wgmma groups of its sequence: none
-    when its code only computes in registers (and reads shared memory, or meets a named barrier: warpgroups taking
-    turns) without touching their registers; the
-    groups up to the newest it touches, by ``wgmma.wait_group n`` with ``n`` the groups committed after that one;
-    all of them before anything else (shared-memory writes, barriers, copies, control flow of its own)."""
+    when its code only computes in registers (reading shared memory, or meeting a named barrier: warpgroups taking
+    turns) without touching their registers; the groups up to the newest it touches, by ``wgmma.wait_group n``
+    with ``n`` the groups committed after that one; all of them before anything else (shared-memory writes,
+    barriers, copies, control flow of its own)."""
     pending = lw.wgmma_deferred
     if not pending:
         return []

@@ -333,7 +333,8 @@ class _Pipeliner:
         (up to the first gemm, the statements of the second gemm's accumulator, the rest), or None. Iteration k then
         issues its first gemm, then iteration k-1's second gemm, then runs k's statements in between (a softmax)
         while that second gemm computes: each waits for its wgmma group only where its results are read
-        (:func:`tilec.passes.lower.settle_wgmma`). The stages get one more version (k-1's are still read)."""
+        (:func:`tilec.passes.lower.settle_wgmma`; ptxas may still retire the second group early, perf notes Z). The
+        stages get one more version (k-1's are still read)."""
         from tilec.ir.stmt import Gemm
         from tilec.lower.wgmma import wgmma_plan
 
