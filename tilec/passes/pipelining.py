@@ -19,7 +19,11 @@ barrier ``k % v`` expecting the bytes of the trip's tiles and issues their :clas
 ``(j // v) % 2`` of barrier ``j % v``. Tiles past the tensor's end arrive as zeros (TMA's out-of-bounds fill).
 With ``warp_specialize`` as well, a loop at the kernel's top level is split between a producer warpgroup (the
 copies, after waiting for a free stage on an ``empty`` ring) and the block's threads (everything else, waiting on
-the ``full`` ring and releasing stages): :class:`WarpRoles`. Each refusal is a note naming its reason.
+the ``full`` ring and releasing stages): :class:`WarpRoles`. There a loop with two wgmma gemms whose second one's
+accumulator only later statements touch (flash attention's ``O``) is rotated (``rotate``): the second gemm and its
+statements run one iteration late, after the next iteration's first gemm, and with two or more consumer warpgroups
+these take turns issuing their gemms (``pingpong``, :class:`WarpgroupTurn`). Each refusal is a note naming its
+reason.
 
 Targets without asynchronous copies (HIP) get the register prefetch of :mod:`tilec.passes.prefetch` instead
 (the next tile loaded into registers during the compute, stored to shared memory after it), unless the loop
