@@ -43,16 +43,6 @@ def _fold(red: str, acc: Expr, x: Expr) -> Expr:
     return binop(_COMBINE[red], acc, x)
 
 
-def _tree(red: str, terms: list[Expr]) -> Expr:
-    """The terms folded pairwise: a tree of depth log2(n), not a chain of n dependent instructions (the compiler may
-    not reassociate floating-point max or sum)."""
-    terms = [call("abs", x) if red in ("abssum", "absmax") else x for x in terms]
-    while len(terms) > 1:
-        pairs = [binop(_COMBINE[red], a, b) for a, b in zip(terms[::2], terms[1::2])]
-        terms = pairs + terms[len(pairs) * 2:]
-    return terms[0]
-
-
 def _holders(D: Fragment) -> np.ndarray:
     threads, _ = D.eval_tables()
     return threads.reshape(-1, threads.shape[-1])
@@ -98,8 +88,10 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
     src = lw.mem_of(r.src.buffer)
     out: list[TStmt] = []
     for dl, members in enumerate(groups):
-        terms = [_source(lw, F, r.red, src, sl, work) for sl in members]
-        out.append(Write(acc, const(dl), _tree(r.red, terms) if terms else _init(r.red, work)))
+        e: Expr = _init(r.red, work)
+        for sl in members:
+            e = _fold(r.red, e, _source(lw, F, r.red, src, sl, work))
+        out.append(Write(acc, const(dl), e))
     masks = _xor_masks(D)
     ws = lw.target.warp_size  # thread-id bits below it are lanes of one warp (wavefront): shuffles reach them
     for m in (m for m in masks if m < ws):
