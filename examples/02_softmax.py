@@ -12,7 +12,7 @@ import tilec.language as T
 
 
 @tilec.jit(out_idx=[-1])
-def softmax(M, N, block_M=8, block_N=128, dtype="float16"):
+def softmax(M, N, block_M=2, block_N=512, dtype="float16"):
     log2e = 1.4426950408889634
     n_tiles = T.ceildiv(N, block_N)
 

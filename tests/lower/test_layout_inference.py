@@ -225,7 +225,7 @@ def test_register_operands_of_a_gemm():
 
 
 def test_softmax_free_spread_rows_and_loops():
-    p = Plan(load_example("02_softmax").softmax(64, 256))  # block 8 x 128 over 128 threads
+    p = Plan(load_example("02_softmax").softmax(64, 256, block_M=8, block_N=128))  # over 128 threads
     x = p.frag("x")
     assert p.origin("x") == ("free", "spread over the threads")
     assert x.equals(default_fragment((8, 128), 128, 4))
