@@ -66,6 +66,13 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
                                                   {"block_M": 128, "block_N": 64, "threads": 256, "num_stages": 2},
                                                   {"wgmma": True, "tma": True, "warp_specialize": True},
                                                   ("HGMMA.64x64x16.F32", "UTMALDG.4D", "USETMAXREG")),
+    # rotated with the warpgroups taking turns (named barriers); ptxas must not serialize the wgmmas left in flight
+    "flash attention 1x8x1000x128 wgmma tma ws 128x128": ("03_flash_attention", "flash_attention",
+                                                          (1, 8, 1000, 128, True),
+                                                          {"block_M": 128, "block_N": 128, "threads": 256,
+                                                           "num_stages": 2},
+                                                          {"wgmma": True, "tma": True, "warp_specialize": True},
+                                                          ("HGMMA.64x128x16.F32", "UTMALDG.4D", "BAR.ARV")),
     # persistent: both roles loop over tiles; the epilogue's stores inside that loop must not serialize the wgmma
     # pipeline (ptxas C7514; compile_cuda fails on it)
     "gemm 4096^3 128x256x64 wgmma tma ws persistent": ("01_gemm", "matmul", (4096, 4096, 4096),

@@ -78,6 +78,29 @@ def test_tma_flash_attention(rng, n, causal, feed):
                  scale=float(np.abs(v.astype(np.float64)).max()))
 
 
+def test_wgmma_waits_wait_for_the_first_reader(rng):
+    """A wgmma gemm's wait moves down to the first statement that reads its registers: past T.copy(m, m_prev) in
+    the plain loop; in the rotated one the softmax waits for QK^T with wait_group 1 (PV still running) and the
+    write of P for PV. Retiring one group fewer at any of those waits is a hazard the interpreter names."""
+    from tilec.lower.tir import WgmmaWait
+
+    fa = load_example("03_flash_attention")
+    plain = tilec.JITKernel(fa.flash_attention(1, 1, 200, 64, False, block_M=64, block_N=64, threads=128,
+                                               num_stages=2).prim_func, "cuda:sm_90a", [3], pass_configs=TMA)
+    src = plain.get_kernel_source()
+    issued = src.index("wgmma.commit_group")  # QK^T's group
+    assert issued < src.index("T.copy(m, m_prev)", issued) < src.index("wgmma.wait_group", issued)
+    rotated = tilec.JITKernel(fa.flash_attention(1, 1, 200, 64, False, block_M=64, block_N=64, threads=128,
+                                                 num_stages=2).prim_func, "simt:sm_90a", [3], pass_configs=WS)
+    tk = rotated.state.artifacts["thread_ir"]
+    assert sorted({n.n for n in _walk(tk.body) if isinstance(n, WgmmaWait)}) == [0, 1]
+    q, k, v = (randn(rng, (1, 1, 200, 64), "float16") for _ in range(3))
+    _run_thread_ir(rotated, tk, q, k, v)
+    later = _edit(tk, lambda n: dataclasses.replace(n, n=n.n + 1) if isinstance(n, WgmmaWait) else None)
+    with pytest.raises(RaceError, match="while the wgmma is in flight"):
+        _run_thread_ir(rotated, later, q, k, v)
+
+
 def test_pingpong_turns_must_pair_up(rng):
     """A warpgroup that never hands its turn on leaves the next one waiting: the interpreter names the barrier."""
     import dataclasses
