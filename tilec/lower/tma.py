@@ -194,11 +194,14 @@ TURN_BARRIERS = 2  # named barrier ids from here on: warpgroup w waits for its t
 def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
     """Warpgroup w waits on barrier ``TURN_BARRIERS + w`` with the 128 threads of the warpgroup before it, which
     arrive there (``bar.arrive``) when they hand the turn on."""
-    wg = binop("//", lw.tx, 128)
+    from tilec.lower.wgmma import WARPGROUP
+
+    wg = binop("//", lw.tx, WARPGROUP)
     if t.give:
-        bar = NamedBarrier(binop("+", binop("%", binop("+", wg, 1), t.groups), TURN_BARRIERS), 256, arrive=True)
+        bar = NamedBarrier(binop("+", binop("%", binop("+", wg, 1), t.groups), TURN_BARRIERS), 2 * WARPGROUP,
+                           arrive=True)
         return If(binop("!=", wg, t.groups - 1), bar) if t.edge else bar
-    bar = NamedBarrier(binop("+", wg, TURN_BARRIERS), 256)
+    bar = NamedBarrier(binop("+", wg, TURN_BARRIERS), 2 * WARPGROUP)
     return If(binop("!=", wg, 0), bar) if t.edge else bar
 
 

@@ -97,6 +97,14 @@ def _accesses(s: TStmt) -> tuple[set[int], set[int], bool]:
     return reads, writes, has_sync
 
 
+def _turn_wait(s: TStmt) -> bool:
+    """Whether ``s`` is a warpgroup's wait for its turn (a lowered ``WarpgroupTurn``: a named ``bar.sync``, maybe
+    under the condition that leaves out the first warpgroup's first wait)."""
+    body = s.body if isinstance(s, Group) else s
+    body = body.then_body if isinstance(body, If) and body.else_body is None else body
+    return isinstance(body, NamedBarrier) and not body.arrive
+
+
 def _after_last_sync(s: TStmt) -> _State:
     """Accesses after the last top-level barrier of ``s`` (what a following op must be ordered after)."""
     items = list(s.stmts) if isinstance(s, Seq) else [s]
@@ -144,7 +152,7 @@ class _Placer:
         return self.leaf(s, st)
 
     def leaf(self, s: TStmt, st: _State) -> tuple[TStmt, _State]:
-        if st.written and any(isinstance(n, NamedBarrier) and not n.arrive for n in walk(s)):
+        if st.written and _turn_wait(s):
             # a warpgroup waiting for its turn: a barrier that what follows needs goes before the wait (a barrier of
             # all consumers while one holds the turn would wait for those waiting for the turn: a deadlock)
             self.count += 1
