@@ -457,6 +457,8 @@ def test_persistent_attention(rng, causal):
                              pass_configs={**WS, "persistent": 2})
     assert ("persistent, 2 blocks loop over the tiles" in kernel.report()) != causal
     assert ("not persistent: the trip count of the T.Pipelined loop at line" in kernel.report()) == causal
+    assert "the producer warpgroup loads 'Q_s' by TMA" in kernel.report()
+    assert ("the next tile's beside this one's (two versions)" in kernel.report()) != causal
     q, k, v = (randn(rng, (1, 1, 300, 64), "float16") for _ in range(3))
     assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
                  scale=float(np.abs(v.astype(np.float64)).max()))

@@ -144,7 +144,8 @@ class _Collector:
         if isinstance(s, ClusterSync):
             return s.kind, "", (), ()
         if isinstance(s, WarpgroupTurn):
-            return s.kind, f"{'give' if s.give else 'wait'}{' (edge)' if s.edge else ''}", (), ()
+            edge = "" if s.edge is False else " (edge)" if s.edge is True else f" (edge when {s.edge})"
+            return s.kind, f"{'give' if s.give else 'wait'}{edge}", (), ()
         if isinstance(s, TmaStoreWait):
             return s.kind, region_str(s.tile, n), (self.acc(s.tile),), ()
         if isinstance(s, Print):

@@ -262,7 +262,8 @@ class _Printer:
         if isinstance(s, ClusterSync):
             return "T.cluster_sync()"
         if isinstance(s, WarpgroupTurn):
-            return f"T.warpgroup_turn(give={s.give}, groups={s.groups}{', edge=True' if s.edge else ''})"
+            edge = "" if s.edge is False else f", edge={s.edge}"
+            return f"T.warpgroup_turn(give={s.give}, groups={s.groups}{edge})"
         if isinstance(s, BarrierInit):
             return f"T.barrier_init({self.r(s.barriers)}, count={s.count})"
         if isinstance(s, BarrierArrive):

@@ -370,12 +370,13 @@ class BarrierArrive(TileOp):
 class WarpgroupTurn(TileOp):
     """The consumer warpgroups of a warp-specialized loop take turns (made by software pipelining, FA3's ping-pong):
     ``give=False`` waits for this warpgroup's turn, ``give=True`` hands it to the next of the ``groups`` (the last to
-    the first). With ``edge``, the first warpgroup's first wait (``give=False``) or the last warpgroup's last handing
-    on (``give=True``) is left out, so waits and hand-ons pair up."""
+    the first). With ``edge`` (True, or a condition: a persistent block's first or last tile), the first warpgroup's
+    first wait (``give=False``) or the last warpgroup's last handing on (``give=True``) is left out, so waits and
+    hand-ons pair up."""
 
     give: bool
     groups: int
-    edge: bool = False
+    edge: Any = False
     kind = "warpgroup_turn"
 
 

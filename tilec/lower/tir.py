@@ -91,12 +91,15 @@ class Seq(TStmt):
 
 @dataclass(frozen=True, eq=False)
 class Loop(TStmt):
-    """``for (var = 0; var < extent; ++var)``; ``unroll`` asks the compiler to unroll it."""
+    """``for (var = 0; var < extent; ++var)``; ``unroll`` asks the compiler to unroll it. ``tiles`` marks a
+    persistent block's loop over its tiles: its trips stand for blocks of the original grid, so what they do in
+    global memory is not ordered from one trip to the next."""
 
     var: Var
     extent: Expr
     body: TStmt
     unroll: bool = False
+    tiles: bool = False
 
 
 @dataclass(frozen=True, eq=False)

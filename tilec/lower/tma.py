@@ -200,9 +200,22 @@ def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
     if t.give:
         bar = NamedBarrier(binop("+", binop("%", binop("+", wg, 1), t.groups), TURN_BARRIERS), 2 * WARPGROUP,
                            arrive=True)
-        return If(binop("!=", wg, t.groups - 1), bar) if t.edge else bar
-    bar = NamedBarrier(binop("+", wg, TURN_BARRIERS), 2 * WARPGROUP)
-    return If(binop("!=", wg, 0), bar) if t.edge else bar
+        keep = binop("!=", wg, t.groups - 1)
+    else:
+        bar = NamedBarrier(binop("+", wg, TURN_BARRIERS), 2 * WARPGROUP)
+        keep = binop("!=", wg, 0)
+    if t.edge is False:
+        return bar
+    return If(keep if t.edge is True else binop("or", keep, _negated(t.edge)), bar)
+
+
+def _negated(cond: Any) -> Any:
+    from tilec.ir.expr import BinOp
+
+    flip = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+    if isinstance(cond, BinOp) and cond.op in flip:
+        return binop(flip[cond.op], cond.a, cond.b)
+    return binop("==", cond, 0)
 
 
 PRODUCER_REGS = 40  # a TMA-issuing warpgroup needs few registers; the consumers get the rest

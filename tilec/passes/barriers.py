@@ -31,6 +31,7 @@ from tilec.lower.tir import (
     MbarArriveTx,
     MbarInit,
     MbarWait,
+    Mem,
     MemRef,
     NamedBarrier,
     Roles,
@@ -105,6 +106,13 @@ def _turn_wait(s: TStmt) -> bool:
     return isinstance(body, NamedBarrier) and not body.arrive
 
 
+def _turn_give(s: TStmt) -> bool:
+    """Whether ``s`` is a warpgroup handing its turn on (a named ``bar.arrive``, maybe under a condition)."""
+    body = s.body if isinstance(s, Group) else s
+    body = body.then_body if isinstance(body, If) and body.else_body is None else body
+    return isinstance(body, NamedBarrier) and body.arrive
+
+
 def _after_last_sync(s: TStmt) -> _State:
     """Accesses after the last top-level barrier of ``s`` (what a following op must be ordered after)."""
     items = list(s.stmts) if isinstance(s, Seq) else [s]
@@ -118,9 +126,10 @@ def _after_last_sync(s: TStmt) -> _State:
 
 
 class _Placer:
-    def __init__(self, tma_mems: frozenset[int] = frozenset(), aliases: dict[int, frozenset[int]] | None = None
-                 ) -> None:
+    def __init__(self, tma_mems: frozenset[int] = frozenset(), aliases: dict[int, frozenset[int]] | None = None,
+                 globals_: frozenset[int] = frozenset()) -> None:
         self.count = 0
+        self.globals = globals_  # the kernel's global mems
         self.aliases = aliases or {}  # mem -> the mems sharing some of its memory (itself included)
         self.tma_mems = self.expand(tma_mems)  # mems TMA copies write: an mbarrier wait makes them visible
 
@@ -130,8 +139,8 @@ class _Placer:
     def stmt(self, s: TStmt, st: _State) -> tuple[TStmt, _State]:
         if isinstance(s, Seq):
             out = []
-            for c in s.stmts:
-                c2, st = self.stmt(c, st)
+            for i, c in enumerate(s.stmts):
+                c2, st = self.turn_wait(c, s.stmts[i + 1:], st) if _turn_wait(c) else self.stmt(c, st)
                 out.append(c2)
             return seq(out), st
         if isinstance(s, (Sync, ClusterBarrier)):  # a cluster barrier is a barrier of the block too
@@ -150,6 +159,20 @@ class _Placer:
             b, sb = self.stmt(s.else_body, st) if s.else_body is not None else (None, st)
             return If(s.cond, a, b, loc=s.loc), sa | sb
         return self.leaf(s, st)
+
+    def turn_wait(self, s: TStmt, rest: tuple[TStmt, ...], st: _State) -> tuple[TStmt, _State]:
+        """A warpgroup's wait for its turn, followed by ``rest``: a barrier goes before the wait when the statements
+        up to the turn's hand-on (its window, where a barrier would deadlock) need one, or after the wait if the
+        hand-on is not in ``rest``."""
+        end = next((i for i, c in enumerate(rest) if _turn_give(c)), None)
+        if end is None:
+            return self.leaf(s, st)
+        r, w, _ = _accesses(Seq(tuple(rest[:end])))
+        r, w = self.expand(r), self.expand(w)
+        if r & st.written or w & (st.written | st.read):
+            self.count += 1
+            return seq([Sync(), s]), st.after_sync()
+        return s, st
 
     def leaf(self, s: TStmt, st: _State) -> tuple[TStmt, _State]:
         if st.written and _turn_wait(s):
@@ -184,7 +207,7 @@ class _Placer:
         are named barriers of their own threads."""
         from tilec.ir.visit import transform
 
-        producer, _ = _Placer(self.tma_mems, self.aliases).stmt(s.producer, _State())
+        producer, _ = _Placer(self.tma_mems, self.aliases, self.globals).stmt(s.producer, _State())
         if any(isinstance(n, Sync) for n in walk(producer)):
             raise AssertionError("a warp-specialized producer needs a block barrier")
         consumer, end = self.stmt(s.consumer, st)
@@ -197,20 +220,23 @@ class _Placer:
         carried = _State()
         if isinstance(s.extent, Const) and int(s.extent.value) <= 1:  # one trip: nothing carried to a next one
             body, end = self.stmt(s.body, entry)
-            return Loop(s.var, s.extent, body, s.unroll, loc=s.loc), end if int(s.extent.value) == 1 else entry
+            return dataclasses.replace(s, body=body), end if int(s.extent.value) == 1 else entry
         for _ in range(8):  # the state only grows: a fixpoint comes within a few rounds
             saved = self.count
             body, end = self.stmt(s.body, entry | carried)
+            if s.tiles:  # another tile is another block of the original grid: its global accesses are unordered
+                end = _State(end.written - self.globals, end.read - self.globals, end.pending)
             if (end | carried) == carried or end == carried:
                 break
             carried = carried | end
             self.count = saved
-        return Loop(s.var, s.extent, body, s.unroll, loc=s.loc), entry | end
+        return dataclasses.replace(s, body=body), entry | end
 
 
 def place_barriers(k: ThreadKernel) -> ThreadKernel:
     """``k`` with barriers placed (see the module docstring); ``k`` itself when it needs none."""
-    placer = _Placer(frozenset(id(n.dst) for n in walk(k.body) if isinstance(n, TmaLoad)), _aliases(k))
+    placer = _Placer(frozenset(id(n.dst) for n in walk(k.body) if isinstance(n, TmaLoad)), _aliases(k),
+                     frozenset(id(m) for m in k.params if isinstance(m, Mem) and m.space == "global"))
     body, _ = placer.stmt(k.body, _State())
     return dataclasses.replace(k, body=body) if placer.count else k
 

@@ -46,6 +46,8 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "the next iteration's first (the statements between them overlap it)", "True or False", _flag),
     PassConfig("pingpong", True, "with rotate: the consumer warpgroups take turns issuing their gemms (one's "
                "statements between them beside the others' gemms)", "True or False", _flag),
+    PassConfig("preload", True, "with warp_specialize: tile copies before the loop that only its wgmma gemms read "
+               "(flash attention's Q) are TMA loads by the producer", "True or False", _flag),
     PassConfig("persistent", False, "with warp_specialize: one block per SM (True) or that many blocks loop over "
                "the tiles", "True, False or a positive int", _blocks),
     PassConfig("cluster", 0, "with warp_specialize: clusters of that many blocks share tiles by TMA multicast",

@@ -154,7 +154,8 @@ class _Driver:
         if isinstance(s, For):
             ext = block_expr(lw, s.extent)
             lw.ranges[s.var] = (0, int(ext.value) - 1) if hasattr(ext, "value") else None
-            return Loop(s.var, ext, self.stmt(s.body), unroll=s.kind == "unroll", loc=s.loc)
+            return Loop(s.var, ext, self.stmt(s.body), unroll=s.kind == "unroll", tiles=bool(s.ann("tiles")),
+                        loc=s.loc)
         if isinstance(s, WarpRoles):
             from tilec.lower.tma import lower_roles
 

@@ -105,12 +105,16 @@ class _Pipeliner:
         self.ws = self.tma and bool(opts.get("warp_specialize"))
         self.rotate = opts.get("rotate", True)
         self.pingpong = opts.get("pingpong", True)
+        self.preload_on = opts.get("preload", True)
         self.notes: list[str] = []
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
         self.tile = Var("tile")  # a persistent block's tile counter (its global pipeline iteration: tile * n + k)
+        self.pid = Var("pid")  # a persistent block's index
         # consumer loop -> (barrier inits, producer loop) of a warp-specialized pipeline, for pipeline_loops
         self.roles: dict[int, tuple[list[Stmt], Stmt]] = {}
+        # rotated consumer loop -> the index of its part before which all its first gemms have completed
+        self.head_done: dict[int, int] = {}
         self.replaced: dict[Buffer, Buffer] = {}
         self.new_allocs: list[Buffer] = []
 
@@ -443,6 +447,10 @@ class _Pipeliner:
             turns = groups > 1 and self.pingpong
 
             def turn(give: bool, edge: bool = False) -> list[Stmt]:  # the gemms' issue, warpgroup after warpgroup
+                if edge and self.persistent:  # the turns go on from tile to tile: left out on the first and last
+                    edge = binop("==", self.tile, 0) if not give else \
+                        binop(">=", binop("+", self.pid, binop("*", binop("+", self.tile, 1), self.persistent)),
+                              _tiles(self.func.launch))
                 return [WarpgroupTurn(give, groups, edge, loc=loop.loc)] if turns else []
 
             def issue(stmts: list[Stmt], i: Any, edge: bool = False) -> list[Stmt]:  # head: its gemm on a turn
@@ -458,6 +466,7 @@ class _Pipeliner:
             consumer = SeqStmt((_when(binop(">", n, 0), first, loop), For(k, last, "serial", SeqStmt(tuple(steady)),
                                                                          loc=loop.loc),
                                 _when(binop(">", n, 0), final, loop)))
+            self.head_done[id(consumer)] = 2  # every first gemm has completed before the last part
         inits: list[Stmt] = [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
                              BarrierInit(Region(empty, (const(0),), (nv,)), self.func.launch.num_threads // 32,
                                          loc=loop.loc)]
@@ -470,6 +479,77 @@ class _Pipeliner:
                           + f" ({tx} bytes a stage) on {nv} full/empty mbarrier pairs; {groups} consumer "
                           f"warpgroup(s), whose warps release each stage {late_release}")
         return consumer
+
+    def preload(self, stmts: list[Stmt], key: int, inits: list[Stmt],
+                producer: Stmt) -> tuple[list[Stmt], Stmt, list[Stmt]]:
+        """Tile copies before the specialized loop ``stmts[key]`` that only its wgmma gemms read (flash attention's
+        Q) move to the producer warpgroup: a TMA copy on an mbarrier of their own, waited for by the consumers just
+        before the loop, issued while the block's threads start up. In a persistent kernel the consumers release the
+        tile after the loop (an ``empty`` barrier), and the producer loads the next tile's copy from then on, beside
+        the consumers' epilogue. (inits, producer, consumer statements)."""
+        from tilec.ir.stmt import Gemm
+
+        loop = stmts[key]
+        if not self.preload_on:
+            return inits, producer, stmts
+        block_vars = {id(v) for v in self.func.launch.block_vars}
+        moved: list[Copy] = []
+        for c in stmts[:key]:
+            if type(c) is not Copy or c.src.buffer.scope != "global" or c.dst.buffer.scope != "shared" or \
+                    not c.dst.is_full() or c.dst.buffer in self.replaced or tma_box_refusal(c) is not None:
+                continue
+            x = c.dst.buffer
+            if any(id(v) not in block_vars for e in c.src.starts for v in vars_in(e)) or \
+                    any(id(x) in _writes(o) for o in stmts if o is not c):
+                continue
+            readers = [g for g in walk(loop) if isinstance(g, Stmt) and id(x) in _reads(g)
+                       and not isinstance(g, (SeqStmt, For, IfThenElse))]
+            if not readers or any(type(g) is not Gemm or x not in (g.A.buffer, g.B.buffer) for g in readers) or \
+                    any(id(x) in _reads(o) for o in stmts if o is not loop):
+                continue
+            moved.append(c)
+        if not moved:
+            return inits, producer, stmts
+        loc = moved[0].loc
+        tx = sum(_numel(c.dst) * c.dst.dtype.bits // 8 for c in moved)
+        # a persistent block loads the next tile's into a second version while the consumers work on this one's
+        current = {id(b): (b, 0, int(nb.shape[0])) for b, nb in self.replaced.items()}
+        nv = 2 if self.persistent and _shared_bytes(self.func, current) + tx <= smem_limit(self.target) else 1
+        originals = list(moved)
+        if nv > 1:
+            versions = {id(c.dst.buffer): (c.dst.buffer, 0, nv) for c in moved}
+            self.ring(versions)
+            moved = [self.remap(c, self.tile, versions) for c in moved]
+            loop = self.remap(loop, self.tile, versions)
+        full = Buffer("pre_full", (nv,), dt.uint64, "shared", loc=loc)
+        empty = Buffer("pre_empty", (nv,), dt.uint64, "shared", loc=loc)
+        at, one = (binop("%", self.tile, nv) if nv > 1 else const(0),), (1,)
+        parity: Any = binop("%", binop("//", self.tile, nv), 2) if self.persistent else const(0)
+        pre: list[Stmt] = [BarrierWait(Region(empty, at, one), binop("-", 1, parity), loc=loc)] \
+            if self.persistent else []
+        pre += [BarrierArrive(Region(full, at, one), tx, loc=loc)]
+        pre += [TmaCopy(c.src, c.dst, Region(full, at, one), loc=c.loc) for c in moved]
+        consumer = [s for s in stmts[:key] if all(s is not c for c in originals)]
+        consumer.append(BarrierWait(Region(full, at, one), parity, loc=loc))
+        if self.persistent:  # released once the gemms reading it are done: a rotated loop's late part runs after
+            free = BarrierArrive(Region(empty, at, one), 0, per_warp=True, loc=loc)
+            parts = list(loop.stmts) if id(stmts[key]) in self.head_done else [loop]
+            cut = self.head_done.get(id(stmts[key]), 1)
+            consumer.append(SeqStmt(tuple(parts[:cut]) + (free,) + tuple(parts[cut:])))
+        else:
+            consumer.append(loop)
+        consumer += stmts[key + 1:]
+        self.new_allocs += [full] + ([empty] if self.persistent else [])
+        whole = (const(0),), (nv,)
+        inits = list(inits) + [BarrierInit(Region(full, *whole), 1, loc=loc)]
+        if self.persistent:
+            inits.append(BarrierInit(Region(empty, *whole), self.func.launch.num_threads // 32, loc=loc))
+        names = ", ".join(repr(c.dst.buffer.name) for c in moved)
+        self.notes.append(f"T.copy at line {loc.line if loc else 0}: the producer warpgroup loads {names} by TMA "
+                          f"({tx} bytes) before the loop"
+                          + ("" if not self.persistent else ", the next tile's beside this one's (two versions)"
+                             if nv > 1 else ", again once the consumers are done with it"))
+        return inits, SeqStmt(tuple(pre) + (producer,)), consumer
 
     @staticmethod
     def is_async(s: Stmt) -> bool:
@@ -609,6 +689,7 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
         stmts = list(body.stmts) if isinstance(body, SeqStmt) else [body]
         key = next(i for i, s in enumerate(stmts) if id(s) in p.roles)
         inits, producer = p.roles[id(stmts[key])]
+        inits, producer, stmts = p.preload(stmts, key, inits, producer)
         consumer: Stmt = SeqStmt(tuple(stmts))
         if p.persistent:
             grid, block_vars, producer, consumer = _persistent(launch, p, producer, consumer)
@@ -632,10 +713,8 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
 
     P = p.persistent
     dims = list(launch.grid)
-    tiles: Any = dims[0]
-    for d in dims[1:]:
-        tiles = binop("*", tiles, d)
-    pid = Var("pid")
+    tiles = _tiles(launch)
+    pid = p.pid
     t = binop("+", pid, binop("*", p.tile, P))
     sub: dict[Var, Any] = {}
     rest: Any = t
@@ -653,8 +732,18 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     order = "" if launch.swizzle is None or len(dims) < 2 else \
         f" in panels of {launch.swizzle[0]} {'columns' if launch.swizzle[1] == 'column' else 'rows'} (T.use_swizzle)"
     p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}")
-    wrap = [For(p.tile, trips, "serial", substitute(s, sub), loc=s.loc) for s in (producer, consumer)]
+    wrap = [For(p.tile, trips, "serial", substitute(s, sub), (("tiles", True),), loc=s.loc)
+            for s in (producer, consumer)]
     return (binop("min", tiles, P),), (pid,), wrap[0], wrap[1]
+
+
+def _tiles(launch: KernelLaunch) -> Any:
+    """The number of blocks of the launch's grid (a persistent kernel's tiles)."""
+    dims = list(launch.grid)
+    tiles: Any = dims[0]
+    for d in dims[1:]:
+        tiles = binop("*", tiles, d)
+    return tiles
 
 
 def _sms(target: Target) -> int:
