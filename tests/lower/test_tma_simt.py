@@ -101,6 +101,23 @@ def test_wgmma_waits_wait_for_the_first_reader(rng):
         _run_thread_ir(rotated, later, q, k, v)
 
 
+def test_deferred_wgmma_wait_is_anchored_below_the_softmax():
+    """The rotated loop's wait for PV(k-1) comes after the softmax's exponentials and sums, preceded by a store to a
+    shared word under the condition ``l[0] != l[0]`` (a NaN: in practice it never runs, and nothing reads the word):
+    ptxas keeps a wgmma wait below a store but otherwise moves it up to the first max-reduction, which ends the
+    softmax's overlap with PV (perf notes AF)."""
+    fa = load_example("03_flash_attention")
+    kernel = tilec.JITKernel(fa.flash_attention(1, 1, 256, 128, False, block_M=128, block_N=128, threads=256,
+                                                num_stages=2).prim_func, "cuda:sm_90a", [3], pass_configs=WS)
+    lines = kernel.get_kernel_source().splitlines()
+    anchors = [i for i, line in enumerate(lines) if "(l[0] != l[0])" in line and "wait_anchor" in line]
+    assert anchors
+    for i in anchors:
+        assert "wgmma.wait_group.sync.aligned 0" in lines[i + 1]
+        qk_wait = max(j for j in range(i) if "wgmma.wait_group.sync.aligned 1" in lines[j])
+        assert any("tl::exp2(S[" in line for line in lines[qk_wait:i])
+
+
 def test_pingpong_turns_must_pair_up(rng):
     """A warpgroup that never hands its turn on leaves the next one waiting: the interpreter names the barrier."""
     import dataclasses

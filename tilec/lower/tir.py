@@ -264,10 +264,16 @@ class WgmmaCommit(TStmt):
 @dataclass(frozen=True, eq=False)
 class WgmmaWait(TStmt):
     """``wgmma.wait_group.sync.aligned n``; ``regs`` (the accumulators) are marked as written here, so the
-    compiler moves no read of them above the wait."""
+    compiler moves no read of them above the wait. With ``after`` (a float register the statements before the wait
+    computed last) the wait stays below those statements: it is preceded by a store to the shared word ``anchor``
+    under the condition ``after != after`` (a NaN; the store is harmless when it runs: nothing reads the word).
+    ptxas keeps a wgmma wait below a store but otherwise schedules it as early as it can, which would end the
+    overlap of those statements with the wgmma group (perf notes AF)."""
 
     n: int = 0
     regs: Mem | None = None
+    after: Expr | None = None
+    anchor: Mem | None = None
 
 
 @dataclass(frozen=True, eq=False)

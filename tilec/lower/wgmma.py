@@ -206,6 +206,10 @@ asm_rule(FenceProxyAsync, r"fence.proxy.async.shared::cta;\n")
 
 @emit_rule(WgmmaWait)
 def _emit_wait(e: CEmitter, s: WgmmaWait, d: int) -> None:
+    if s.after is not None and s.anchor is not None:
+        v = e.e(s.after)
+        e.emit(d, f"if ({v} != {v}) *reinterpret_cast<volatile unsigned*>({e.names(s.anchor)}) = 0u;  // keeps the "
+                  "wait below")
     e.emit(d, f'asm volatile("wgmma.wait_group.sync.aligned {s.n};\\n" ::: "memory");')
     if s.regs is not None:  # the accumulators are defined only now: no read of them may move above
         name, size = e.names(s.regs), int(s.regs.size)

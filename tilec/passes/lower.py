@@ -9,11 +9,13 @@ memory is done by thread 0. Each tile op becomes one :class:`~tilec.lower.tir.Gr
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from tilec import dtypes as dt
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer
-from tilec.ir.expr import Expr, Load, Var, binop
+from tilec.ir.expr import Expr, Load, Var, binop, const
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import (
     AtomicRMW,
@@ -124,6 +126,20 @@ def settle_wgmma(lw: Lowerer, s: Stmt, code: TStmt) -> list[TStmt]:
     return [WgmmaWait(len(lw.wgmma_deferred), m) for m in regs.values()]
 
 
+def _anchored(lw: Lowerer, waits: list[TStmt], before: TStmt) -> list[TStmt]:
+    """``waits`` kept below ``before`` (a statement they were deferred past) by a float register it writes
+    (:class:`WgmmaWait`'s ``after``); unchanged when it writes none or issued a wgmma itself."""
+    if any(isinstance(n, (Wgmma, WgmmaCommit)) for n in walk(before)):
+        return waits
+    regs = [n.mem for n in walk(before) if isinstance(n, Write) and n.mem.space == "reg" and n.mem.dtype is dt.float32]
+    if not regs:
+        return waits
+    if lw.wait_anchor is None:
+        lw.wait_anchor = lw.scratch_shared("wait_anchor", dt.uint32, 1)
+    first = dataclasses.replace(waits[0], after=MemRef(regs[-1], const(0)), anchor=lw.wait_anchor)
+    return [first] + waits[1:]
+
+
 class _Driver:
     def __init__(self, lw: Lowerer) -> None:
         self.lw = lw
@@ -198,7 +214,10 @@ class _Driver:
                 lw.defer_wgmma = False
             new = lw.wgmma_deferred[before:]
             del lw.wgmma_deferred[before:]
-            out += settle_wgmma(lw, c, code) + [code]
+            waits = settle_wgmma(lw, c, code)
+            if waits and out and lw.anchor_waits:
+                waits = _anchored(lw, waits, out[-1])
+            out += waits + [code]
             lw.wgmma_deferred += new
         out += settle_wgmma(lw, s, Seq(()))  # everything, at the end
         lw.wgmma_deferred = outer
@@ -270,8 +289,9 @@ def _min_blocks(target: Target, smem: int, threads: int, producer: bool) -> int:
     return blocks if blocks >= 2 and blocks * threads * m.regs_per_thread <= m.regs_per_sm else 0
 
 
-def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target) -> ThreadKernel:
+def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict | None = None) -> ThreadKernel:
     lw = Lowerer(func, plan, target)
+    lw.anchor_waits = (options or {}).get("wgmma_wait_anchor", True)
     launch = func.launch
     hw = [Var(f"block_{c}") for c in "xyz"[: len(launch.grid)]]
     for v, h, g in zip(launch.block_vars, hw, launch.grid):

@@ -97,7 +97,7 @@ def _layouts(state: CompileState) -> CompileState:
 def _lower(state: CompileState) -> CompileState:
     from tilec.passes.lower import lower_kernel
 
-    kernel = lower_kernel(state.func, state.artifacts["layout_inference"], state.target)
+    kernel = lower_kernel(state.func, state.artifacts["layout_inference"], state.target, state.options)
     return state.with_(artifacts={**state.artifacts, "lower": kernel}, report=state.report + kernel.notes)
 
 
