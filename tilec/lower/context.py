@@ -59,7 +59,7 @@ class Lowerer:
     # needs their results (oldest first): (the buffers they touch, their accumulator); see tilec.passes.lower
     wgmma_deferred: list[tuple[frozenset[Buffer], Mem]] = field(default_factory=list)
     wait_anchor: Mem | None = None  # the shared word deferred wgmma waits are anchored on (WgmmaWait.after)
-    anchor_waits: bool = True  # pass config wgmma_wait_anchor
+    anchor_waits: bool = False  # pass config wgmma_wait_anchor
     defer_wgmma: bool = False  # the gemm being lowered may leave its group for the sequence to wait for
     tensor_maps: list[TensorMap] = field(default_factory=list)  # TMA descriptors the kernel takes
     issuer: int = 0  # the thread that issues single-thread ops (TMA, mbarrier arrivals): a producer's first

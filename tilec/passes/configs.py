@@ -38,8 +38,8 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "True or False", _flag),
     PassConfig("wgmma_overlap", True, "a pipelined loop's wgmma group runs on into the next trip", "True or False",
                _flag),
-    PassConfig("wgmma_wait_anchor", True, "a wgmma wait deferred past register-only statements stays below them "
-               "(ptxas would move it up)", "True or False", _flag),
+    PassConfig("wgmma_wait_anchor", False, "a wgmma wait deferred past register-only statements stays below them "
+               "(ptxas would move it up; measured slower, perf notes AF)", "True or False", _flag),
     PassConfig("tma", "True on sm_90a (TILEC_WGMMA)", "T.Pipelined copies on sm_90a are TMA loads through mbarriers",
                "True or False", _flag),
     PassConfig("warp_specialize", False, "with tma: a producer warpgroup issues the copies beside the consumers",
