@@ -91,10 +91,30 @@ def test_inputs_rotate_between_calls(harness, monkeypatch):
     assert len(harness.input_sets(lambda: (_FakeTensor(harness.L2_BYTES * 4, 0),))) == 1
     assert len(harness.input_sets(lambda: (_FakeTensor(1, 0),))) == 8
     seen: list[int] = []
-    monkeypatch.setattr(harness, "_bench", lambda fn, quick: [fn() for _ in range(9)] and 0.5)
+    monkeypatch.setattr(harness, "_bench", lambda fn, quick, warming=False: [fn() for _ in range(9)] and 0.5)
     rows: list = []
     harness._measure(rows, "k", "s", {"tilec x": lambda t: seen.append(t.tag)}, sets, None, 1e9, 0, True,
                      {"tilec x": {"compile_cold_s": 0.1, "compile_cached_s": 0.01}})
     assert seen == [0] + [i % 4 for i in range(9)]  # the check on set 0, then every set in turn
     (row,) = rows
     assert row.ms == 0.5 and row.tflops == 2.0 and row.extra["compile_cold_s"] == 0.1 and row.note == ""
+
+
+def test_implementations_take_turns_over_rounds(harness, monkeypatch):
+    """Without --quick every implementation is timed in a warm-up round (not counted) and three more, each round
+    starting one implementation further on; a row's time is the median of its three rounds (perf notes AE)."""
+    order: list[tuple[str, bool]] = []
+    times = {"a": iter([9.0, 3.0, 1.0, 2.0]), "b": iter([9.0, 5.0, 4.0, 6.0]), "c": iter([9.0, 7.0, 8.0, 9.5])}
+
+    def bench(fn, quick, warming=False):  # noqa: ANN001, ANN202
+        name = fn()
+        order.append((name, warming))
+        return next(times[name])
+
+    monkeypatch.setattr(harness, "_bench", bench)
+    rows: list = []
+    impls = {n: (lambda t, n=n: n) for n in "abc"}
+    harness._measure(rows, "k", "s", impls, [(_FakeTensor(1, 0),)], None, 1e9, 0, False)
+    assert order == [("a", True), ("b", True), ("c", True), ("b", False), ("c", False), ("a", False),
+                     ("c", False), ("a", False), ("b", False), ("a", False), ("b", False), ("c", False)]
+    assert [r.ms for r in rows] == [2.0, 5.0, 8.0] and rows[0].extra["rounds_ms"] == [3.0, 1.0, 2.0]
