@@ -23,7 +23,7 @@ from typing import Any
 from tilec.backends.cemit import CEmitter, asm_rule, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import Expr, binop, const
+from tilec.ir.expr import BinOp, Expr, binop, const
 from tilec.ir.stmt import (
     BarrierArrive,
     BarrierInit,
@@ -210,8 +210,6 @@ def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
 
 
 def _negated(cond: Any) -> Any:
-    from tilec.ir.expr import BinOp
-
     flip = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
     if isinstance(cond, BinOp) and cond.op in flip:
         return binop(flip[cond.op], cond.a, cond.b)

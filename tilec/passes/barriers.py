@@ -162,8 +162,8 @@ class _Placer:
 
     def turn_wait(self, s: TStmt, rest: tuple[TStmt, ...], st: _State) -> tuple[TStmt, _State]:
         """A warpgroup's wait for its turn, followed by ``rest``: a barrier goes before the wait when the statements
-        up to the turn's hand-on (its window, where a barrier would deadlock) need one, or after the wait if the
-        hand-on is not in ``rest``."""
+        up to the turn's hand-on (its window, where a barrier would deadlock) need one; when the hand-on is not in
+        ``rest``, whenever anything is unordered (:meth:`leaf`)."""
         end = next((i for i, c in enumerate(rest) if _turn_give(c)), None)
         if end is None:
             return self.leaf(s, st)

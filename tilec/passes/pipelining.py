@@ -485,8 +485,9 @@ class _Pipeliner:
         """Tile copies before the specialized loop ``stmts[key]`` that only its wgmma gemms read (flash attention's
         Q) move to the producer warpgroup: a TMA copy on an mbarrier of their own, waited for by the consumers just
         before the loop, issued while the block's threads start up. In a persistent kernel the consumers release the
-        tile after the loop (an ``empty`` barrier), and the producer loads the next tile's copy from then on, beside
-        the consumers' epilogue. (inits, producer, consumer statements)."""
+        tile (an ``empty`` barrier) once the gemms reading it are done (before a rotated loop's last part), and the
+        producer loads the next tile's from then on; where shared memory holds two versions, the next tile's goes
+        into the other one while this one is read. (inits, producer, consumer statements)."""
         from tilec.ir.stmt import Gemm
 
         loop = stmts[key]
