@@ -286,8 +286,6 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                                                 (128, 128, 2, 256, True, True, False),
                                                 (128, 128, 2, 256, True, True, True),  # ws: rotated, turns
                                                 (128, 128, 2, 256, True, True, "persistent")):
-                if ws == "persistent" and causal:  # a causal tile's trip count depends on the tile: not persistent
-                    continue
                 tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}{' ws' if ws else ''}" \
                     + (" persistent" if ws == "persistent" else "")
                 impls[tag], times[tag] = tilec_kernel(

@@ -465,20 +465,48 @@ def test_persistent_needs_warp_specialization():
     assert len(kernel.state.artifacts["thread_ir"].grid) == 2
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_persistent_attention(rng, causal):
-    """Persistent flash attention: two blocks over three row blocks (tiles of 2, 4 and 5 key blocks when causal).
-    A block's tiles share one mbarrier ring counted in whole tiles, so a trip count that depends on the tile keeps
-    the kernel non-persistent (on the GPU it hung or faulted)."""
+def test_persistent_refused_when_a_tile_may_run_no_trip(rng):
+    """A pipelined loop of ``by`` trips (none in the first row of tiles): persistent blocks would pass the
+    warpgroups' turns on through tiles without gemms, so the kernel stays non-persistent and says why."""
+    M, N, K, bm, bn, bk = 192, 128, 192, 64, 64, 32
+
+    @T.prim_func
+    def staircase(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(by * 2, num_stages=2):  # row block r sums K's first 64 r columns
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    kernel = tilec.JITKernel(staircase, "simt:sm_90a", [2], pass_configs={**WS, "persistent": 2})
+    assert "not persistent: the trip count of the T.Pipelined loop at line" in kernel.report()
+    assert "depends on the tile and may be zero" in kernel.report()
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    ref = np.concatenate([a[r * bm:(r + 1) * bm, : r * 64].astype(np.float64) @ b[: r * 64].astype(np.float64)
+                          for r in range(M // bm)])
+    assert_close(kernel(a, b), ref, "float16")
+
+
+@pytest.mark.parametrize(("causal", "heads", "blocks"), [(False, 1, 2), (True, 1, 2), (True, 3, 4)])
+def test_persistent_attention(rng, causal, heads, blocks):
+    """Persistent flash attention: blocks over row blocks of 3 key blocks each, or of 5, 4 and 2 when causal (the
+    longest first); the producer loads each tile's Q by TMA, two versions of it in shared memory. A causal tile's
+    trip count depends on the tile: the ring counts iterations in a register and the tiles come in serpentine order
+    (3 heads: 9 tiles over 4 blocks, the last round only partly taken)."""
     fa = load_example("03_flash_attention")
-    kernel = tilec.JITKernel(fa.flash_attention(1, 1, 300, 64, causal, block_M=128, block_N=64, threads=256,
+    kernel = tilec.JITKernel(fa.flash_attention(1, heads, 300, 64, causal, block_M=128, block_N=64, threads=256,
                                                 num_stages=2).prim_func, "simt:sm_90a", [3],
-                             pass_configs={**WS, "persistent": 2})
-    assert ("persistent, 2 blocks loop over the tiles" in kernel.report()) != causal
-    assert ("not persistent: the trip count of the T.Pipelined loop at line" in kernel.report()) == causal
-    assert "the producer warpgroup loads 'Q_s' by TMA" in kernel.report()
-    assert ("the next tile's beside this one's (two versions)" in kernel.report()) != causal
-    q, k, v = (randn(rng, (1, 1, 300, 64), "float16") for _ in range(3))
+                             pass_configs={**WS, "persistent": blocks})
+    assert f"persistent, {blocks} blocks loop over the tiles" in kernel.report()
+    assert ("in serpentine order" in kernel.report()) == causal
+    assert "the producer warpgroup loads 'Q_s' by TMA (16384 bytes) before the loop, the next tile's beside this " \
+           "one's (two versions)" in kernel.report()
+    q, k, v = (randn(rng, (1, heads, 300, 64), "float16") for _ in range(3))
     assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
                  scale=float(np.abs(v.astype(np.float64)).max()))
 

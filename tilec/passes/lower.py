@@ -170,8 +170,10 @@ class _Driver:
         if isinstance(s, For):
             ext = block_expr(lw, s.extent)
             lw.ranges[s.var] = (0, int(ext.value) - 1) if hasattr(ext, "value") else None
-            return Loop(s.var, ext, self.stmt(s.body), unroll=s.kind == "unroll", tiles=bool(s.ann("tiles")),
-                        loc=s.loc)
+            body = self.stmt(s.body)
+            if s.ann("base") is not None:  # a persistent tile loop's iterations so far, read once a trip
+                body = seq([Decl(s.ann("base"), MemRef(lw.mem_of(s.ann("counter")), const(0))), body])
+            return Loop(s.var, ext, body, unroll=s.kind == "unroll", tiles=bool(s.ann("tiles")), loc=s.loc)
         if isinstance(s, WarpRoles):
             from tilec.lower.tma import lower_roles
 

@@ -111,6 +111,9 @@ class _Pipeliner:
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
         self.tile = Var("tile")  # a persistent block's tile counter (its global pipeline iteration: tile * n + k)
         self.pid = Var("pid")  # a persistent block's index
+        # a persistent block's pipeline iterations before this tile, when the loop's trip count depends on the tile:
+        # (the Var each tile loop binds, the register counter it is read from)
+        self.base: tuple[Var, Buffer] | None = None
         # consumer loop -> (barrier inits, producer loop) of a warp-specialized pipeline, for pipeline_loops
         self.roles: dict[int, tuple[list[Stmt], Stmt]] = {}
         # rotated consumer loop -> the index of its part before which all its first gemms have completed
@@ -400,11 +403,11 @@ class _Pipeliner:
         n = loop.extent
         k = Var(loop.var.name)
         if self.persistent and {id(v) for v in vars_in(n)} & {id(v) for v in self.func.launch.block_vars}:
-            self.persistent = 0  # the ring's iteration below counts n trips a tile
-            self.notes.append(f"T.Kernel: not persistent: the trip count of the T.Pipelined loop at line "
-                              f"{loop.loc.line if loop.loc else 0} depends on the tile")
+            self.count_trips(loop)
 
         def g(i: Any) -> Any:  # the ring's iteration
+            if self.base is not None:
+                return binop("+", self.base[0], i)
             return binop("+", binop("*", self.tile, n), i) if self.persistent else i
 
         producers = [body[i] for i in order if stages[i] == 0]
@@ -441,6 +444,8 @@ class _Pipeliner:
             cons.append(IfThenElse(binop(">=", g(k), lag), release(binop("-", k, lag)), loc=loop.loc) if lag
                         else release(k))
             consumer: Stmt = For(k, n, "serial", SeqStmt(tuple(cons)), loc=loop.loc)
+            if self.base is not None:
+                consumer = SeqStmt((consumer,) + self.advance(n, loop))
         else:  # iteration 0's first part; k's first part, k-1's second, k's rest; the last iteration's second
             head, late, rest = rotated
             k1, last, zero = binop("+", k, 1), binop("-", n, 1), const(0)
@@ -448,9 +453,8 @@ class _Pipeliner:
 
             def turn(give: bool, edge: bool = False) -> list[Stmt]:  # the gemms' issue, warpgroup after warpgroup
                 if edge and self.persistent:  # the turns go on from tile to tile: left out on the first and last
-                    edge = binop("==", self.tile, 0) if not give else \
-                        binop(">=", binop("+", self.pid, binop("*", binop("+", self.tile, 1), self.persistent)),
-                              _tiles(self.func.launch))
+                    edge = self.last_tile() if give else binop("==", self.tile, 0) if self.base is None else \
+                        binop("==", self.base[0], 0)
                 return [WarpgroupTurn(give, groups, edge, loc=loop.loc)] if turns else []
 
             def issue(stmts: list[Stmt], i: Any, edge: bool = False) -> list[Stmt]:  # head: its gemm on a turn
@@ -465,12 +469,14 @@ class _Pipeliner:
                                   f"between them beside the others' gemms")
             consumer = SeqStmt((_when(binop(">", n, 0), first, loop), For(k, last, "serial", SeqStmt(tuple(steady)),
                                                                          loc=loop.loc),
-                                _when(binop(">", n, 0), final, loop)))
+                                _when(binop(">", n, 0), final, loop)) + self.advance(n, loop))
             self.head_done[id(consumer)] = 2  # every first gemm has completed before the last part
         inits: list[Stmt] = [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
                              BarrierInit(Region(empty, (const(0),), (nv,)), self.func.launch.num_threads // 32,
                                          loc=loop.loc)]
-        producer = For(k, n, "serial", SeqStmt(tuple(prod)), loc=loop.loc)
+        producer: Stmt = For(k, n, "serial", SeqStmt(tuple(prod)), loc=loop.loc)
+        if self.base is not None:
+            producer = SeqStmt((producer,) + self.advance(n, loop))
         self.roles[id(consumer)] = (inits, producer)
         line = loop.loc.line if loop.loc else 0
         late_release = "one iteration late" if lag or rotated else "after it"
@@ -479,6 +485,43 @@ class _Pipeliner:
                           + f" ({tx} bytes a stage) on {nv} full/empty mbarrier pairs; {groups} consumer "
                           f"warpgroup(s), whose warps release each stage {late_release}")
         return consumer
+
+    def count_trips(self, loop: For) -> None:
+        """A persistent block whose pipelined loop runs a number of trips that depends on the tile (causal
+        attention) counts its ring's iterations in a register (:attr:`base`, advanced after each tile) and takes
+        its tiles in serpentine order (:func:`_persistent`); refused with a note unless every tile runs a trip (a
+        tile without one would leave the warpgroups' turns unpaired)."""
+        from tilec.ir.arith import bounds
+
+        launch = self.func.launch
+        ranges = {v: (0, int(d.value) - 1) for v, d in zip(launch.block_vars, launch.grid) if isinstance(d, Const)}
+        low = bounds(loop.extent, ranges)
+        if low is None or low[0] < 1:
+            self.persistent = 0
+            self.notes.append(f"T.Kernel: not persistent: the trip count of the T.Pipelined loop at line "
+                              f"{loop.loc.line if loop.loc else 0} depends on the tile and may be zero")
+            return
+        ring = Buffer("ring_base", (), dt.int32, "var", loc=loop.loc)
+        self.new_allocs.append(ring)
+        self.base = (Var("base"), ring)
+
+    def advance(self, n: Any, loop: For) -> tuple[Stmt, ...]:
+        """The counter of :meth:`count_trips` moved past this tile's ``n`` iterations (nothing without one)."""
+        if self.base is None:
+            return ()
+        ring = self.base[1]
+        return (Store(ring, (), binop("+", Load(ring, ()), n), loc=loop.loc),)
+
+    def last_tile(self) -> Any:
+        """Whether a persistent block's tile counter is at its last tile (the order of :func:`_persistent`)."""
+        P, tiles = self.persistent, _tiles(self.func.launch)
+        if self.base is None:
+            return binop(">=", binop("+", self.pid, binop("*", binop("+", self.tile, 1), P)), tiles)
+        rounds = binop("//", binop("+", tiles, P - 1), P)
+        last = binop("-", rounds, 1)
+        at_last = _serpentine(last, self.pid, P)  # the block's tile of the last round, if below ``tiles``
+        return binop("or", binop("and", binop("<", at_last, tiles), binop("==", self.tile, last)),
+                      binop("and", binop(">=", at_last, tiles), binop("==", self.tile, binop("-", last, 1))))
 
     def preload(self, stmts: list[Stmt], key: int, inits: list[Stmt],
                 producer: Stmt) -> tuple[list[Stmt], Stmt, list[Stmt]]:
@@ -716,7 +759,7 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     dims = list(launch.grid)
     tiles = _tiles(launch)
     pid = p.pid
-    t = binop("+", pid, binop("*", p.tile, P))
+    t = binop("+", pid, binop("*", p.tile, P)) if p.base is None else _serpentine(p.tile, pid, P)
     sub: dict[Var, Any] = {}
     rest: Any = t
     for v, d in zip(launch.block_vars, dims):  # the first block variable varies fastest (blockIdx.x)
@@ -728,14 +771,31 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
         plane = binop("*", dims[0], dims[1])
         x, y = panel_order(binop("%", t, plane), dims[0], dims[1], *launch.swizzle)
         sub[launch.block_vars[0]], sub[launch.block_vars[1]] = x, y
-    trips = ceildiv(binop("-", tiles, pid), P)
     line = launch.loc.line if launch.loc else 0
     order = "" if launch.swizzle is None or len(dims) < 2 else \
         f" in panels of {launch.swizzle[0]} {'columns' if launch.swizzle[1] == 'column' else 'rows'} (T.use_swizzle)"
+    if p.base is None:
+        trips = ceildiv(binop("-", tiles, pid), P)
+        wrap = [For(p.tile, trips, "serial", substitute(s, sub), (("tiles", True),), loc=s.loc)
+                for s in (producer, consumer)]
+    else:  # every block loops over the rounds; the last round may have no tile for it
+        var, ring = p.base
+        order += ", in serpentine order (block b takes the b-th tile of even rounds, the b-th from the end of odd " \
+                 "ones), counting their pipeline iterations as they go"
+        wrap = [SeqStmt((Store(ring, (), const(0), loc=s.loc),
+                         For(p.tile, ceildiv(tiles, P), "serial", IfThenElse(binop("<", t, tiles), substitute(s, sub),
+                                                                              loc=s.loc),
+                             (("tiles", True), ("base", var), ("counter", ring)), loc=s.loc)), loc=s.loc)
+                for s in (producer, consumer)]
     p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}")
-    wrap = [For(p.tile, trips, "serial", substitute(s, sub), (("tiles", True),), loc=s.loc)
-            for s in (producer, consumer)]
     return (binop("min", tiles, P),), (pid,), wrap[0], wrap[1]
+
+
+def _serpentine(r: Any, pid: Any, P: int) -> Any:
+    """The tile of round ``r`` for block ``pid`` of ``P``: ``r * P + pid`` in even rounds, ``r * P + P - 1 - pid`` in
+    odd ones (tiles that come in order of decreasing work, as causal attention's row blocks, then even out)."""
+    return binop("+", binop("*", r, P), binop("+", pid, binop("*", binop("%", r, 2), binop("-", P - 1,
+                                                                                          binop("*", 2, pid)))))
 
 
 def _tiles(launch: KernelLaunch) -> Any:

@@ -47,7 +47,8 @@ class _Verifier:
             self.expr(s.extent, loc)
             if not s.extent.dtype.is_int:
                 self.fail(f"loop extent {s.extent} is not an integer", loc)
-            self.scoped([s.var], s.body, in_parallel)
+            base = s.ann("base")  # a persistent block's pipeline iterations before the tile (read at each trip)
+            self.scoped([s.var] + ([base] if base is not None else []), s.body, in_parallel)
         elif isinstance(s, Parallel):
             if in_parallel:
                 self.fail("T.Parallel loops must be perfectly nested (one `for i, j in T.Parallel(M, N)`); "
