@@ -794,8 +794,8 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
 def _serpentine(r: Any, pid: Any, P: int) -> Any:
     """The tile of round ``r`` for block ``pid`` of ``P``: ``r * P + pid`` in even rounds, ``r * P + P - 1 - pid`` in
     odd ones (tiles that come in order of decreasing work, as causal attention's row blocks, then even out)."""
-    return binop("+", binop("*", r, P), binop("+", pid, binop("*", binop("%", r, 2), binop("-", P - 1,
-                                                                                          binop("*", 2, pid)))))
+    flip = binop("*", binop("%", r, 2), binop("-", P - 1, binop("*", 2, pid)))  # odd rounds: P-1-pid = pid + flip
+    return binop("+", binop("*", r, P), binop("+", pid, flip))
 
 
 def _tiles(launch: KernelLaunch) -> Any:
