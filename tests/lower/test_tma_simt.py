@@ -511,6 +511,44 @@ def test_persistent_attention(rng, causal, heads, blocks):
                  scale=float(np.abs(v.astype(np.float64)).max()))
 
 
+def test_releasing_q_before_its_last_read_is_a_race(rng):
+    """The consumers release Q (``pre_empty``) once its last QK^T completed; released right after its wait instead,
+    the producer's next TMA copy of Q may land while the gemms still read it. The interpreter orders each consumer
+    read before the producer only through a release that came after it, so the early release is named even though
+    its schedule happens to leave the results right (one block over three row blocks, one version of Q: with two,
+    the K/V stages the producer must see released first come after the reads, which orders them)."""
+    d = 128
+    from tilec.ir.stmt import BarrierArrive, BarrierWait, SeqStmt
+    from tilec.ir.visit import transform
+
+    fa = load_example("03_flash_attention")
+    g = fa.flash_attention(1, 1, 300, d, False, block_M=128, block_N=128, threads=256, num_stages=2).prim_func
+    cfg = {**WS, "persistent": 1}
+    func = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs=cfg).state.func
+    released: list = []
+
+    def early(n: object) -> object:
+        if isinstance(n, BarrierArrive) and n.barrier.buffer.name == "pre_empty":
+            released.append(n)
+            return SeqStmt(())
+        return None
+
+    def after_wait(n: object) -> object:
+        if isinstance(n, SeqStmt) and any(isinstance(c, BarrierWait) and c.barrier.buffer.name == "pre_full"
+                                          for c in n.stmts):
+            i = next(i for i, c in enumerate(n.stmts) if isinstance(c, BarrierWait))
+            return SeqStmt(n.stmts[: i + 1] + (released[0],) + n.stmts[i + 1:])
+        return None
+
+    bad = transform(transform(func, early), after_wait)
+    assert len(released) == 1 and bad is not func
+    q, k, v = (randn(rng, (1, 1, 300, d), "float16") for _ in range(3))
+    assert_close(tilec.JITKernel(func, "simt:sm_90a", [3], pass_configs=cfg)(q, k, v), fa.reference(q, k, v, False),
+                 "float16", scale=float(np.abs(v.astype(np.float64)).max()))
+    with pytest.raises(RaceError, match="may still read it: its read came after the release this copy waited for"):
+        tilec.JITKernel(bad, "simt:sm_90a", [3], pass_configs=cfg)(q, k, v)
+
+
 def test_persistent_launch_grid_is_the_lowered_one():
     """A persistent kernel launches min(tiles, SMs) blocks, not the Tile IR's grid: the disk cache keeps the lowered
     grid's code (a cached persistent kernel once launched on the Tile IR's 4 x 8 grid and computed each tile many

@@ -86,4 +86,5 @@ def _cluster_barrier(it: ThreadInterpreter, s: ClusterBarrier, env: dict, mask: 
                 it.fail(f"a cluster barrier that {len(sched.blocks) - bar[0]} block(s) of the cluster never reach "
                         "(a deadlock on the GPU)", RaceError)
     it.epoch += 1  # a barrier of this block too
+    it.syncs += 1
     it.unsynced[:] = 0

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 # the interpreter's attributes that belong to one block (tilec.interp.thread.ThreadInterpreter)
-BLOCK_STATE = ("block", "shared", "regs", "groups", "wgmma_groups", "wgmma_regs", "mbarriers", "epoch", "unsynced")
+BLOCK_STATE = ("block", "shared", "regs", "groups", "wgmma_groups", "wgmma_regs", "mbarriers", "epoch", "unsynced",
+               "released", "observed", "syncs")
 
 
 class Abort(Exception):

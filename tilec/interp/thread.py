@@ -109,6 +109,10 @@ class _Shared:
         self.w_epoch = np.full(n, -1, np.int64)
         self.r_thread = np.full(n, -1, np.int64)  # -2: several readers
         self.r_epoch = np.full(n, -1, np.int64)
+        # the last read of each element: its thread, that thread's releasing arrivals before it, the barriers before
+        self.r_last = np.full(n, -1, np.int64)
+        self.r_rel = np.zeros(n, np.int64)
+        self.r_sync = np.full(n, -1, np.int64)
         self.pending = np.zeros(n, bool)
         self.wgmma_reads = np.zeros(n, np.int32)  # in-flight wgmma groups reading each element
         self.unfenced = np.zeros(n, bool)  # written by a thread that has not fenced it to the async proxy since
@@ -142,6 +146,15 @@ class ThreadInterpreter:
         # per thread: 0 no shared accesses since its last barrier, 1 some, 2 some but its warp synchronized since
         # (what one thread's mbarrier arrival may release for others: see tilec.interp.tma)
         self.unsynced = np.zeros(self.T, np.int8)
+        self._fresh_release_state()
+
+    def _fresh_release_state(self) -> None:
+        """Per thread, the releasing mbarrier arrivals it took part in (its own, or its warp's after a __syncwarp)
+        and the latest of them another role's waits have observed; the barriers met so far (see tilec.interp.tma:
+        a TMA copy may overwrite a read only if its issuer observed a release that came after the read)."""
+        self.released = np.zeros(self.T, np.int64)
+        self.observed = np.zeros(self.T, np.int64)
+        self.syncs = 0
 
     # ------------------------------------------------------------------------------------------------- driver
 
@@ -174,6 +187,7 @@ class ThreadInterpreter:
         self.bulk_stores: dict[int, list[tuple[Mem, np.ndarray]]] = {}  # per issuing thread: what its stores read
         self.epoch = 0
         self.unsynced = np.zeros(self.T, np.int8)
+        self._fresh_release_state()
         return env
 
     def check_block_end(self) -> None:
@@ -324,6 +338,7 @@ class ThreadInterpreter:
         sh.r_thread[oo[other]] = -2
         sh.r_thread[oo[fresh]] = tt[fresh]
         sh.r_epoch[oo] = self.epoch
+        sh.r_last[oo], sh.r_rel[oo], sh.r_sync[oo] = tt, self.released[tt], self.syncs
         if len(oo) > 1:  # several threads reading one address in this access
             order = np.argsort(oo, kind="stable")
             so, st = oo[order], tt[order]
@@ -514,6 +529,7 @@ def _sync(it: ThreadInterpreter, s: Sync, env: dict, mask: np.ndarray) -> None:
         it.fail(f"{what} reached by {int(np.count_nonzero(mask))} of {need} threads (a deadlock on the GPU)",
                 RaceError)
     it.epoch += 1
+    it.syncs += 1
     it.unsynced[mask] = 0
 
 

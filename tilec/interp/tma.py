@@ -15,7 +15,9 @@ without having changed any mbarrier is a deadlock.
 Reported: reading data before the wait that lands it, a TMA copy writing what others read since the last barrier
 (wgmma reads count as reads by their warpgroup's first thread), a releasing arrival (no transaction bytes) by some
 threads while others' shared-memory accesses are not ordered before it (per thread: accessed since its last barrier,
-and whether its warp synchronized since),
+and whether its warp synchronized since), a warp-specialized producer's TMA copy over a read that no release it
+observed came after (each thread counts the releases it takes part in; a wait of the other role observes those of
+the phase it waited for),
 a wait that no arrival can ever satisfy (a deadlock on the GPU), more arrivals than a phase expects, re-initialising
 a barrier with copies in flight, and a kernel that ends with copies in flight; a TMA store reading a thread's write
 that thread did not fence to the async proxy (``fence.proxy.async``; wgmma operands likewise) or that no barrier
@@ -25,6 +27,7 @@ ordered before it, a write over a tile a TMA store may still read, and a kernel 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +59,9 @@ class Mbarrier:
     in_flight: list[tuple[Mem, np.ndarray, np.ndarray]] = field(default_factory=list)  # copies of this phase
     completed: list[tuple[Mem, np.ndarray, np.ndarray]] = field(default_factory=list)  # to land at the next wait
     gen: int = 0  # cluster barriers completed when it was initialised (peers may use it after the next one)
+    # per thread, the sequence number of its releasing arrival in the current phase / the last completed one
+    releases: np.ndarray | None = None
+    released: np.ndarray | None = None
 
 
 def _slot(it: ThreadInterpreter, mem: Mem, off: object, env: dict, mask: np.ndarray, what: str) -> tuple[Mem, int]:
@@ -86,6 +92,7 @@ def _advance(it: ThreadInterpreter, bar: Mbarrier, key: tuple[Mem, int]) -> None
         bar.in_flight = []
         bar.phase += 1
         bar.expected = bar.count
+        bar.released, bar.releases = bar.releases, None
 
 
 @stmt_rule(MbarInit)
@@ -107,8 +114,7 @@ def _fence(it: ThreadInterpreter, s: FenceMbarInit, env: dict, mask: np.ndarray)
 @stmt_rule(MbarArriveTx)
 def _arrive(it: ThreadInterpreter, s: MbarArriveTx, env: dict, mask: np.ndarray) -> None:
     key = _slot(it, s.bar, s.off, env, mask, "mbarrier.arrive")
-    if s.tx == 0 and it.check_races:
-        _check_release(it, key, mask)
+    covered = _check_release(it, key, mask) if s.tx == 0 and it.check_races else None
     if s.cta is None:
         targets = np.full(int(np.count_nonzero(mask)), it.rank)
     else:  # each thread on the barrier at this place in the cluster's block of the rank it names
@@ -116,16 +122,20 @@ def _arrive(it: ThreadInterpreter, s: MbarArriveTx, env: dict, mask: np.ndarray)
     for r in np.unique(targets):
         bar = _barrier_of(it, int(r), key, "mbarrier.arrive")
         n = int(np.count_nonzero(targets == r))
+        if covered is not None and int(r) == it.rank:  # what this release orders, for the waits it completes
+            seq = np.where(covered, it.released, 0)
+            bar.releases = seq if bar.releases is None else np.maximum(bar.releases, seq)
         bar.expected -= n
         bar.tx += n * s.tx
         _advance(it, bar, key)
     _progress(it)
 
 
-def _check_release(it: ThreadInterpreter, key: tuple[Mem, int], mask: np.ndarray) -> None:
+def _check_release(it: ThreadInterpreter, key: tuple[Mem, int], mask: np.ndarray) -> np.ndarray:
     """An arrival that releases shared memory (no transaction bytes: consumers freeing a pipeline stage) orders only
     the arriving thread's accesses, and those of its warp after a ``__syncwarp``; every other thread's accesses since
-    its last barrier are unordered with what the waiting side does next."""
+    its last barrier are unordered with what the waiting side does next. The threads it covers (their release count
+    advanced)."""
     arrivers = it.tids[mask]
     warps = np.isin(it.tids // it.W, arrivers // it.W)
     covered = mask | ((it.unsynced == 2) & warps)
@@ -137,6 +147,8 @@ def _check_release(it: ThreadInterpreter, key: tuple[Mem, int], mask: np.ndarray
         it.fail(f"mbarrier {key[0].name}[{key[1]}] is released by thread(s) {arrivers[:4].tolist()} while thread {t} "
                 f"accessed shared memory since its last barrier and {how}", RaceError)
     it.unsynced[covered] = 0
+    it.released[covered] += 1
+    return covered
 
 
 @stmt_rule(MbarWait)
@@ -153,12 +165,27 @@ def _wait(it: ThreadInterpreter, s: MbarWait, env: dict, mask: np.ndarray) -> No
                 "on the GPU", RaceError)
     if not np.all(mask):  # one role waits for the other's arrivals: ordered after its accesses (over-approximated
         it.epoch += 1  # as after everyone's, which can hide a race but never reports a false one)
+        if bar.released is not None:  # precisely: after what the releases it observes ordered
+            it.observed = np.maximum(it.observed, bar.released)
     for mem, o, vals in bar.completed:
         sh = it.shared[mem]
         sh.pending[o] = False
         sh.data[o] = vals.astype(sh.data.dtype)
         sh.w_epoch[o] = -1  # visible to every thread that waited: no barrier needed
     bar.completed = []
+
+
+def _check_overwrite(it: ThreadInterpreter, sh: Any, mem: Mem, o: np.ndarray, issuer: int) -> None:
+    """A warp-specialized producer's TMA copy may overwrite an element another thread read since its last barrier
+    only if a release by that thread after the read was observed by the producer's waits: a stage released before
+    its last read is a race the role-wide ordering of the waits would hide."""
+    who = sh.r_last[o]
+    live = (who >= 0) & (who != issuer) & (sh.r_sync[o] == it.syncs)
+    bad = live & (it.observed[np.maximum(who, 0)] <= sh.r_rel[o])
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        it.fail(f"TMA copy into {mem.name}[{int(o[i])}] while thread {int(who[i])} may still read it: its read came "
+                "after the release this copy waited for (a stage released before its last read)", RaceError)
 
 
 def _box(it: ThreadInterpreter, t: TensorMap, coords: list[int]) -> np.ndarray:
@@ -190,6 +217,8 @@ def _tma(it: ThreadInterpreter, s: TmaLoad, env: dict, mask: np.ndarray) -> None
             if o.min() < 0 or o.max() >= sh.data.size:
                 it.fail(f"TMA copy writes {s.dst.name} outside its {sh.data.size} elements")
             if r == it.rank:
+                if it.sched is not None and it.check_races:
+                    _check_overwrite(it, sh, s.dst, o, int(tid))
                 it.track_write(sh, s.dst, np.array([tid]), o[None, :], by_threads=False)
             elif np.any(sh.pending[o]) or np.any(sh.wgmma_reads[o]):
                 it.fail(f"TMA multicast into {s.dst.name} of the cluster's block of rank {r} while a copy to it is in "
