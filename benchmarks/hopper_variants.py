@@ -75,8 +75,9 @@ def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[f
 
 def attention(rows: list, dims: tuple[int, ...] = (128, 64)) -> None:
     """Flash attention (8, 16, 2048, D), causal or not: the wgmma kernels with and without a producer warpgroup,
-    with and without the rotated loop (pass config ``rotate``) and the warpgroups' turns (``pingpong``), beside SDPA's
-    backends."""
+    with and without the rotated loop (pass config ``rotate``) and the warpgroups' turns (``pingpong``), persistent
+    with and without Q loaded by the producer (``preload``) or the PV wait anchored (``wgmma_wait_anchor``), beside
+    SDPA's backends."""
 
 
     fa = __import__("03_flash_attention")
@@ -93,6 +94,8 @@ def attention(rows: list, dims: tuple[int, ...] = (128, 64)) -> None:
         "128x64 ws pingpong persistent": (128, 64, 256, {**ws, "persistent": True}),
         "192x64 ws pingpong": (192, 64, 384, ws),
         "128x128 ws pingpong persistent": (128, 128, 256, {**ws, "persistent": True}),
+        "128x128 ws persistent no preload": (128, 128, 256, {**ws, "persistent": True, "preload": False}),
+        "128x128 ws persistent anchored": (128, 128, 256, {**ws, "persistent": True, "wgmma_wait_anchor": True}),
     }
     for d in dims:
         attention_dim(rows, fa, b, h, n, d, variants)
