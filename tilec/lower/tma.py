@@ -253,12 +253,16 @@ def tma_desc_struct(e: CEmitter) -> str:
     return _helper(e, "TmaDesc", "struct alignas(64) TmaDesc { unsigned long long opaque[16]; };\n")
 
 
+def _coord_operands(rank: int, first: int) -> tuple[str, str, str]:
+    """A TMA helper's box coordinates: the asm operand list (``%first, ...``), the C parameters and the asm inputs."""
+    return (", ".join(f"%{i + first}" for i in range(rank)), ", ".join(f"int c{i}" for i in range(rank)),
+            ", ".join(f'"r"(c{i})' for i in range(rank)))
+
+
 @emit_rule(TmaLoad)
 def _emit_tma_load(e: CEmitter, s: TmaLoad, d: int) -> None:
     rank = len(s.coords)
-    cs = ", ".join(f"%{i + 3}" for i in range(rank))
-    params = ", ".join(f"int c{i}" for i in range(rank))
-    ins = ", ".join(f'"r"(c{i})' for i in range(rank))
+    cs, params, ins = _coord_operands(rank, 3)
     mc, name = (".multicast::cluster", f"tma_load_{rank}d_multicast") if s.multicast else ("", f"tma_load_{rank}d")
     fn = _helper(e, name, (
         f"__device__ __forceinline__ void {name}(const void* map, void* dst, void* bar, {params}"
@@ -277,9 +281,7 @@ def _emit_tma_load(e: CEmitter, s: TmaLoad, d: int) -> None:
 @emit_rule(TmaStoreBox)
 def _emit_tma_store(e: CEmitter, s: TmaStoreBox, d: int) -> None:
     rank = len(s.coords)
-    cs = ", ".join(f"%{i + 2}" for i in range(rank))
-    params = ", ".join(f"int c{i}" for i in range(rank))
-    ins = ", ".join(f'"r"(c{i})' for i in range(rank))
+    cs, params, ins = _coord_operands(rank, 2)
     name = f"tma_store_{rank}d"
     fn = _helper(e, name, (
         f"__device__ __forceinline__ void {name}(const void* map, const void* src, {params}) {{\n"
