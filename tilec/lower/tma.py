@@ -23,7 +23,7 @@ from typing import Any
 from tilec.backends.cemit import CEmitter, asm_rule, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import BinOp, Expr, binop, const
+from tilec.ir.expr import Expr, binop, const, unop
 from tilec.ir.stmt import (
     BarrierArrive,
     BarrierInit,
@@ -206,14 +206,7 @@ def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
         keep = binop("!=", wg, 0)
     if t.edge is False:
         return bar
-    return If(keep if t.edge is True else binop("or", keep, _negated(t.edge)), bar)
-
-
-def _negated(cond: Any) -> Any:
-    flip = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
-    if isinstance(cond, BinOp) and cond.op in flip:
-        return binop(flip[cond.op], cond.a, cond.b)
-    return binop("==", cond, 0)
+    return If(keep if t.edge is True else binop("or", keep, unop("not", t.edge)), bar)
 
 
 PRODUCER_REGS = 40  # a TMA-issuing warpgroup needs few registers; the consumers get the rest
