@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 # the interpreter's attributes that belong to one block (tilec.interp.thread.ThreadInterpreter)
-BLOCK_STATE = ("block", "shared", "regs", "groups", "wgmma_groups", "wgmma_regs", "mbarriers", "epoch", "unsynced",
-               "released", "observed", "syncs")
+BLOCK_STATE = ("block", "shared", "regs", "groups", "wgmma_groups", "wgmma_regs", "mbarriers", "named", "bulk_stores",
+               "epoch", "unsynced", "released", "observed", "syncs")
 
 
 class Abort(Exception):
