@@ -96,6 +96,29 @@ def test_cluster_gemm(examples, mnk, n):
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize(("mnk", "n", "panel", "blocks"), [((1000, 1000, 1000), 2, 0, True),
+                                                           ((2048, 4096, 1024), 2, 8, True),
+                                                           ((4096, 2048, 512), 4, 0, 64)])
+def test_persistent_cluster_gemm(examples, mnk, n, panel, blocks, dtype):
+    """Persistent blocks in clusters of n (pass configs persistent and cluster): a cluster's blocks take n tiles
+    that neighbour along M in every round (in panels of 8 with ``panel``) and share B's tiles by TMA multicast;
+    outputs poisoned, so a tile no block takes shows. (Clusters of 4 with a block per SM are refused: they do not
+    all fit at once.)"""
+    M, N, K = mnk
+    g = examples["01_gemm"]
+    k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256, dtype=dtype,
+                                    panel=panel), "cuda", [-1],
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": blocks,
+                                      "cluster": n})
+    assert f"in clusters of {n} blocks whose tiles neighbour along grid dimension 1" in k.report()
+    assert f"clusters of {n} blocks along grid dimension 0 (x); B_s multicast" in k.report()
+    tdt = getattr(torch, dtype)
+    a, b = torch.randn(M, K, device="cuda").to(tdt), torch.randn(K, N, device="cuda").to(tdt)
+    assert _rel(k(a, b), a.double() @ b.double()) < (3e-3 if dtype == "float16" else 1e-2)
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 @pytest.mark.parametrize(("feed", "block_N"), [("cp.async", 64), ("tma", 64), ("tma ws", 64),
                                                ("tma ws rotated", 64), ("tma ws rotated", 128)])
 @pytest.mark.parametrize("n", [512, 1000])
@@ -136,4 +159,21 @@ def test_persistent_flash_attention(examples, n, d, causal):
     assert ("the next tile's beside this one's" if d == 64 else "again once the consumers are done") in report
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
+    assert _rel(k(q, k_, v), ref) < 3e-3
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("d", [64, 128])
+def test_persistent_cluster_flash_attention(examples, d):
+    """Persistent flash attention in clusters of 2 blocks taking neighbouring row blocks of one head, which share
+    the K and V tiles by TMA multicast."""
+    fa = examples["03_flash_attention"]
+    b, h, n = 2, 16, 2048
+    k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, False, block_M=128, block_N=128, threads=256,
+                                              num_stages=2), "cuda", [3],
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": True,
+                                      "cluster": 2})
+    assert "clusters of 2 blocks along grid dimension 0 (x); K_s, V_s multicast" in k.report()
+    q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double())
     assert _rel(k(q, k_, v), ref) < 3e-3

@@ -59,13 +59,72 @@ def test_cluster_ir_and_cuda_source():
 
 @pytest.mark.parametrize(("configs", "kw", "why"), [
     ({"wgmma": True, "tma": True, "cluster": 2}, {}, "it needs a warp-specialized TMA pipeline"),
-    ({**WS, "cluster": 2, "persistent": True}, {}, "a persistent kernel's blocks take tiles of their own"),
     ({**WS, "cluster": 4}, {"M": 192}, "no grid dimension that is a multiple of 4"),
 ])
 def test_cluster_refusals(configs, kw, why):
     k = _gemm(kw.get("M", 256), 192, 128, configs, block_M=64, block_N=64, block_K=32, num_stages=2)
     assert f"not clustered: {why}" in k.report()
     assert k.state.artifacts["thread_ir"].cluster == (1, 1, 1)
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles", "n", "blocks", "note"), [
+    # 4 x 5 tiles; along x (A shared): 2 x 5 tiles of clusters over 3 clusters, 4, 3 and 3 rounds; ragged M and N
+    (300, 200, 96, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}, 2, 6,
+     "in clusters of 2 blocks whose tiles neighbour along grid dimension 0 (x)"),
+    # 2 x 8 tiles; along y (B's four panels one each): 2 x 2 over 2 clusters of 4; bf16
+    (1024, 512, 128, {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256, "num_stages": 2,
+                      "dtype": "bfloat16"}, 4, 8,
+     "in clusters of 4 blocks whose tiles neighbour along grid dimension 1"),
+], ids=["x-2", "y-4-bf16"])
+def test_persistent_cluster_gemm(rng, M, N, K, tiles, n, blocks, note):
+    """Persistent blocks in clusters: the n blocks of a cluster take neighbouring tiles in every round (so they share
+    a tile of each stage), the clusters loop over the grid of n-tile groups; every tile computed once (outputs start
+    as NaN)."""
+    kernel = _gemm(M, N, K, {**WS, "cluster": n, "persistent": blocks}, **tiles)
+    report = kernel.report()
+    assert f"persistent, {blocks} blocks loop over the tiles of the grid, {note}" in report
+    assert f"clusters of {n} blocks along grid dimension 0 (x)" in report
+    tk = kernel.state.artifacts["thread_ir"]
+    assert tk.cluster == (n, 1, 1) and [int(g.value) for g in tk.grid] == [blocks]
+    dtype = tiles.get("dtype", "float16")
+    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+@pytest.mark.parametrize("blocks", [2, 4])
+def test_persistent_cluster_attention(rng, blocks):
+    """Persistent flash attention in clusters of 2: neighbouring row blocks of a head share its K and V tiles; the
+    warpgroups' turns, the producer's Q (two versions) and the multicast stages together, 8 tiles."""
+    fa = load_example("03_flash_attention")
+    g = fa.flash_attention(1, 2, 512, 64, False, block_M=128, block_N=64, threads=256, num_stages=2).prim_func
+    k = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs={**WS, "cluster": 2, "persistent": blocks})
+    assert "clusters of 2 blocks along grid dimension 0 (x); K_s, V_s multicast" in k.report()
+    q, kk, v = (randn(rng, (1, 2, 512, 64), "float16") for _ in range(3))
+    assert_close(k(q, kk, v), fa.reference(q, kk, v, False), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+def test_persistent_clusters_refused(rng):
+    """Persistent blocks not a multiple of the cluster size, and a tile-dependent trip count (causal attention: a
+    cluster's blocks would run different numbers of trips): the kernel stays persistent, not clustered, and says
+    why."""
+    k = _gemm(256, 192, 128, {**WS, "cluster": 2, "persistent": 3}, block_M=64, block_N=64, block_K=32,
+              num_stages=2)
+    assert "persistent blocks not in clusters: 3 blocks are not a multiple of 2" in k.report()
+    assert "not clustered: its blocks' tiles were not ordered in clusters of 2" in k.report()
+    assert k.state.artifacts["thread_ir"].cluster == (1, 1, 1)
+    k = _gemm(4096, 4096, 4096, {**WS, "cluster": 4, "persistent": True}, "cuda:sm_90a", block_N=256, block_K=64,
+              threads=256)
+    assert "persistent blocks not in clusters: clusters of 4 blocks, one per SM, do not all fit" in k.report()
+    assert "persistent, 132 blocks loop over the tiles of the grid" in k.report()
+    fa = load_example("03_flash_attention")
+    g = fa.flash_attention(1, 1, 512, 64, True, block_M=128, block_N=64, threads=256, num_stages=2).prim_func
+    k = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs={**WS, "cluster": 2, "persistent": 2})
+    assert "persistent blocks not in clusters: the trip count of the T.Pipelined loop at line" in k.report()
+    assert "persistent, 2 blocks loop over the tiles" in k.report()
+    q, kk, v = (randn(rng, (1, 1, 512, 64), "float16") for _ in range(3))
+    assert_close(k(q, kk, v), fa.reference(q, kk, v, True), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
 
 
 def test_a_cluster_size_the_pass_cannot_make_is_an_error():

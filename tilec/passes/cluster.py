@@ -1,6 +1,6 @@
 """Thread-block clusters with TMA multicast (after pipelining; sm_90a, pass config ``cluster``: blocks per cluster).
 
-Pre: a warp-specialized TMA pipeline (:class:`~tilec.ir.stmt.WarpRoles` at the kernel's top level, not persistent).
+Pre: a warp-specialized TMA pipeline (:class:`~tilec.ir.stmt.WarpRoles` at the kernel's top level).
 Post: the blocks run in clusters of ``n`` consecutive blocks along one grid dimension (``KernelLaunch.cluster``).
 The dimension is the one along which the most bytes a stage are the same tile for every block: for a GEMM with
 ``(bx, by)`` over ``(N, M)``, the B tile does not depend on ``by``, so clusters run along y and share it. Such a
@@ -12,9 +12,14 @@ the arrivals. A :class:`~tilec.ir.stmt.ClusterSync` after the barriers are initi
 sending to a peer whose barriers are not ready, and one at the end keeps any block from leaving while a peer may
 still arrive on its barriers.
 
-Refused with a note: without warp specialization, for persistent or rasterized (``T.use_swizzle``) grids, when no
-grid dimension is a multiple of ``n`` along which some tile is shared whose boxes divide among ``n`` blocks (whole
-swizzle panels, or bands of 8k rows of each).
+A persistent kernel's grid is one row of blocks, each looping over tiles: there software pipelining already chose
+the dimension (:func:`shared_copies`, on the tiles' block variables), gave the ``n`` consecutive blocks of a cluster
+tiles that neighbour along it in every round and marked the copies they share ``multicast``; this pass clusters the
+row in groups of ``n`` and does the rest.
+
+Refused with a note: without warp specialization, for rasterized (``T.use_swizzle``) grids that are not persistent,
+when no grid dimension is a multiple of ``n`` along which some tile is shared whose boxes divide among ``n`` blocks
+(whole swizzle panels, or bands of 8k rows of each).
 """
 
 from __future__ import annotations
@@ -26,7 +31,18 @@ from typing import Any
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Var
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.stmt import BarrierArrive, BarrierInit, BarrierWait, ClusterSync, SeqStmt, Stmt, TmaCopy, WarpRoles
+from tilec.ir.stmt import (
+    BarrierArrive,
+    BarrierInit,
+    BarrierWait,
+    ClusterSync,
+    Copy,
+    For,
+    SeqStmt,
+    Stmt,
+    TmaCopy,
+    WarpRoles,
+)  # fmt: skip
 from tilec.ir.visit import transform, walk
 from tilec.target import Target
 
@@ -35,20 +51,29 @@ SIZES = (2, 4)  # blocks per cluster this pass makes (one block per SM each: any
 
 def cluster_blocks(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
     """``func`` with its blocks in clusters (the same object, and a note saying why, when it is not done)."""
-    n = (options or {}).get("cluster")
+    options = options or {}
+    n = options.get("cluster")
     if not n:
         return func, []
     launch = func.launch
     line = launch.loc.line if launch.loc else 0
-    why = _refusal(func, target, options or {}, n)
-    plan = None if why else _plan(func, n)
-    if why is None and plan is None:
-        why = f"no grid dimension that is a multiple of {n} shares a tile of a stage between its blocks"
-    if why is not None:
+    why = _refusal(func, target, n)
+    stmts = list(launch.body.stmts) if isinstance(launch.body, SeqStmt) else [launch.body]
+    roles = next((s for s in stmts if isinstance(s, WarpRoles)), None)
+    plan = None
+    if why is None and roles is not None:
+        copies = [c for c in walk(roles.then_body) if isinstance(c, TmaCopy)]
+        if _persistent(roles):  # marked by software pipelining (see the module's docstring)
+            shared = {id(c) for c in copies if c.multicast}
+            plan = (0, shared) if shared else None
+            why = None if shared else f"its blocks' tiles were not ordered in clusters of {n} (see the notes above)"
+        else:
+            plan = shared_copies(launch.grid, launch.block_vars, copies, n)
+            why = None if plan else f"no grid dimension that is a multiple of {n} shares a tile of a stage between " \
+                                    "its blocks"
+    if why is not None or roles is None or plan is None:
         return func, [f"T.Kernel at line {line}: not clustered: {why}"]
     dim, shared = plan
-    stmts = list(launch.body.stmts) if isinstance(launch.body, SeqStmt) else [launch.body]
-    roles = next(s for s in stmts if isinstance(s, WarpRoles))
     empty = {id(w.barrier.buffer) for w in walk(roles.then_body) if isinstance(w, BarrierWait)}
 
     def producer(node: Any) -> Any:
@@ -76,14 +101,17 @@ def cluster_blocks(func: PrimFunc, target: Target, options: dict | None = None) 
     return dataclasses.replace(func, body=new), [note]
 
 
-def _refusal(func: PrimFunc, target: Target, options: dict, n: Any) -> str | None:
+def _persistent(roles: WarpRoles) -> bool:
+    """Whether the roles loop over a persistent block's tiles (software pipelining's ``tiles`` loops)."""
+    return any(isinstance(f, For) and f.ann("tiles") for f in walk(roles.then_body))
+
+
+def _refusal(func: PrimFunc, target: Target, n: Any) -> str | None:
     launch = func.launch
     if n not in SIZES:
         return f"cluster must be one of {SIZES}, got {n!r}"
     if target.arch != "sm_90a":
         return f"thread-block clusters with TMA multicast need sm_90a, not {target.arch or target.kind}"
-    if options.get("persistent"):
-        return "a persistent kernel's blocks take tiles of their own, which share nothing with a neighbour"
     if launch.swizzle is not None:
         return "T.use_swizzle remaps blocks, so consecutive blocks no longer share tiles"
     body = launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)
@@ -92,28 +120,27 @@ def _refusal(func: PrimFunc, target: Target, options: dict, n: Any) -> str | Non
     return None
 
 
-def _plan(func: PrimFunc, n: int) -> tuple[int, set[int]] | None:
-    """(grid dimension, ids of the TMA copies the blocks along it share) sharing the most bytes, or None."""
-    launch = func.launch
-    roles = next(s for s in launch.body.stmts if isinstance(s, WarpRoles))
-    copies = [c for c in walk(roles.then_body) if isinstance(c, TmaCopy)]
+def shared_copies(grid: tuple, block_vars: tuple, copies: list[Copy], n: int) -> tuple[int, set[int]] | None:
+    """(grid dimension, ids of the ``copies`` that ``n`` consecutive blocks along it share), the dimension sharing
+    the most bytes, or None."""
     best: tuple[int, int, set[int]] | None = None
-    for dim, (var, extent) in enumerate(zip(launch.block_vars, launch.grid)):
+    for dim, (var, extent) in enumerate(zip(block_vars, grid)):
         size = getattr(extent, "value", None)
         if not isinstance(size, int) or size % n:
             continue
-        shared = {id(c) for c in copies if not _uses(c, var) and _divides(c, n)}
+        shared = {id(c) for c in copies if shareable(c, var, n)}
         nbytes = sum(_bytes(c.dst.buffer) for c in copies if id(c) in shared)
         if nbytes and (best is None or nbytes > best[0]):
             best = (nbytes, dim, shared)
     return None if best is None else (best[1], best[2])
 
 
-def _uses(c: TmaCopy, var: Var) -> bool:
-    return any(x is var for x in walk(c.src))
+def shareable(c: Copy, var: Var, n: int) -> bool:
+    """Whether ``n`` blocks whose tiles differ along block variable ``var`` can share copy ``c``'s tile."""
+    return not any(x is var for x in walk(c.src)) and _divides(c, n)
 
 
-def _divides(c: TmaCopy, n: int) -> bool:
+def _divides(c: Copy, n: int) -> bool:
     """Whether ``n`` blocks can share the copy's boxes (one per swizzle panel: tilec.lower.tma): whole panels each,
     or bands of a multiple of 8 rows of every panel (where the swizzle pattern repeats)."""
     from tilec.lower.layouts import swizzle_bytes

@@ -111,6 +111,10 @@ class _Pipeliner:
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
         self.tile = Var("tile")  # a persistent block's tile counter (its global pipeline iteration: tile * n + k)
         self.pid = Var("pid")  # a persistent block's index
+        # a persistent kernel's blocks in clusters of ``cluster`` (pass config): consecutive blocks take tiles that
+        # neighbour along grid dimension ``cluster_dim`` (:func:`_persistent`; :mod:`tilec.passes.cluster`)
+        self.cluster, self.cluster_dim = _cluster_plan(func, self.persistent, blocks is True, opts.get("cluster"),
+                                                       self.notes)
         # a persistent block's pipeline iterations before this tile, when the loop's trip count depends on the tile:
         # (the Var each tile loop binds, the register counter it is read from)
         self.base: tuple[Var, Buffer] | None = None
@@ -501,6 +505,11 @@ class _Pipeliner:
             self.notes.append(f"T.Kernel: not persistent: the trip count of the T.Pipelined loop at line "
                               f"{loop.loc.line if loop.loc else 0} depends on the tile and may be zero")
             return
+        if self.cluster > 1:
+            self.cluster, self.cluster_dim = 1, None
+            self.notes.append(f"T.Kernel: persistent blocks not in clusters: the trip count of the T.Pipelined loop "
+                              f"at line {loop.loc.line if loop.loc else 0} depends on the tile (a cluster's blocks "
+                              "would run different numbers of trips over the stages they share)")
         ring = Buffer("ring_base", (), dt.int32, "var", loc=loop.loc)
         self.new_allocs.append(ring)
         self.base = (Var("base"), ring)
@@ -515,8 +524,10 @@ class _Pipeliner:
     def last_tile(self) -> Any:
         """Whether a persistent block's tile counter is at its last tile (the order of :func:`_persistent`)."""
         P, tiles = self.persistent, _tiles(self.func.launch)
-        if self.base is None:
-            return binop(">=", binop("+", self.pid, binop("*", binop("+", self.tile, 1), P)), tiles)
+        if self.base is None:  # clusters of n blocks take n tiles at a time: P // n of the grid's tiles // n a round
+            n = self.cluster
+            cid, tiles = (self.pid, tiles) if n == 1 else (binop("//", self.pid, n), binop("//", tiles, n))
+            return binop(">=", binop("+", cid, binop("*", binop("+", self.tile, 1), P // n)), tiles)
         rounds = binop("//", binop("+", tiles, P - 1), P)
         last = binop("-", rounds, 1)
         at_last = _serpentine(last, self.pid, P)  # the block's tile of the last round, if below ``tiles``
@@ -755,11 +766,15 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     finish the last one. (grid, block vars, producer, consumer)."""
     from tilec.ir.expr import ceildiv
 
-    P = p.persistent
+    P, n, dim = p.persistent, p.cluster, p.cluster_dim
     dims = list(launch.grid)
-    tiles = _tiles(launch)
+    if n > 1:  # a cluster's blocks take neighbouring tiles: the grid of clusters' tiles, n at a time along dim
+        dims[dim] = const(int(dims[dim].value) // n)
+        producer = transform(producer, functools.partial(_multicast, launch.block_vars[dim], n))
+    tiles = functools.reduce(lambda a, b: binop("*", a, b), dims)
     pid = p.pid
-    t = binop("+", pid, binop("*", p.tile, P)) if p.base is None else _serpentine(p.tile, pid, P)
+    cid = pid if n == 1 else binop("//", pid, n)  # the cluster's index (the block's own without clusters)
+    t = binop("+", cid, binop("*", p.tile, P // n)) if p.base is None else _serpentine(p.tile, pid, P)
     sub: dict[Var, Any] = {}
     rest: Any = t
     for v, d in zip(launch.block_vars, dims):  # the first block variable varies fastest (blockIdx.x)
@@ -771,11 +786,16 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
         plane = binop("*", dims[0], dims[1])
         x, y = panel_order(binop("%", t, plane), dims[0], dims[1], *launch.swizzle)
         sub[launch.block_vars[0]], sub[launch.block_vars[1]] = x, y
+    if n > 1:
+        v = launch.block_vars[dim]
+        sub[v] = binop("+", binop("*", sub[v], n), binop("%", pid, n))
     line = launch.loc.line if launch.loc else 0
     order = "" if launch.swizzle is None or len(dims) < 2 else \
         f" in panels of {launch.swizzle[0]} {'columns' if launch.swizzle[1] == 'column' else 'rows'} (T.use_swizzle)"
+    if n > 1:
+        order += f", in clusters of {n} blocks whose tiles neighbour along grid dimension {dim} ({'xyz'[dim]})"
     if p.base is None:
-        trips = ceildiv(binop("-", tiles, pid), P)
+        trips = ceildiv(binop("-", tiles, cid), P // n)
         wrap = [For(p.tile, trips, "serial", substitute(s, sub), (("tiles", True),), loc=s.loc)
                 for s in (producer, consumer)]
     else:  # every block loops over the rounds; the last round may have no tile for it
@@ -788,7 +808,45 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
                              (("tiles", True), ("base", var), ("counter", ring)), loc=s.loc)), loc=s.loc)
                 for s in (producer, consumer)]
     p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}")
-    return (binop("min", tiles, P),), (pid,), wrap[0], wrap[1]
+    blocks = binop("min", tiles, P) if n == 1 else binop("*", binop("min", tiles, P // n), n)
+    return (blocks,), (pid,), wrap[0], wrap[1]
+
+
+PERSISTENT_CLUSTER_LIMIT = ("clusters of 4 blocks, one per SM, do not all fit on the GPU at once (a cluster lies in "
+                            "one GPC; on an H200, 33 such clusters ran at 0.65x the speed of 66 clusters of 2: perf "
+                            "notes AI)")
+
+
+def _cluster_plan(func: PrimFunc, persistent: int, per_sm: bool, n: Any, notes: list[str]) -> tuple[int, int | None]:
+    """(blocks per cluster, grid dimension along which a cluster's blocks take neighbouring tiles) for a persistent
+    kernel of ``persistent`` blocks (``per_sm``: one per SM) with pass config ``cluster``
+    (:mod:`tilec.passes.cluster`), or (1, None) with a note saying why not: the dimension along which ``n``
+    neighbouring tiles share the most bytes of their global→shared copies."""
+    from tilec.passes.cluster import SIZES, shared_copies
+
+    if not persistent or n not in SIZES:
+        return 1, None
+    launch = func.launch
+    copies = [c for c in walk(launch.body) if isinstance(c, Copy) and c.src.buffer.scope == "global"
+              and c.dst.buffer.scope == "shared"]
+    plan = shared_copies(launch.grid, launch.block_vars, copies, n)
+    why = f"{persistent} blocks are not a multiple of {n}" if persistent % n else \
+        PERSISTENT_CLUSTER_LIMIT if n > 2 and per_sm else \
+        None if plan else f"no grid dimension that is a multiple of {n} shares a tile between neighbouring tiles"
+    if why is not None:
+        notes.append(f"T.Kernel at line {launch.loc.line if launch.loc else 0}: persistent blocks not in clusters: "
+                     f"{why}")
+        return 1, None
+    return n, plan[0]
+
+
+def _multicast(var: Var, n: int, node: Any) -> Any:
+    """A TMA copy whose tile is the same for the ``n`` tiles of a cluster (neighbours along ``var``), multicast."""
+    from tilec.passes.cluster import shareable
+
+    if isinstance(node, TmaCopy) and shareable(node, var, n):
+        return dataclasses.replace(node, multicast=True)
+    return None
 
 
 def _serpentine(r: Any, pid: Any, P: int) -> Any:
