@@ -78,13 +78,14 @@ template <class T> __device__ __forceinline__ void ldmatrix_x4_trans(T* d, const
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
 }
 
-// wgmma matrix descriptor: start address, leading / stride byte offsets (all >> 4) and the swizzle mode
+// wgmma matrix descriptor: start address, leading / stride byte offsets (all >> 4) and the swizzle mode. Shared
+// memory lies below 256 KB, so the start address field (bits 0-13) of base + byte_off (16-byte aligned, >= 0) is
+// the base's plus byte_off >> 4 with no carry: the base's descriptor stays loop-invariant, one add per wgmma
 __device__ __forceinline__ unsigned long long wgmma_desc(const void* base, int byte_off, int lbo, int sbo, int mode) {
-  const unsigned addr = smem_addr(base) + byte_off;
-  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
-         (static_cast<unsigned long long>((lbo & 0x3FFFF) >> 4) << 16) |
-         (static_cast<unsigned long long>((sbo & 0x3FFFF) >> 4) << 32) |
-         (static_cast<unsigned long long>(mode) << 62);
+  const unsigned lo = (((smem_addr(base) & 0x3FFFF) >> 4) | (((lbo & 0x3FFFF) >> 4) << 16)) +
+                      (static_cast<unsigned>(byte_off) >> 4);
+  const unsigned hi = ((sbo & 0x3FFFF) >> 4) | (static_cast<unsigned>(mode) << 30);
+  return (static_cast<unsigned long long>(hi) << 32) | lo;
 }
 
 // cp.async: N bytes global -> shared; when pred is false the destination is zero-filled and nothing is read
