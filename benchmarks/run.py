@@ -189,7 +189,9 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
                     persistent=True, panel=8),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
-                    cluster=2)]
+                    cluster=2),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
+                    persistent=True, cluster=2)]
     for dtype in (["float16"] if quick else ["float16", "bfloat16"]):
         tdt = getattr(torch, dtype)
         for M, N, K in shapes:
