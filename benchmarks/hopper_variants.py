@@ -75,16 +75,19 @@ def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[f
 
 def attention(rows: list, dims: tuple[int, ...] = (128, 64)) -> None:
     """Flash attention (8, 16, 2048, D), causal or not: the wgmma kernel fed by TMA without a producer warpgroup,
-    the persistent warp-specialized one, and that in clusters of 2 (refused when causal), beside SDPA's backends.
-    (The variants of earlier perf notes, the rotated loop and the warpgroups' turns on and off, Q loaded by the
-    producer or not, the PV wait anchored: see the git history.)"""
+    the warp-specialized one, persistent, with V on a ring of its own (``split_rings``, the default) or K and V in
+    one ring, and with 176-key tiles, beside SDPA's backends. (The variants of earlier perf notes, the rotated loop
+    and the warpgroups' turns on and off, Q loaded by the producer or not, the PV wait anchored, clusters: see the
+    git history.)"""
     fa = __import__("03_flash_attention")
     b, h, n = 8, 16, 2048
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
     variants = {  # label -> (block_M, block_N, threads, pass configs and "stages" when not 2)
         "128x128 tma": (128, 128, 256, {"wgmma": True, "tma": True}),
-        "128x128 ws pingpong persistent": (128, 128, 256, {**ws, "persistent": True}),
-        "128x128 ws persistent cluster2": (128, 128, 256, {**ws, "persistent": True, "cluster": 2}),
+        "128x128 ws persistent": (128, 128, 256, {**ws, "persistent": True}),
+        "128x128 ws persistent one ring": (128, 128, 256, {**ws, "persistent": True, "split_rings": False}),
+        "128x176 ws persistent": (128, 176, 256, {**ws, "persistent": True}),
+        "128x128 ws": (128, 128, 256, ws),
     }
     for d in dims:
         attention_dim(rows, fa, b, h, n, d, variants)

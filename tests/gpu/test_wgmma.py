@@ -146,8 +146,9 @@ def test_wgmma_flash_attention(examples, causal, n, feed, block_N):
 @pytest.mark.parametrize("n", [1000, 2048])
 def test_persistent_flash_attention(examples, n, d, causal):
     """One block per SM over 256 / 512 row blocks: the producer loads each tile's Q by TMA (the next one's beside
-    this one's at d=64, where shared memory holds two), the warpgroups' turns run on from tile to tile; causal tiles
-    (of 1 to 16 key blocks) come in serpentine order with the ring's iterations counted in a register."""
+    this one's: K and V on rings of two stages each leave room for two), the warpgroups' turns run on from tile to
+    tile; causal tiles (of 1 to 16 key blocks) come in serpentine order with the rings' iterations counted in a
+    register."""
     fa = examples["03_flash_attention"]
     b, h = 2, 16
     k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=128, block_N=128, threads=256,
@@ -156,7 +157,7 @@ def test_persistent_flash_attention(examples, n, d, causal):
     report = k.report()
     assert "persistent, 132 blocks loop over the tiles" in report and "take turns" in report
     assert ("in serpentine order" in report) == causal
-    assert ("the next tile's beside this one's" if d == 64 else "again once the consumers are done") in report
+    assert "the next tile's beside this one's" in report and "mbarrier pairs for each of 2 rings" in report
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
     assert _rel(k(q, k_, v), ref) < 3e-3
@@ -176,4 +177,22 @@ def test_persistent_cluster_flash_attention(examples, d):
     assert "clusters of 2 blocks along grid dimension 0 (x); K_s, V_s multicast" in k.report()
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double())
+    assert _rel(k(q, k_, v), ref) < 3e-3
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("block_N", "configs"), [(128, {"split_rings": False}), (176, {})])
+def test_persistent_flash_attention_rings(examples, causal, block_N, configs):
+    """K and V in one ring of three stages (split_rings off: Q loaded again once the consumers are done, one
+    version), and 176-key tiles on split rings (2048 keys: the last block partial)."""
+    fa = examples["03_flash_attention"]
+    b, h, n, d = 2, 16, 2048, 128
+    k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=128, block_N=block_N, threads=256,
+                                              num_stages=2), "cuda", [3],
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": True,
+                                      **configs})
+    assert ("K_s x3, V_s x3" in k.report()) == (not configs.get("split_rings", True))
+    q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
     assert _rel(k(q, k_, v), ref) < 3e-3

@@ -55,27 +55,77 @@ def test_tma_gemm(rng, M, N, K, tiles, ws):
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
-@pytest.mark.parametrize("feed", ["tma", "tma ws", "tma ws rotated", "tma ws pingpong"])
+@pytest.mark.parametrize("feed", ["tma", "tma ws", "tma ws rotated", "tma ws rotated one ring", "tma ws pingpong"])
 @pytest.mark.parametrize(("n", "causal"), [(100, False), (100, True), (64, False), (200, True)])
 def test_tma_flash_attention(rng, n, causal, feed):
     """Ragged, causal, and one key block (the rotated loop's steady part runs no trip); rotated: the PV gemm of
-    iteration k-1 after the QK^T gemm of k, each waiting for its wgmma group only where its results are read;
-    pingpong: two consumer warpgroups taking turns (named barriers) around their gemms."""
+    iteration k-1 after the QK^T gemm of k, each waiting for its wgmma group only where its results are read, V on
+    an mbarrier ring of its own (two stages of K and two of V), or with K in one ring of three stages (split_rings
+    off); pingpong: two consumer warpgroups taking turns (named barriers) around their gemms."""
     fa = load_example("03_flash_attention")
     b, h, d = 1, 2, 64
-    configs = {"tma": TMA, "tma ws": {**WS, "rotate": False}}.get(feed, WS)
+    configs = {"tma": TMA, "tma ws": {**WS, "rotate": False},
+               "tma ws rotated one ring": {**WS, "split_rings": False}}.get(feed, WS)
     two = feed == "tma ws pingpong"
     kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, causal, block_M=128 if two else 64, block_N=64,
                                                 threads=256 if two else 128, num_stages=2).prim_func,
                              "simt:sm_90a", [3], pass_configs=configs)
-    rotated = feed in ("tma ws rotated", "tma ws pingpong")
+    rotated = feed.startswith(("tma ws rotated", "tma ws pingpong"))
+    split = "K_s x2, V_s x2 (16384 bytes a stage) on 2 full/empty mbarrier pairs for each of 2 rings (8192 bytes a " \
+        "stage, then 8192 bytes a stage)"
     _check_feed(kernel, feed != "tma", "K_s x2, V_s x2 with TMA",
-                "K_s x3, V_s x3" if rotated else "release each stage after it")
+                "K_s x3, V_s x3" if feed.endswith("one ring") else split if rotated else "release each stage after it")
     assert ("runs one iteration late" in kernel.report()) == rotated
     assert ("take turns" in kernel.report()) == two
     q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
     assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
                  scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+def test_split_ring_hazards_are_named(rng):
+    """The rotated loop's ring of V stages: without the consumers' waits on it, PV reads V before its copy landed;
+    released right after the wait (before the late PV gemm read the stage), the producer's copy of V two iterations
+    on may land while that gemm still reads it."""
+    from tilec.ir.stmt import BarrierArrive, BarrierWait, SeqStmt
+    from tilec.ir.visit import transform
+    from tilec.lower.tir import Group, MbarWait, Seq, seq
+
+    fa = load_example("03_flash_attention")
+    g = fa.flash_attention(1, 1, 256, 64, False, block_M=64, block_N=64, threads=128, num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs=WS)
+    tk = kernel.state.artifacts["thread_ir"]
+    q, k, v = (randn(rng, (1, 1, 256, 64), "float16") for _ in range(3))
+    _run_thread_ir(kernel, tk, q, k, v)
+
+    def late_wait(c) -> bool:
+        return isinstance(c, Group) and any(isinstance(n, MbarWait) and n.bar.name == "k_late_full"
+                                            for n in _walk(c.body))
+
+    def no_late_waits(node):
+        if isinstance(node, Seq) and any(late_wait(c) for c in node.stmts):
+            return seq([c for c in node.stmts if not late_wait(c)] or [Seq(())])
+        return None
+
+    with pytest.raises(RaceError, match="wgmma reads V_s before the asynchronous copy writing it has landed"):
+        _run_thread_ir(kernel, _edit(tk, no_late_waits), q, k, v)
+
+    def at(stmts, cls, name) -> int | None:
+        return next((i for i, c in enumerate(stmts) if isinstance(c, cls) and c.barrier.buffer.name == name), None)
+
+    def early(node):  # the steady trip's release of V right after its wait
+        if isinstance(node, SeqStmt):
+            stmts = list(node.stmts)
+            w, r = at(stmts, BarrierWait, "k_late_full"), at(stmts, BarrierArrive, "k_late_empty")
+            if w is not None and r is not None and w < r:
+                stmts.insert(w + 1, stmts.pop(r))
+                return SeqStmt(tuple(stmts), loc=node.loc)
+        return None
+
+    bad = transform(kernel.state.func, early)
+    assert bad is not kernel.state.func
+    with pytest.raises(RaceError, match=r"TMA copy into V_s\[\d+\] while thread \d+ may still read it: its read came "
+                                        r"after the release this copy waited for"):
+        tilec.JITKernel(bad, "simt:sm_90a", [3], pass_configs=WS)(q, k, v)
 
 
 def test_wgmma_waits_wait_for_the_first_reader(rng):
@@ -523,7 +573,7 @@ def test_releasing_q_before_its_last_read_is_a_race(rng):
 
     fa = load_example("03_flash_attention")
     g = fa.flash_attention(1, 1, 300, d, False, block_M=128, block_N=128, threads=256, num_stages=2).prim_func
-    cfg = {**WS, "persistent": 1}
+    cfg = {**WS, "persistent": 1, "split_rings": False}  # one ring of three K/V stages: room for one Q only
     func = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs=cfg).state.func
     released: list = []
 

@@ -46,6 +46,9 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "True or False", _flag),
     PassConfig("rotate", True, "with warp_specialize: a loop's second wgmma gemm runs one iteration late, beside "
                "the next iteration's first (the statements between them overlap it)", "True or False", _flag),
+    PassConfig("split_rings", True, "with rotate: the late gemm's tiles (flash attention's V) get an mbarrier ring "
+               "of their own, released when that gemm is done (two stages of each instead of three of both)",
+               "True or False", _flag),
     PassConfig("pingpong", True, "with rotate: the consumer warpgroups take turns issuing their gemms (one's "
                "statements between them beside the others' gemms)", "True or False", _flag),
     PassConfig("preload", True, "with warp_specialize: tile copies before the loop that only its wgmma gemms read "

@@ -105,6 +105,7 @@ class _Pipeliner:
         self.ws = self.tma and bool(opts.get("warp_specialize"))
         self.rotate = opts.get("rotate", True)
         self.pingpong = opts.get("pingpong", True)
+        self.split_rings = opts.get("split_rings", True)
         self.preload_on = opts.get("preload", True)
         self.notes: list[str] = []
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
@@ -342,14 +343,18 @@ class _Pipeliner:
         new = For(k, binop("+", n, depth - 1), "serial", SeqStmt(tuple(out)), loc=loop.loc)
         return SeqStmt((new, AsyncWait(0, loc=loop.loc))) if async_ok else new
 
-    def rotation(self, loop: For, consumers: list[Stmt],
-                 versions: dict[int, tuple[Buffer, int, int]]) -> tuple[list[Stmt], list[Stmt], list[Stmt]] | None:
+    def rotation(self, loop: For, consumers: list[Stmt], producers: list[Stmt],
+                 versions: dict[int, tuple[Buffer, int, int]]) -> tuple[list[Stmt], list[Stmt], list[Stmt],
+                                                                        set[int]] | None:
         """The consumers split for running a second wgmma gemm one iteration late (FA3's intra-warpgroup overlap):
-        (up to the first gemm, the statements of the second gemm's accumulator, the rest), or None. Iteration k then
-        issues its first gemm, then iteration k-1's second gemm, then runs k's statements in between (a softmax)
-        while that second gemm computes: each waits for its wgmma group only where its results are read
-        (:func:`tilec.passes.lower.settle_wgmma`; ptxas may still retire the second group early, perf notes Z). The
-        stages get one more version (k-1's are still read)."""
+        (up to the first gemm, the statements of the second gemm's accumulator, the rest, the ids of the tiles only
+        those late statements read), or None. Iteration k then issues its first gemm, then iteration k-1's second
+        gemm, then runs k's statements in between (a softmax) while that second gemm computes: each waits for its
+        wgmma group only where its results are read (:func:`tilec.passes.lower.settle_wgmma`; ptxas may still
+        retire the second group early, perf notes Z). Iteration k-1's late tiles are still read in trip k: with
+        ``split_rings`` (and tiles that only the late statements read) those get an mbarrier ring of their own, so
+        that each ring keeps its stages and is released as soon as its gemm is done; otherwise the stages get one
+        more version."""
         from tilec.ir.stmt import Gemm
         from tilec.lower.wgmma import wgmma_plan
 
@@ -384,6 +389,15 @@ class _Pipeliner:
                 set().union(*map(_reads, late)) & set().union(*map(_writes, head)):
             self.notes.append(f"{where}: its statements share buffers with the rest of the loop")
             return None
+        late_reads = set().union(*map(_reads, late))
+        early_reads = set().union(*(_reads(c) for c in head + rest))
+        split = {id(p.dst.buffer) for p in producers if id(p.dst.buffer) in late_reads - early_reads}
+        if self.split_rings and split and len(split) < len(producers):
+            self.notes.append(f"T.Pipelined at line {line}: the gemm at line {second.loc.line if second.loc else 0} "
+                              f"runs one iteration late, beside the next iteration's gemm at line "
+                              f"{first.loc.line if first.loc else 0} and the statements after it; its tiles have an "
+                              f"mbarrier ring of their own")
+            return head, late, rest, split
         extra = {b: (buf, a, v + 1) for b, (buf, a, v) in versions.items()}
         need, limit = _shared_bytes(self.func, extra), smem_limit(self.target)
         if need > limit:
@@ -394,7 +408,7 @@ class _Pipeliner:
         self.notes.append(f"T.Pipelined at line {line}: the gemm at line {second.loc.line if second.loc else 0} runs "
                           f"one iteration late, beside the next iteration's gemm at line "
                           f"{first.loc.line if first.loc else 0} and the statements after it")
-        return head, late, rest
+        return head, late, rest, set()
 
     def rewrite_ws(self, loop: For, body: list[Stmt], stages: list[int], order: list[int],
                    versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
@@ -416,11 +430,17 @@ class _Pipeliner:
 
         producers = [body[i] for i in order if stages[i] == 0]
         consumers = [body[i] for i in order if stages[i] > 0]
-        rotated = self.rotation(loop, consumers, versions)
+        rotated = self.rotation(loop, consumers, producers, versions)
+        split = rotated[3] if rotated is not None else set()
         nv = self.ring(versions)
-        full = Buffer(f"{loop.var.name}_full", (nv,), dt.uint64, "shared", loc=loop.loc)
-        empty = Buffer(f"{loop.var.name}_empty", (nv,), dt.uint64, "shared", loc=loop.loc)
-        self.new_allocs += [full, empty]
+        # the rings: (full, empty, its copies); a rotated loop's late tiles may have one of their own (split)
+        rings: list[tuple[Buffer, Buffer, list[Stmt]]] = []
+        for name, mine in (("", [p for p in producers if id(p.dst.buffer) not in split]),
+                           ("_late", [p for p in producers if id(p.dst.buffer) in split])):
+            if mine:
+                rings.append((Buffer(f"{loop.var.name}{name}_full", (nv,), dt.uint64, "shared", loc=loop.loc),
+                              Buffer(f"{loop.var.name}{name}_empty", (nv,), dt.uint64, "shared", loc=loop.loc), mine))
+        self.new_allocs += [b for full, empty, _ in rings for b in (full, empty)]
 
         def slot(bar: Buffer, i: Any) -> Region:  # iteration i's
             return Region(bar, (binop("%", g(i), nv),), (1,))
@@ -431,16 +451,21 @@ class _Pipeliner:
         def at(stmts: list[Stmt], i: Any) -> list[Stmt]:  # the statements of iteration i
             return [self.remap(substitute(c, {loop.var: i}), g(i), versions) for c in stmts]
 
-        def wait(i: Any) -> Stmt:
-            return BarrierWait(slot(full, i), phase(i), loc=loop.loc)
+        def wait(i: Any, r: int = 0) -> Stmt:
+            return BarrierWait(slot(rings[r][0], i), phase(i), loc=loop.loc)
 
-        def release(i: Any) -> Stmt:  # every consumer warp releases the stage once its own reads are done
-            return BarrierArrive(slot(empty, i), 0, per_warp=True, loc=loop.loc)
+        def release(i: Any, r: int = 0) -> Stmt:  # every consumer warp releases the stage once its own reads are done
+            return BarrierArrive(slot(rings[r][1], i), 0, per_warp=True, loc=loop.loc)
 
-        tx = sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in producers)
-        prod: list[Stmt] = [BarrierWait(slot(empty, k), binop("-", 1, phase(k)), loc=loop.loc),
-                            BarrierArrive(slot(full, k), tx, loc=loop.loc)]
-        prod += [TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc) for s in at(producers, k)]
+        def nbytes(copies: list[Stmt]) -> int:
+            return sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in copies)
+
+        tx = nbytes(producers)
+        prod: list[Stmt] = []
+        for full, empty, mine in rings:
+            prod += [BarrierWait(slot(empty, k), binop("-", 1, phase(k)), loc=loop.loc),
+                     BarrierArrive(slot(full, k), nbytes(mine), loc=loop.loc)]
+            prod += [TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc) for s in at(mine, k)]
         lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
         groups = self.func.launch.num_threads // 128
         if rotated is None:  # (mma.sync warps of a warpgroup do not run in step; wgmma warps are at wait_group)
@@ -451,7 +476,7 @@ class _Pipeliner:
             if self.base is not None:
                 consumer = SeqStmt((consumer,) + self.advance(n, loop))
         else:  # iteration 0's first part; k's first part, k-1's second, k's rest; the last iteration's second
-            head, late, rest = rotated
+            head, late, rest, _ = rotated
             k1, last, zero = binop("+", k, 1), binop("-", n, 1), const(0)
             turns = groups > 1 and self.pingpong
 
@@ -464,9 +489,17 @@ class _Pipeliner:
             def issue(stmts: list[Stmt], i: Any, edge: bool = False) -> list[Stmt]:  # head: its gemm on a turn
                 return at(stmts[:-1], i) + turn(False, edge) + at(stmts[-1:], i)
 
-            steady = [wait(k1)] + issue(head, k1) + at(late, k) + turn(True) + at(rest, k1) + [release(k)]
-            first = SeqStmt(tuple([wait(zero)] + issue(head, zero, True) + turn(True) + at(rest, zero)))
-            final = SeqStmt(tuple(turn(False) + at(late, last) + turn(True, True) + [release(last)]))
+            if split:  # the late ring's stage k is waited for with k+1's, released once k's late gemm is done
+                steady = [wait(k1), wait(k, 1)] + issue(head, k1) + at(late, k) + turn(True) + at(rest, k1) + \
+                    [release(k1), release(k, 1)]
+                first = SeqStmt(tuple([wait(zero)] + issue(head, zero, True) + turn(True) + at(rest, zero)
+                                      + [release(zero)]))
+                final = SeqStmt(tuple([wait(last, 1)] + turn(False) + at(late, last) + turn(True, True)
+                                      + [release(last, 1)]))
+            else:
+                steady = [wait(k1)] + issue(head, k1) + at(late, k) + turn(True) + at(rest, k1) + [release(k)]
+                first = SeqStmt(tuple([wait(zero)] + issue(head, zero, True) + turn(True) + at(rest, zero)))
+                final = SeqStmt(tuple(turn(False) + at(late, last) + turn(True, True) + [release(last)]))
             if turns:
                 self.notes.append(f"T.Pipelined at line {loop.loc.line if loop.loc else 0}: the {groups} consumer "
                                   f"warpgroups take turns issuing their gemms (named barriers), one's statements "
@@ -475,18 +508,23 @@ class _Pipeliner:
                                                                          loc=loop.loc),
                                 _when(binop(">", n, 0), final, loop)) + self.advance(n, loop))
             self.head_done[id(consumer)] = 2  # every first gemm has completed before the last part
-        inits: list[Stmt] = [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
-                             BarrierInit(Region(empty, (const(0),), (nv,)), self.func.launch.num_threads // 32,
-                                         loc=loop.loc)]
+        inits: list[Stmt] = []
+        for full, empty, _ in rings:
+            inits += [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
+                      BarrierInit(Region(empty, (const(0),), (nv,)), self.func.launch.num_threads // 32, loc=loop.loc)]
         producer: Stmt = For(k, n, "serial", SeqStmt(tuple(prod)), loc=loop.loc)
         if self.base is not None:
             producer = SeqStmt((producer,) + self.advance(n, loop))
         self.roles[id(consumer)] = (inits, producer)
         line = loop.loc.line if loop.loc else 0
         late_release = "one iteration late" if lag or rotated else "after it"
+        pairs = f"{nv} full/empty mbarrier pairs" + (f" for each of {len(rings)} rings ("
+                                                      + ", then ".join(f"{nbytes(m)} bytes a stage" for *_, m in rings)
+                                                      + ")" if len(rings) > 1 else "")
+        late_release = "once its gemm is done" if split else late_release
         self.notes.append(f"T.Pipelined at line {line}: warp-specialized, a producer warpgroup issues TMA copies "
                           f"into " + ", ".join(f"{b.name} x{v}" for b, _, v in versions.values())
-                          + f" ({tx} bytes a stage) on {nv} full/empty mbarrier pairs; {groups} consumer "
+                          + f" ({tx} bytes a stage) on {pairs}; {groups} consumer "
                           f"warpgroup(s), whose warps release each stage {late_release}")
         return consumer
 
