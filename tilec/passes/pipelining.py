@@ -389,26 +389,22 @@ class _Pipeliner:
                 set().union(*map(_reads, late)) & set().union(*map(_writes, head)):
             self.notes.append(f"{where}: its statements share buffers with the rest of the loop")
             return None
-        late_reads = set().union(*map(_reads, late))
-        early_reads = set().union(*(_reads(c) for c in head + rest))
-        split = {id(p.dst.buffer) for p in producers if id(p.dst.buffer) in late_reads - early_reads}
-        if self.split_rings and split and len(split) < len(producers):
-            self.notes.append(f"T.Pipelined at line {line}: the gemm at line {second.loc.line if second.loc else 0} "
-                              f"runs one iteration late, beside the next iteration's gemm at line "
-                              f"{first.loc.line if first.loc else 0} and the statements after it; its tiles have an "
-                              f"mbarrier ring of their own")
-            return head, late, rest, split
-        extra = {b: (buf, a, v + 1) for b, (buf, a, v) in versions.items()}
-        need, limit = _shared_bytes(self.func, extra), smem_limit(self.target)
-        if need > limit:
-            self.notes.append(f"{where}: running it one iteration late needs one more stage, {need} bytes of shared "
-                              f"memory, over {limit}")
-            return None
-        versions.update(extra)
+        only_late = set().union(*map(_reads, late)) - set().union(*(_reads(c) for c in head + rest))
+        split = {id(p.dst.buffer) for p in producers if id(p.dst.buffer) in only_late}
+        if not (self.split_rings and split and len(split) < len(producers)):
+            split = set()
+            extra = {b: (buf, a, v + 1) for b, (buf, a, v) in versions.items()}
+            need, limit = _shared_bytes(self.func, extra), smem_limit(self.target)
+            if need > limit:
+                self.notes.append(f"{where}: running it one iteration late needs one more stage, {need} bytes of "
+                                  f"shared memory, over {limit}")
+                return None
+            versions.update(extra)
         self.notes.append(f"T.Pipelined at line {line}: the gemm at line {second.loc.line if second.loc else 0} runs "
                           f"one iteration late, beside the next iteration's gemm at line "
-                          f"{first.loc.line if first.loc else 0} and the statements after it")
-        return head, late, rest, set()
+                          f"{first.loc.line if first.loc else 0} and the statements after it"
+                          + ("; its tiles have an mbarrier ring of their own" if split else ""))
+        return head, late, rest, split
 
     def rewrite_ws(self, loop: For, body: list[Stmt], stages: list[int], order: list[int],
                    versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
@@ -489,17 +485,14 @@ class _Pipeliner:
             def issue(stmts: list[Stmt], i: Any, edge: bool = False) -> list[Stmt]:  # head: its gemm on a turn
                 return at(stmts[:-1], i) + turn(False, edge) + at(stmts[-1:], i)
 
-            if split:  # the late ring's stage k is waited for with k+1's, released once k's late gemm is done
-                steady = [wait(k1), wait(k, 1)] + issue(head, k1) + at(late, k) + turn(True) + at(rest, k1) + \
-                    [release(k1), release(k, 1)]
-                first = SeqStmt(tuple([wait(zero)] + issue(head, zero, True) + turn(True) + at(rest, zero)
-                                      + [release(zero)]))
-                final = SeqStmt(tuple([wait(last, 1)] + turn(False) + at(late, last) + turn(True, True)
-                                      + [release(last, 1)]))
-            else:
-                steady = [wait(k1)] + issue(head, k1) + at(late, k) + turn(True) + at(rest, k1) + [release(k)]
-                first = SeqStmt(tuple([wait(zero)] + issue(head, zero, True) + turn(True) + at(rest, zero)))
-                final = SeqStmt(tuple(turn(False) + at(late, last) + turn(True, True) + [release(last)]))
+            # one ring: stage k holds k-1's late tiles too, released after k's trip; split rings (the late ring's
+            # stage k waited for with k+1's first one, each released once its gemm is done)
+            steady = [wait(k1)] + ([wait(k, 1)] if split else []) + issue(head, k1) + at(late, k) + turn(True) + \
+                at(rest, k1) + ([release(k1), release(k, 1)] if split else [release(k)])
+            first = SeqStmt(tuple([wait(zero)] + issue(head, zero, True) + turn(True) + at(rest, zero)
+                                  + ([release(zero)] if split else [])))
+            final = SeqStmt(tuple(([wait(last, 1)] if split else []) + turn(False) + at(late, last)
+                                  + turn(True, True) + [release(last, 1 if split else 0)]))
             if turns:
                 self.notes.append(f"T.Pipelined at line {loop.loc.line if loop.loc else 0}: the {groups} consumer "
                                   f"warpgroups take turns issuing their gemms (named barriers), one's statements "
@@ -517,11 +510,11 @@ class _Pipeliner:
             producer = SeqStmt((producer,) + self.advance(n, loop))
         self.roles[id(consumer)] = (inits, producer)
         line = loop.loc.line if loop.loc else 0
-        late_release = "one iteration late" if lag or rotated else "after it"
-        pairs = f"{nv} full/empty mbarrier pairs" + (f" for each of {len(rings)} rings ("
-                                                      + ", then ".join(f"{nbytes(m)} bytes a stage" for *_, m in rings)
-                                                      + ")" if len(rings) > 1 else "")
-        late_release = "once its gemm is done" if split else late_release
+        late_release = "once its gemm is done" if split else "one iteration late" if lag or rotated else "after it"
+        pairs = f"{nv} full/empty mbarrier pairs"
+        if len(rings) > 1:
+            pairs += f" for each of {len(rings)} rings (" + ", then ".join(f"{nbytes(m)} bytes a stage"
+                                                                           for *_, m in rings) + ")"
         self.notes.append(f"T.Pipelined at line {line}: warp-specialized, a producer warpgroup issues TMA copies "
                           f"into " + ", ".join(f"{b.name} x{v}" for b, _, v in versions.values())
                           + f" ({tx} bytes a stage) on {pairs}; {groups} consumer "
@@ -801,7 +794,10 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     """A persistent kernel: ``p.persistent`` blocks (at most one per tile), block ``b`` taking tiles ``b, b + P,
     ...`` in row-major order of the original grid, or in the panels of its ``T.use_swizzle`` (:mod:`.raster`);
     both roles loop over the block's tiles, so the producer loads the next tile's first stages while the consumers
-    finish the last one. (grid, block vars, producer, consumer)."""
+    finish the last one. In clusters of ``n`` (:func:`_cluster_plan`) the same order runs over the grid of ``n``-tile
+    groups along ``p.cluster_dim``, cluster ``c`` (blocks ``c*n .. c*n+n-1``) taking group ``c, c + P/n, ...`` and
+    its block of rank ``r`` that group's tile ``r``; the copies those tiles share become multicast. (grid, block
+    vars, producer, consumer)."""
     from tilec.ir.expr import ceildiv
 
     P, n, dim = p.persistent, p.cluster, p.cluster_dim
