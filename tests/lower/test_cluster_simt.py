@@ -91,6 +91,19 @@ def test_persistent_cluster_gemm(rng, M, N, K, tiles, n, blocks, note):
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
+def test_persistent_clusters_follow_the_rasterization(rng):
+    """With T.use_swizzle (set here on the example's kernel) the clusters take their groups of tiles in panels of the
+    grid of groups: 4 x 5 tiles in groups of 2 along x, 2 x 5 groups in panels of 4 rows (the last of 1); every
+    tile computed once (outputs start as NaN)."""
+    g = load_example("01_gemm").matmul(300, 256, 64, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    g = dataclasses.replace(g, body=dataclasses.replace(g.launch, swizzle=(4, "row")))
+    k = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "cluster": 2, "persistent": 4})
+    assert "persistent, 4 blocks loop over the tiles of the grid in panels of 4 rows (T.use_swizzle), in clusters " \
+           "of 2 blocks whose tiles neighbour along grid dimension 0 (x)" in k.report()
+    a, b = randn(rng, (300, 64), "float16"), randn(rng, (64, 256), "float16")
+    assert_close(k(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
 @pytest.mark.parametrize("blocks", [2, 4])
 def test_persistent_cluster_attention(rng, blocks):
     """Persistent flash attention in clusters of 2: neighbouring row blocks of a head share its K and V tiles; the
