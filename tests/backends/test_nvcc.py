@@ -86,6 +86,21 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
                                                      {"wgmma": True, "tma": True, "warp_specialize": True,
                                                       "cluster": 2},
                                                      ("HGMMA.64x256x16.F32", "UTMALDG.2D", "USETMAXREG")),
+    # persistent blocks in clusters of two: neighbouring tiles each round, B multicast (perf notes AI)
+    "gemm 4096^3 128x256x64 wgmma tma ws persistent cluster2": ("01_gemm", "matmul", (4096, 4096, 4096),
+                                                                {"block_N": 256, "block_K": 64, "threads": 256},
+                                                                {"wgmma": True, "tma": True, "warp_specialize": True,
+                                                                 "persistent": True, "cluster": 2},
+                                                                ("HGMMA.64x256x16.F32", "UTMALDG.2D.MULTICAST",
+                                                                 "USETMAXREG")),
+    # persistent attention on split rings (K and V rings of two stages, two versions of Q, O staged: perf notes AK)
+    "flash attention 8x16x2048x128 wgmma tma ws persistent": ("03_flash_attention", "flash_attention",
+                                                              (8, 16, 2048, 128, False),
+                                                              {"block_M": 128, "block_N": 128, "threads": 256,
+                                                               "num_stages": 2},
+                                                              {"wgmma": True, "tma": True, "warp_specialize": True,
+                                                               "persistent": True},
+                                                              ("HGMMA.64x128x16.F32", "UTMALDG.4D", "UTMASTG.4D")),
     # Hopper has no fp8 mma.sync unit: ptxas runs m16n8k32 e4m3 as conversions and two fp16 HMMAs
     "fp8 gemm 4096^3 128x128x64 mma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096), {"threads": 256},
                                        {"wgmma": False, "tma": False}, "HMMA.16816.F32"),
