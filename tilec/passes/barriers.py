@@ -98,19 +98,20 @@ def _accesses(s: TStmt) -> tuple[set[int], set[int], bool]:
     return reads, writes, has_sync
 
 
-def _turn_wait(s: TStmt) -> bool:
-    """Whether ``s`` is a warpgroup's wait for its turn (a lowered ``WarpgroupTurn``: a named ``bar.sync``, maybe
-    under the condition that leaves out the first warpgroup's first wait)."""
+def _turn(s: TStmt) -> NamedBarrier | None:
+    """The named barrier of a lowered ``WarpgroupTurn`` (``bar.sync``: a warpgroup's wait for its turn; ``bar.arrive``:
+    handing it on), maybe under the condition that leaves out a block's first wait or last hand-on; else None."""
     body = s.body if isinstance(s, Group) else s
     body = body.then_body if isinstance(body, If) and body.else_body is None else body
-    return isinstance(body, NamedBarrier) and not body.arrive
+    return body if isinstance(body, NamedBarrier) else None
+
+
+def _turn_wait(s: TStmt) -> bool:
+    return (t := _turn(s)) is not None and not t.arrive
 
 
 def _turn_give(s: TStmt) -> bool:
-    """Whether ``s`` is a warpgroup handing its turn on (a named ``bar.arrive``, maybe under a condition)."""
-    body = s.body if isinstance(s, Group) else s
-    body = body.then_body if isinstance(body, If) and body.else_body is None else body
-    return isinstance(body, NamedBarrier) and body.arrive
+    return (t := _turn(s)) is not None and t.arrive
 
 
 def _after_last_sync(s: TStmt) -> _State:

@@ -552,13 +552,18 @@ class _Pipeliner:
         ring = self.base[1]
         return (Store(ring, (), binop("+", Load(ring, ()), n), loc=loop.loc),)
 
+    def cluster_index(self) -> Any:
+        """The index of a persistent block's cluster (of :attr:`cluster` blocks, which take a group of that many
+        tiles at a time; the block's own index without clusters)."""
+        return self.pid if self.cluster == 1 else binop("//", self.pid, self.cluster)
+
     def last_tile(self) -> Any:
         """Whether a persistent block's tile counter is at its last tile (the order of :func:`_persistent`)."""
-        P, tiles = self.persistent, _tiles(self.func.launch)
-        if self.base is None:  # clusters of n blocks take n tiles at a time: P // n of the grid's tiles // n a round
+        P, tiles = self.persistent, _product(self.func.launch.grid)
+        if self.base is None:  # the P // n clusters take one of the tiles // n groups each a round
             n = self.cluster
-            cid, tiles = (self.pid, tiles) if n == 1 else (binop("//", self.pid, n), binop("//", tiles, n))
-            return binop(">=", binop("+", cid, binop("*", binop("+", self.tile, 1), P // n)), tiles)
+            groups = tiles if n == 1 else binop("//", tiles, n)
+            return binop(">=", binop("+", self.cluster_index(), binop("*", binop("+", self.tile, 1), P // n)), groups)
         rounds = binop("//", binop("+", tiles, P - 1), P)
         last = binop("-", rounds, 1)
         at_last = _serpentine(last, self.pid, P)  # the block's tile of the last round, if below ``tiles``
@@ -805,9 +810,8 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     if n > 1:  # a cluster's blocks take neighbouring tiles: the grid of clusters' tiles, n at a time along dim
         dims[dim] = const(int(dims[dim].value) // n)
         producer = transform(producer, functools.partial(_multicast, launch.block_vars[dim], n))
-    tiles = functools.reduce(lambda a, b: binop("*", a, b), dims)
-    pid = p.pid
-    cid = pid if n == 1 else binop("//", pid, n)  # the cluster's index (the block's own without clusters)
+    tiles = _product(dims)  # the grid's tiles, or groups of n tiles
+    pid, cid = p.pid, p.cluster_index()
     t = binop("+", cid, binop("*", p.tile, P // n)) if p.base is None else _serpentine(p.tile, pid, P)
     sub: dict[Var, Any] = {}
     rest: Any = t
@@ -861,8 +865,7 @@ def _cluster_plan(func: PrimFunc, persistent: int, per_sm: bool, n: Any, notes: 
     if not persistent or n not in SIZES:
         return 1, None
     launch = func.launch
-    copies = [c for c in walk(launch.body) if isinstance(c, Copy) and c.src.buffer.scope == "global"
-              and c.dst.buffer.scope == "shared"]
+    copies = [c for c in walk(launch.body) if _Pipeliner.is_async(c)]
     plan = shared_copies(launch.grid, launch.block_vars, copies, n)
     why = f"{persistent} blocks are not a multiple of {n}" if persistent % n else \
         PERSISTENT_CLUSTER_LIMIT if n > 2 and per_sm else \
@@ -890,13 +893,9 @@ def _serpentine(r: Any, pid: Any, P: int) -> Any:
     return binop("+", binop("*", r, P), binop("+", pid, flip))
 
 
-def _tiles(launch: KernelLaunch) -> Any:
-    """The number of blocks of the launch's grid (a persistent kernel's tiles)."""
-    dims = list(launch.grid)
-    tiles: Any = dims[0]
-    for d in dims[1:]:
-        tiles = binop("*", tiles, d)
-    return tiles
+def _product(dims: Any) -> Any:
+    """The product of a grid's extents (a persistent kernel's tiles), as an expression."""
+    return functools.reduce(lambda a, b: binop("*", a, b), dims)
 
 
 def _sms(target: Target) -> int:
