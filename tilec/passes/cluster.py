@@ -57,21 +57,19 @@ def cluster_blocks(func: PrimFunc, target: Target, options: dict | None = None) 
         return func, []
     launch = func.launch
     line = launch.loc.line if launch.loc else 0
-    why = _refusal(func, target, n)
     stmts = list(launch.body.stmts) if isinstance(launch.body, SeqStmt) else [launch.body]
     roles = next((s for s in stmts if isinstance(s, WarpRoles)), None)
-    plan = None
+    why, plan = _refusal(func, target, n, roles), None
     if why is None and roles is not None:
         copies = [c for c in walk(roles.then_body) if isinstance(c, TmaCopy)]
         if _persistent(roles):  # marked by software pipelining (see the module's docstring)
             shared = {id(c) for c in copies if c.multicast}
             plan = (0, shared) if shared else None
-            why = None if shared else f"its blocks' tiles were not ordered in clusters of {n} (see the notes above)"
+            why = f"its blocks' tiles were not ordered in clusters of {n} (see the notes above)"
         else:
             plan = shared_copies(launch.grid, launch.block_vars, copies, n)
-            why = None if plan else f"no grid dimension that is a multiple of {n} shares a tile of a stage between " \
-                                    "its blocks"
-    if why is not None or roles is None or plan is None:
+            why = f"no grid dimension that is a multiple of {n} shares a tile of a stage between its blocks"
+    if roles is None or plan is None:
         return func, [f"T.Kernel at line {line}: not clustered: {why}"]
     dim, shared = plan
     empty = {id(w.barrier.buffer) for w in walk(roles.then_body) if isinstance(w, BarrierWait)}
@@ -106,7 +104,7 @@ def _persistent(roles: WarpRoles) -> bool:
     return any(isinstance(f, For) and f.ann("tiles") for f in walk(roles.then_body))
 
 
-def _refusal(func: PrimFunc, target: Target, n: Any) -> str | None:
+def _refusal(func: PrimFunc, target: Target, n: Any, roles: WarpRoles | None) -> str | None:
     launch = func.launch
     if n not in SIZES:
         return f"cluster must be one of {SIZES}, got {n!r}"
@@ -114,8 +112,7 @@ def _refusal(func: PrimFunc, target: Target, n: Any) -> str | None:
         return f"thread-block clusters with TMA multicast need sm_90a, not {target.arch or target.kind}"
     if launch.swizzle is not None:
         return "T.use_swizzle remaps blocks, so consecutive blocks no longer share tiles"
-    body = launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)
-    if not any(isinstance(s, WarpRoles) for s in body):
+    if roles is None:
         return "it needs a warp-specialized TMA pipeline (pass configs tma and warp_specialize; see the notes above)"
     return None
 
