@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", action="store_true", help="run each implementation twice, untimed (for ncu)")
     ap.add_argument("--attention", action="store_true", help="also time the flash-attention variants")
     ap.add_argument("--dims", default="128,64", help="the flash-attention head dims")
+    ap.add_argument("--only", default="", help="only the GEMM variants of these labels (comma-separated)")
     ap.add_argument("--sustain", type=float, default=0.0,
                     help="also run each implementation back to back for this many seconds: TFLOP/s, SM clock, power")
     args = ap.parse_args(argv)
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     big = {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256}
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
     wide = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}  # cuBLAS's tile (perf notes, 5th session)
+    pp = {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 128}  # a warpgroup's tile (copies: ping-pong)
     variants = {  # label -> (kernel arguments, pass configs)
         "tma": (big, {"wgmma": True, "tma": True}),
         "tma ws persistent": (big, {**ws, "persistent": True}),
@@ -160,7 +162,14 @@ def main(argv: list[str] | None = None) -> None:
         "256x128 tma ws persistent": (wide, {**ws, "persistent": True}),
         "256x128 tma ws persistent cluster2": (wide, {**ws, "persistent": True, "cluster": 2}),
         "256x128 tma ws persistent cluster2 panel8": ({**wide, "panel": 8}, {**ws, "persistent": True, "cluster": 2}),
+        "128x128 persistent 2 consumers": (pp, {**ws, "persistent": True, "consumers": 2}),
+        "128x128 persistent 2 consumers 5 stages": ({**pp, "num_stages": 4},
+                                                    {**ws, "persistent": True, "consumers": 2}),
+        "128x128 persistent 2 consumers cluster2": (pp, {**ws, "persistent": True, "consumers": 2, "cluster": 2}),
+        "128x128 persistent 2 consumers panel8": ({**pp, "panel": 8}, {**ws, "persistent": True, "consumers": 2}),
     }
+    if args.only:
+        variants = {k: v for k, v in variants.items() if k in args.only.split(",")}
     rows: list = []
     steady: list[dict] = []
     for n in (int(s) for s in args.sizes.split(",") if s):

@@ -119,6 +119,29 @@ def test_persistent_cluster_gemm(examples, mnk, n, panel, blocks, dtype):
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize(("mnk", "dtype", "cluster", "panel", "blocks"), [
+    ((1000, 1000, 1000), "float16", 0, 0, True),  # ragged: 64 tiles on 132 blocks, none with a second
+    ((2048, 4096, 1024), "bfloat16", 2, 8, True),
+    ((4096, 2048, 512), "float16", 0, 0, 50),  # 512 tiles on 50 blocks: 10 or 11 each, dealt out in turn
+    ((1024, 1536, 4096), "float16", 2, 0, 16),
+])
+def test_persistent_gemm_consumer_copies(examples, mnk, dtype, cluster, panel, blocks):
+    """Two copies of a 128-thread consumer warpgroup per persistent block (pass config consumers), each taking
+    every other tile of its block (CUTLASS's ping-pong: one's epilogue beside the other's main loop), in clusters
+    or not; outputs poisoned, so a tile no copy takes shows."""
+    M, N, K = mnk
+    k = tilec.JITKernel(examples["01_gemm"].matmul.fn(M, N, K, block_M=128, block_N=128, block_K=64, threads=128,
+                                                      dtype=dtype, panel=panel), "cuda", [-1],
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": blocks,
+                                      "consumers": 2, "cluster": cluster})
+    assert "dealt out in turn to 2 copies of the block's 128 consumer threads" in k.report()
+    assert k.state.artifacts["thread_ir"].threads == 384
+    tdt = getattr(torch, dtype)
+    a, b = torch.randn(M, K, device="cuda").to(tdt), torch.randn(K, N, device="cuda").to(tdt)
+    assert _rel(k(a, b), a.double() @ b.double()) < (3e-3 if dtype == "float16" else 1e-2)
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 @pytest.mark.parametrize(("feed", "block_N"), [("cp.async", 64), ("tma", 64), ("tma ws", 64),
                                                ("tma ws rotated", 64), ("tma ws rotated", 128)])
 @pytest.mark.parametrize("n", [512, 1000])

@@ -611,3 +611,80 @@ def test_persistent_launch_grid_is_the_lowered_one():
     tk = kernel.state.artifacts["thread_ir"]
     assert _grid_fn(grid_code(tk.grid, tk.dyn_vars))() == (32, 1, 1)  # 4 x 8 tiles on 32 of the 132 blocks
     assert _grid_fn(grid_code(g.launch.grid, g.dyn_vars))() == (4, 8, 1)
+
+
+# ------------------------------------------------------------------------ copies of the consumers (ping-pong)
+
+COPIES = [  # (M, N, K, tile kwargs, blocks, cluster): tiles per block odd and even, ragged, bf16, clusters of 2
+    (300, 264, 104, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}, 3, 0),  # 25 tiles: 9, 8, 8
+    (200, 200, 80, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 3, "dtype": "bfloat16"}, 4, 0),
+    (256, 512, 96, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}, 4, 2),
+]
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles", "blocks", "cluster"), COPIES,
+                         ids=lambda x: str(x) if not isinstance(x, dict) else "")
+def test_persistent_gemm_consumer_copies(rng, M, N, K, tiles, blocks, cluster):
+    """Pass config ``consumers``: two copies of the block's 128 consumer threads, copy c taking the block's tiles
+    c, c + 2, ... (its own accumulators, its own staging tile, its own named barrier), the two taking turns at their
+    main loops; the interpreter runs each copy as a coroutine of its own, with its own wgmma groups in flight."""
+    kernel = tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, "simt:sm_90a", [-1],
+                             pass_configs={**WS, "persistent": blocks, "consumers": 2, "cluster": cluster})
+    report = kernel.report()
+    assert "dealt out in turn to 2 copies of the block's 128 consumer threads" in report
+    assert "C_f_stage, 64 x 64, one for each of 2 copies of the consumers" in report
+    tk = kernel.state.artifacts["thread_ir"]
+    assert tk.threads == 384 and [int(g.value) for g in tk.grid] == [blocks]
+    dtype = tiles.get("dtype", "float16")
+    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+def test_consumer_copies_hazards_are_named(rng):
+    """Without the copies' turns the second copy waits for its first stage a lap of the ring ahead (an mbarrier's
+    parity names a phase only up to one lap: its wait passes at once, its releases come out of step with the
+    producer's loads and the ring deadlocks); without the wgmma wait before a copy releases its tile's last stage,
+    the producer overwrites a stage a wgmma is still reading."""
+    from tilec.lower.tir import If, MbarArriveTx, NamedBarrier, Seq, WgmmaWait
+
+    M, N, K, tiles, blocks, _ = COPIES[0]
+    kernel = tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, "simt:sm_90a", [-1],
+                             pass_configs={**WS, "persistent": blocks, "consumers": 2})
+    tk = kernel.state.artifacts["thread_ir"]
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    _run_thread_ir(kernel, tk, a, b)  # as lowered: no hazard
+    no_turns = _edit(tk, lambda n: Seq(()) if isinstance(n, If) and isinstance(n.then_body, NamedBarrier) else None)
+    with pytest.raises(RaceError, match="a wait for phase parity . that nothing can complete"):
+        _run_thread_ir(kernel, no_turns, a, b)
+
+    def release_first(node):  # the last stage's release moved above the wgmma wait before it
+        if not isinstance(node, Seq):
+            return None
+        stmts = list(node.stmts)
+        wait = next((i for i, c in enumerate(stmts) if isinstance(c, WgmmaWait) and c.n == 0), None)
+        rel = next((j for j, c in enumerate(stmts) if wait is not None and j > wait and
+                    any(isinstance(x, MbarArriveTx) and x.tx == 0 for x in _walk(c))), None)
+        if rel is None:
+            return None
+        return Seq(tuple(stmts[:wait] + [stmts[rel]] + stmts[wait:rel] + stmts[rel + 1:]))
+
+    with pytest.raises(RaceError, match="while a wgmma reading it is in flight"):
+        _run_thread_ir(kernel, _edit(tk, release_first), a, b)
+
+
+def test_consumer_copies_refused():
+    """Copies need a persistent kernel, a consumer side of one warpgroup (two copies of 256 threads would leave too
+    few registers each) and a trip count that does not depend on the tile; each refusal is a note."""
+    g = load_example("01_gemm").matmul
+    small = {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}
+    causal = load_example("03_flash_attention").flash_attention(1, 2, 200, 64, True, block_M=64, block_N=64,
+                                                                 threads=128, num_stages=2).prim_func
+    cases = [(g(256, 256, 64, **small).prim_func, [-1], {**WS, "consumers": 2},
+              ", not 2: pass config 'consumers' needs a persistent kernel"),
+             (g(256, 256, 64, block_M=128, block_N=64, block_K=32, threads=256, num_stages=2).prim_func, [-1],
+              {**WS, "persistent": 2, "consumers": 2}, ", not 2: 2 x 256 consumer threads leave too few registers"),
+             (causal, [3], {**WS, "persistent": 2, "consumers": 2}, ": the trip count of the T.Pipelined loop at")]
+    for func, out, cfg, why in cases:
+        kernel = tilec.JITKernel(func, "simt:sm_90a", out, pass_configs=cfg)
+        assert f"one copy of the consumer threads{why}" in kernel.report()
+        assert kernel.state.artifacts["thread_ir"].threads == kernel.prim_func.launch.num_threads + 128

@@ -61,6 +61,7 @@ class CTable:
     math64: dict[str, str] = field(default_factory=dict)
     launch_bounds: str = "__launch_bounds__({threads})"
     named_sync: str = ""  # a barrier of the first {n} threads (warp-specialized kernels)
+    copy_sync: str = ""  # a barrier of the {n} threads of copy {copy} of the consumers (warp-specialized kernels)
     sync_warp: str = "__syncwarp();"  # the threads of a warp synchronize
     cluster_dims: str = ""  # the kernel attribute of thread-block clusters of {x} x {y} x {z} blocks
     smem_decl: str = "extern __shared__ __align__(1024) unsigned char smem[];"
@@ -249,9 +250,10 @@ class CEmitter:
         elif isinstance(s, Write):
             self.write(s, d)
         elif isinstance(s, Sync) and s.threads is not None:
-            if not self.t.named_sync:
+            form = self.t.named_sync if s.copy is None else self.t.copy_sync
+            if not form:
                 raise TilecError(f"the {self.t.name} backend has no barriers of part of a block")
-            self.emit(d, self.t.named_sync.format(n=s.threads))
+            self.emit(d, form.format(n=s.threads, copy=self.e(s.copy) if s.copy is not None else ""))
         elif isinstance(s, Sync):
             self.emit(d, self.t.sync)
         elif isinstance(s, SyncWarp):

@@ -21,6 +21,9 @@ import numpy as np
 # the interpreter's attributes that belong to one block (tilec.interp.thread.ThreadInterpreter)
 BLOCK_STATE = ("block", "shared", "regs", "groups", "wgmma_groups", "wgmma_regs", "mbarriers", "named", "bulk_stores",
                "epoch", "unsynced", "released", "observed", "syncs")
+# the attributes a coroutine spawned with ``own`` state keeps to itself: its warpgroups' wgmma groups in flight (a
+# copy of a block's consumer threads, running beside the other copies: tilec.lower.tir.Roles)
+OWN_STATE = ("wgmma_groups", "wgmma_regs")
 
 
 class Abort(Exception):
@@ -40,16 +43,24 @@ class Scheduler:
         self.local = threading.local()
         self.threads: list[threading.Thread] = []
         self._ids = itertools.count()
+        self.own: dict[int, dict] = {}  # the coroutines with OWN_STATE of their own -> it, while another runs
+        self.span: dict[int, np.ndarray] = {}  # ... -> the mask of their threads
+        self.stash: dict = {}  # the block's OWN_STATE while a coroutine with its own runs
+        self.current: int | None = None
 
     @property
     def me(self) -> int:
         return self.local.me
 
-    def spawn(self, fn: Callable[[], None], rank: int = 0) -> int:
-        """A new coroutine running ``fn`` in the block of ``rank`` (it starts when its turn comes)."""
+    def spawn(self, fn: Callable[[], None], rank: int = 0, own: np.ndarray | None = None) -> int:
+        """A new coroutine running ``fn`` in the block of ``rank`` (it starts when its turn comes), with the block's
+        wgmma groups or, for ``own`` (the mask of its threads: a copy of the consumers), its own (OWN_STATE)."""
         cid = next(self._ids)
         with self.cv:
             self.rank[cid] = rank
+            if own is not None:
+                self.own[cid] = {"wgmma_groups": [[]], "wgmma_regs": {}}
+                self.span[cid] = own
             self.alive.append(cid)
             self.progress += 1  # a waiter must give the new coroutine its turn before calling a deadlock
         t = threading.Thread(target=self._main, args=(cid, fn), daemon=True)
@@ -108,6 +119,7 @@ class Scheduler:
         except BaseException as e:  # noqa: BLE001 - reported by run_all
             self.error = self.error or e
         finally:
+            self._leave()
             with self.cv:
                 nxt = self._next(cid) if len(self.alive) > 1 else None
                 self.alive.remove(cid)
@@ -115,17 +127,29 @@ class Scheduler:
                 self.turn = nxt
                 self.cv.notify_all()
 
+    def _leave(self) -> None:
+        """Put away the state of the coroutine that ran last, if it has its own (the block's back in its place)."""
+        it, cid = self.it, self.current
+        if cid is not None and cid in self.own:
+            self.own[cid] = {a: getattr(it, a) for a in OWN_STATE}
+            for a in OWN_STATE:
+                setattr(it, a, self.stash[a])
+        self.current = None
+
     def _enter(self, cid: int) -> None:
-        """Swap in the state of the coroutine's block (a cluster's blocks share the interpreter)."""
-        if self.blocks is None:
-            return
+        """Swap in the state of the coroutine's block (a cluster's blocks share the interpreter), then its own."""
+        self._leave()
         it, rank = self.it, self.rank[cid]
-        if it.rank == rank:
-            return
-        self.blocks[it.rank].update({a: getattr(it, a) for a in BLOCK_STATE})
-        for a in BLOCK_STATE:
-            setattr(it, a, self.blocks[rank][a])
-        it.rank = rank
+        if self.blocks is not None and it.rank != rank:
+            self.blocks[it.rank].update({a: getattr(it, a) for a in BLOCK_STATE})
+            for a in BLOCK_STATE:
+                setattr(it, a, self.blocks[rank][a])
+            it.rank = rank
+        if cid in self.own:
+            self.stash = {a: getattr(it, a) for a in OWN_STATE}
+            for a in OWN_STATE:
+                setattr(it, a, self.own[cid][a])
+        self.current = cid
 
     def state(self, rank: int) -> dict:
         """The state of the block of ``rank`` (the live one for the block running now)."""

@@ -520,12 +520,16 @@ def _write(it: ThreadInterpreter, s: Write, env: dict, mask: np.ndarray) -> None
 @stmt_rule(Sync)
 def _sync(it: ThreadInterpreter, s: Sync, env: dict, mask: np.ndarray) -> None:
     need = it.T if s.threads is None else s.threads
+    from tilec.interp.tma import in_copy
+
     blocked = [i for i, (waited, arrived, _) in it.named.items() if waited > arrived]
-    if blocked:
+    if blocked and not in_copy(it):  # (a copy of the consumers meets its own threads while another waits its turn)
         it.fail(f"a barrier of {need} threads while threads wait on named barrier {blocked[0]} for arrivals that "
                 "come after it (a warpgroup holding its turn meets a barrier: a deadlock on the GPU)", RaceError)
-    if np.count_nonzero(mask) != need or not np.all(mask[:need]):
-        what = "__syncthreads" if s.threads is None else f"the barrier of the first {s.threads} threads"
+    first = 0 if s.copy is None else int(np.flatnonzero(mask)[0]) // need * need if mask.any() else 0
+    if np.count_nonzero(mask) != need or not np.all(mask[first:first + need]):
+        what = "__syncthreads" if s.threads is None else f"the barrier of the first {s.threads} threads" \
+            if s.copy is None else f"the barrier of a copy's {s.threads} consumer threads"
         it.fail(f"{what} reached by {int(np.count_nonzero(mask))} of {need} threads (a deadlock on the GPU)",
                 RaceError)
     it.epoch += 1

@@ -117,7 +117,8 @@ class TileInterpreter:
                 self.exec_for(s, env, mask)
             elif isinstance(s, WarpRoles):  # at tile level the producer may simply run first
                 self.exec(s.then_body, env, mask)
-                self.exec(s.else_body, env, mask)
+                for c in range(s.copies):  # then each copy of the consumers
+                    self.exec(s.else_body, env if s.copy is None else env | {s.copy: np.int32(c)}, mask)
             elif isinstance(s, IfThenElse):
                 self.exec_if(s, env, mask)
             elif isinstance(s, Parallel):

@@ -129,6 +129,8 @@ def _arrive(it: ThreadInterpreter, s: MbarArriveTx, env: dict, mask: np.ndarray)
         bar.tx += n * s.tx
         _advance(it, bar, key)
     _progress(it)
+    if s.tx == 0 and in_copy(it):  # a copy of the consumers releasing a stage lets the others run on right away
+        it.sched.hand_over()  # (what it does next may come after anything they do: a wgmma still reading shows)
 
 
 def _check_release(it: ThreadInterpreter, key: tuple[Mem, int], mask: np.ndarray) -> np.ndarray:
@@ -139,7 +141,8 @@ def _check_release(it: ThreadInterpreter, key: tuple[Mem, int], mask: np.ndarray
     arrivers = it.tids[mask]
     warps = np.isin(it.tids // it.W, arrivers // it.W)
     covered = mask | ((it.unsynced == 2) & warps)
-    bad = np.flatnonzero((it.unsynced != 0) & ~covered)
+    mine = it.sched.span[it.sched.me] if in_copy(it) else True  # (another copy's accesses are its own releases')
+    bad = np.flatnonzero((it.unsynced != 0) & ~covered & mine)
     if bad.size:
         t = int(bad[0])
         how = "its warp synchronized, but no thread of it arrives" if it.unsynced[t] == 2 else \
@@ -321,16 +324,24 @@ def _progress(it: ThreadInterpreter) -> None:
 def _roles(it: ThreadInterpreter, s: Roles, env: dict, mask: np.ndarray) -> None:
     """The producer's first thread and the consumer threads, as two coroutines (see the module docstring); in a
     cluster, two more coroutines of this block beside the other blocks'."""
-    branches = [(s.producer, dict(env), mask & (it.tids == s.threads)), (s.consumer, env, mask & (it.tids < s.threads))]
+    branches = [(s.producer, dict(env), mask & (it.tids == s.threads))]
+    per = s.threads // s.copies
+    for c in range(s.copies):  # each copy of the consumers a coroutine of its own, with its thread index
+        mine = env if s.copies == 1 else env | {s.copy: (it.tids // per).astype(np.int32),
+                                                s.tx: (it.tids % per).astype(np.int32)}
+        branches.append((s.consumer, mine, mask & (it.tids >= c * per) & (it.tids < (c + 1) * per)))
+    own = [b[2] if s.copies > 1 and i > 0 else None for i, b in enumerate(branches)]  # a copy: wgmma groups its own
+    if s.copies > 1:  # the copies start before the producer has issued a copy: a wait a lap ahead shows
+        branches, own = branches[1:] + branches[:1], own[1:] + own[:1]
     if it.sched is not None:
         sched = it.sched
         rank = sched.rank[sched.me]
-        sched.wait_for([sched.spawn(lambda b=b: it.exec(*b), rank) for b in branches])
+        sched.wait_for([sched.spawn(lambda b=b: it.exec(*b), rank, o) for b, o in zip(branches, own)])
         return
     it.sched = Scheduler(it)
     try:
-        for b in branches:
-            it.sched.spawn(lambda b=b: it.exec(*b))
+        for b, o in zip(branches, own):
+            it.sched.spawn(lambda b=b: it.exec(*b), 0, o)
         it.sched.run_all()
     finally:
         it.sched = None
@@ -339,17 +350,29 @@ def _roles(it: ThreadInterpreter, s: Roles, env: dict, mask: np.ndarray) -> None
 @stmt_rule(NamedBarrier)
 def _named_barrier(it: ThreadInterpreter, s: NamedBarrier, env: dict, mask: np.ndarray) -> None:
     """Count the threads waiting at (``bar.sync``) and arriving on (``bar.arrive``) each named barrier; the threads
-    run in step here, so a wait is not held up, but at the block's end every barrier must have completed whole
-    generations with as many waiting as arriving threads (``check_named_barriers``)."""
+    of a coroutine run in step here, so a wait within one is not held up, but at the block's end every barrier must
+    have completed whole generations with as many waiting as arriving threads (``check_named_barriers``). A copy of
+    the consumers (a coroutine of its own, :class:`Roles`) waits until its generation is complete."""
     warps = mask.reshape(-1, it.W)
     if np.any(warps.any(axis=1) & ~warps.all(axis=1)):
         it.fail("a named barrier reached by only part of a warp (a deadlock on the GPU)", RaceError)
     ids = np.broadcast_to(np.asarray(it.eval(s.id, env, mask)), (it.T,))[mask]
     for i in np.unique(ids):
         count = it.named.setdefault(int(i), [0, 0, s.threads])
+        done = (count[0] + count[1]) // s.threads * s.threads + s.threads  # the arrivals completing this generation
         count[1 if s.arrive else 0] += int(np.count_nonzero(ids == i))
         if count[2] != s.threads:
             it.fail(f"named barrier {int(i)} used with {count[2]} and {s.threads} threads", RaceError)
+        _progress(it)
+        while not s.arrive and in_copy(it) and count[0] + count[1] < done:
+            if not it.sched.hand_over():
+                it.fail(f"named barrier {int(i)}: a wait for {done - count[0] - count[1]} more thread(s) that "
+                        "nothing brings (a deadlock on the GPU)", RaceError)
+
+
+def in_copy(it: ThreadInterpreter) -> bool:
+    """Whether the running coroutine is a copy of the consumers (its named-barrier waits hold it up)."""
+    return it.sched is not None and it.sched.me in it.sched.own
 
 
 def check_named_barriers(it: ThreadInterpreter) -> None:

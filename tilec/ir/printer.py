@@ -209,7 +209,8 @@ class _Printer:
         elif isinstance(s, WarpRoles):
             self.emit(d, f"with T.warp_role('producer', threads={s.producer_threads}):")
             self.body(s.then_body, d + 1)
-            self.emit(d, "with T.warp_role('consumer'):")
+            copies = f", copies={s.copies}, copy={self.names(s.copy)}" if s.copies > 1 else ""
+            self.emit(d, f"with T.warp_role('consumer'{copies}):")
             self.body(s.else_body, d + 1)
         elif isinstance(s, IfThenElse):
             self.emit(d, f"if {self.e(s.cond)}:")

@@ -60,9 +60,13 @@ class WarpRoles(IfThenElse):
     """Warp specialization (made by software pipelining): ``then_body`` runs on ``producer_threads`` extra threads
     (one warpgroup after the block's own threads), ``else_body`` on the block's threads, at the same time; they
     meet only through mbarriers. ``cond`` is ``True`` (the split is by thread, not by a value): tile-level
-    interpreters run the producer first, then the consumer."""
+    interpreters run the producer first, then the consumer. With ``copies`` > 1 the block's threads are launched that
+    many times over, copy ``c`` running ``else_body`` with ``copy`` = c (a persistent kernel's tiles dealt out
+    among them: pass config ``consumers``)."""
 
     producer_threads: int = 128
+    copies: int = 1
+    copy: Var | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -363,6 +367,7 @@ class BarrierArrive(TileOp):
     tx_bytes: int
     per_warp: bool = False
     every_block: bool = False  # per warp, to the barrier at the same place in every block of the cluster
+    after: tuple[Buffer, ...] = ()  # a stage's tiles: the wgmma groups still reading them complete first
     kind = "barrier_arrive"
 
 
@@ -372,11 +377,14 @@ class WarpgroupTurn(TileOp):
     ``give=False`` waits for this warpgroup's turn, ``give=True`` hands it to the next of the ``groups`` (the last to
     the first). With ``edge`` (True, or a condition: a persistent block's first or last tile), the first warpgroup's
     first wait (``give=False``) or the last warpgroup's last handing on (``give=True``) is left out, so waits and
-    hand-ons pair up."""
+    hand-ons pair up. With ``copy`` (the index of a copy of the consumer threads, :class:`WarpRoles`) the copies take
+    turns at their main loops instead, and ``edge`` leaves out the wait or the handing on of whichever copy it holds
+    for."""
 
     give: bool
     groups: int
     edge: Any = False
+    copy: Any = None
     kind = "warpgroup_turn"
 
 

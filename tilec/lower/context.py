@@ -64,6 +64,7 @@ class Lowerer:
     tensor_maps: list[TensorMap] = field(default_factory=list)  # TMA descriptors the kernel takes
     issuer: int = 0  # the thread that issues single-thread ops (TMA, mbarrier arrivals): a producer's first
     producer_threads: int = 0  # warp specialization: the producer warpgroup's threads, launched after the block's
+    copies: int = 1  # warp specialization: copies of the block's threads running the consumer side (Roles)
     loc: SourceLoc | None = None
     _counter: int = 0
     _stored: frozenset[int] | None = None

@@ -19,6 +19,7 @@ TIR = CTable(
     block_idx=("block_idx.x", "block_idx.y", "block_idx.z"),
     sync="sync_threads();",
     named_sync="sync_threads(first {n});",
+    copy_sync="sync_threads({n} of copy {copy});",
     intrinsics={"shfl_xor": "shfl_xor({v}, {a}, {w})", "shfl_idx": "shfl_idx({v}, {a}, {w})",
                 "shfl_down": "shfl_down({v}, {a}, {w})"},
     header="",

@@ -138,9 +138,11 @@ class Group(TStmt):
 @dataclass(frozen=True, eq=False)
 class Sync(TStmt):
     """A barrier of all threads of the block (``__syncthreads``), or with ``threads`` of the first ``threads``
-    threads only (named barrier 1: the consumer warpgroups of a warp-specialized kernel)."""
+    threads only (named barrier 1: the consumer warpgroups of a warp-specialized kernel), or of the ``threads``
+    threads of one copy of the consumers (named barrier ``1 + copy``: :class:`Roles`)."""
 
     threads: int | None = None
+    copy: Expr | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,7 +155,9 @@ class SyncWarp(TStmt):
 class Roles(TStmt):
     """Warp specialization: threads ``[threads, threads + producer_threads)`` run ``producer`` (its first thread
     only) with ``producer_regs`` registers each, the others ``consumer`` with ``consumer_regs`` (``setmaxnreg``;
-    0: unchanged)."""
+    0: unchanged). With ``copies`` > 1 the consumer threads are that many copies of ``threads // copies``, thread
+    ``t`` running ``consumer`` with ``copy`` = t // (threads // copies) and ``tx`` = t % (threads // copies) as
+    its thread index."""
 
     producer: TStmt
     consumer: TStmt
@@ -161,6 +165,9 @@ class Roles(TStmt):
     producer_threads: int
     producer_regs: int = 0
     consumer_regs: int = 0
+    copies: int = 1
+    copy: Var | None = None
+    tx: Var | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,7 +23,7 @@ from typing import Any
 from tilec.backends.cemit import CEmitter, asm_rule, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import Expr, binop, const, unop
+from tilec.ir.expr import Expr, Var, binop, const, unop
 from tilec.ir.stmt import (
     BarrierArrive,
     BarrierInit,
@@ -141,7 +141,10 @@ def lower_tma_store(lw: Lowerer, c: TmaStore) -> TStmt:
     for p in range(cols // width):
         coords = list(reversed(c.dst.starts))
         coords[0] = binop("+", coords[0], const(p * width))
-        stores.append(TmaStoreBox(tmap, tuple(coords), mem, const(p * rows * width), gmem))
+        off: Expr = const(p * rows * width)
+        if src.ndim == 3:  # one of a stack of tiles (a consumer copy's own)
+            off = binop("+", binop("*", c.src.starts[0], rows * cols), off)
+        stores.append(TmaStoreBox(tmap, tuple(coords), mem, off, gmem))
     return If(binop("==", lw.tx, lw.issuer), seq(stores + [BulkCommit()] + ([BulkWait()] if c.wait else [])))
 
 
@@ -188,6 +191,7 @@ def lower_barrier_wait(lw: Lowerer, b: BarrierWait) -> TStmt:
 
 TURN_BARRIERS = 2  # named barrier ids from here on: warpgroup w waits for its turn on TURN_BARRIERS + w (0 is
 # __syncthreads, 1 the consumers' barrier)
+COPY_TURNS = 3  # copies of the consumers: copy c meets its threads on 1 + c (at most 2), waits for its turn on 3 + c
 
 
 @lower_rule(WarpgroupTurn)
@@ -196,6 +200,10 @@ def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
     arrive there (``bar.arrive``) when they hand the turn on."""
     from tilec.lower.wgmma import WARPGROUP
 
+    if t.copy is not None:  # copies of the consumers (one warpgroup each) take turns at their main loops
+        to = binop("%", binop("+", t.copy, 1), t.groups) if t.give else t.copy
+        bar = NamedBarrier(binop("+", to, COPY_TURNS), 2 * WARPGROUP, arrive=t.give)
+        return bar if t.edge is False else If(unop("not", t.edge), bar)
     wg = binop("//", lw.tx, WARPGROUP)
     if t.give:
         bar = NamedBarrier(binop("+", binop("%", binop("+", wg, 1), t.groups), TURN_BARRIERS), 2 * WARPGROUP,
@@ -216,18 +224,25 @@ REGISTERS = 65536  # per SM (every Hopper part)
 def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TStmt:
     """The producer warpgroup after the block's threads; registers moved to the consumers with setmaxnreg when the
     block is alone on its SM (launch bounds ask for that)."""
-    threads = lw.T + s.producer_threads
+    consumers = lw.T * s.copies
+    threads = consumers + s.producer_threads
     at_launch = min(255, REGISTERS // threads) // 8 * 8
-    consumer = min(240, (REGISTERS - PRODUCER_REGS * s.producer_threads) // lw.T // 8 * 8)
-    lw.issuer = lw.T
+    consumer = min(240, (REGISTERS - PRODUCER_REGS * s.producer_threads) // consumers // 8 * 8)
+    lw.issuer = consumers
     try:
         producer = lower(s.then_body)
     finally:
         lw.issuer = 0
     body = lower(s.else_body)
-    lw.producer_threads = s.producer_threads
-    return Roles(producer, body, lw.T, s.producer_threads, PRODUCER_REGS if at_launch > PRODUCER_REGS else 0,
-                 consumer if consumer > at_launch else 0)
+    local = None
+    if s.copies > 1:  # the consumer code was lowered for one copy: its thread index is the thread's in its copy
+        from tilec.ir.visit import substitute
+
+        local = Var(f"{lw.tx.name}_copy", lw.tx.dtype)
+        body = substitute(body, {lw.tx: local})
+    lw.producer_threads, lw.copies = s.producer_threads, s.copies
+    return Roles(producer, body, consumers, s.producer_threads, PRODUCER_REGS if at_launch > PRODUCER_REGS else 0,
+                 consumer if consumer > at_launch else 0, s.copies, s.copy, local)
 
 
 # ------------------------------------------------------------------------------------------------- emission
@@ -346,8 +361,12 @@ def _emit_roles(e: CEmitter, s: Roles, d: int) -> None:
     e.emit(d + 1, f"if ({tx} == {s.threads}) {{")
     e.stmt(s.producer, d + 2)
     e.emit(d + 1, "}")
-    e.emit(d, f"}} else {{  // the {s.threads // 128} consumer warpgroup(s)")
+    e.emit(d, f"}} else {{  // the {s.threads // 128} consumer warpgroup(s)"
+              + (f" in {s.copies} copies" if s.copies > 1 else ""))
     if s.consumer_regs:
         e.emit(d + 1, f'asm volatile("setmaxnreg.inc.sync.aligned.u32 {s.consumer_regs};\\n");')
+    if s.copies > 1:
+        e.emit(d + 1, f"const int {e.names(s.copy)} = {tx} / {s.threads // s.copies};")
+        e.emit(d + 1, f"const int {e.names(s.tx)} = {tx} % {s.threads // s.copies};")
     e.stmt(s.consumer, d + 1)
     e.emit(d, "}")

@@ -212,7 +212,8 @@ class _Placer:
         if any(isinstance(n, Sync) for n in walk(producer)):
             raise AssertionError("a warp-specialized producer needs a block barrier")
         consumer, end = self.stmt(s.consumer, st)
-        consumer = transform(consumer, lambda n: Sync(threads=s.threads) if isinstance(n, Sync) else None)
+        named = Sync(threads=s.threads) if s.copies == 1 else Sync(threads=s.threads // s.copies, copy=s.copy)
+        consumer = transform(consumer, lambda n: named if isinstance(n, Sync) else None)
         self.count += 1  # the consumers' barriers (placed or from lowering) changed to named ones
         return dataclasses.replace(s, producer=producer, consumer=consumer), end
 

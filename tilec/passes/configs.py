@@ -33,6 +33,10 @@ def _cluster(v: Any) -> bool:
     return not isinstance(v, bool) and v in (0, 1, 2, 4)
 
 
+def _copies(v: Any) -> bool:
+    return not isinstance(v, bool) and v in (1, 2)
+
+
 PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
     PassConfig("wgmma", "True on sm_90a (TILEC_WGMMA)", "T.gemm on sm_90a runs on wgmma (else mma.sync)",
                "True or False", _flag),
@@ -55,6 +59,8 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "(flash attention's Q) are TMA loads by the producer", "True or False", _flag),
     PassConfig("persistent", False, "with warp_specialize: one block per SM (True) or that many blocks loop over "
                "the tiles", "True, False or a positive int", _blocks),
+    PassConfig("consumers", 1, "with persistent: that many copies of the block's consumer threads, each taking every "
+               "n-th of the block's tiles (one's epilogue beside another's main loop)", "1 or 2", _copies),
     PassConfig("cluster", 0, "with warp_specialize: clusters of that many blocks share tiles by TMA multicast",
                "0 or 1 (none), 2 or 4", _cluster),
     PassConfig("stage_epilogue", True, "NVIDIA: a tensor-core gemm's accumulators leave through shared memory",

@@ -30,11 +30,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import binop, const
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.stmt import Copy, For, Gemm, KernelLaunch, SeqStmt, Stmt, TileOp, TmaStore, TmaStoreWait, WarpRoles
+from tilec.ir.stmt import (
+    Copy,
+    For,
+    Gemm,
+    IfThenElse,
+    KernelLaunch,
+    SeqStmt,
+    Stmt,
+    TileOp,
+    TmaStore,
+    TmaStoreWait,
+    WarpRoles,
+)  # fmt: skip
 from tilec.ir.visit import walk
 from tilec.lower.layouts import swizzle_bytes
 from tilec.target import Target
@@ -95,6 +108,7 @@ class _Stager:
         self.own: list[Buffer] = []  # staging tiles of their own (in loops)
         self.new: list[tuple[Buffer, tuple[Buffer, ...]]] = []
         self.notes: list[str] = []
+        self.copies: tuple[int, Any] = (1, None)  # the consumers' copies (WarpRoles.copies) and their index var
 
     def seq(self, s: Stmt, top: bool = False, looped: bool = False) -> Stmt:
         """The statement sequence ``s`` with its eligible stores staged (recursing into the consumers' part and into
@@ -103,6 +117,7 @@ class _Stager:
         out: list[Stmt] = []
         for i, item in enumerate(items):
             if isinstance(item, WarpRoles) and top:  # the producer's copies into the stages end with the loop
+                self.copies = (item.copies, item.copy)
                 item = dataclasses.replace(item, else_body=self.seq(item.else_body))
             elif isinstance(item, For) and self.tma:
                 mine = len(self.own)
@@ -111,6 +126,8 @@ class _Stager:
                     out.append(item)
                     out.extend(TmaStoreWait(_whole(b), loc=item.loc) for b in self.own[mine:])
                     continue
+            elif isinstance(item, IfThenElse) and looped and self.copies[0] > 1 and item.else_body is None:
+                item = dataclasses.replace(item, then_body=self.seq(item.then_body, looped=True))  # a copy's tile
             elif isinstance(item, Copy):
                 staged = (self.stage_in_loop if looped else self.stage)(item, items[:i], items[i + 1:])
                 if staged is not None:
@@ -131,28 +148,33 @@ class _Stager:
         free = self.smem_limit - SLACK - sum(_bytes(b) for b in self.launch.allocs + tuple(self.own)
                                              if b.scope == "shared" and b.static_shape is not None
                                              and not any(b is o for o, _ in self.launch.overlays))
+        copies, copy = self.copies  # each copy of the consumer threads stages in a tile of its own
         width = cols
-        while width * rows * g.dtype.bits // 8 > free and width % (2 * panel) == 0:
+        while copies * width * rows * g.dtype.bits // 8 > free and width % (2 * panel) == 0:
             width //= 2
         line = c.loc.line if c.loc else 0
-        if width * rows * g.dtype.bits // 8 > free:
+        if copies * width * rows * g.dtype.bits // 8 > free:
             self.notes.append(f"T.copy at line {line}: the accumulator is stored directly: a staging tile of "
-                              f"{rows} x {width} needs {width * rows * g.dtype.bits // 8} bytes of shared memory, "
-                              f"{max(free, 0)} are free")
+                              f"{rows} x {width} needs {width * rows * g.dtype.bits // 8} bytes of shared memory"
+                              + (f" for each of {copies} copies of the consumers" if copies > 1 else "")
+                              + f", {max(free, 0)} are free")
             return None
-        stage = Buffer(f"{f.name}_stage", (rows, width), g.dtype, "shared", loc=c.loc)
+        lead = (copies,) if copies > 1 else ()
+        stage = Buffer(f"{f.name}_stage", lead + (rows, width), g.dtype, "shared", loc=c.loc)
+        mine = Region(stage, (copy,) * len(lead) + (const(0), const(0)), (1,) * len(lead) + (rows, width))
         self.own.append(stage)
         chunks = cols // width
         self.notes.append(f"T.copy at line {line}: {f.name} goes out through shared memory of its own ({stage.name}, "
-                          f"{rows} x {width}{f', {chunks} chunks' if chunks > 1 else ''}) by TMA stores that overlap "
-                          "what follows")
+                          f"{rows} x {width}{f', {chunks} chunks' if chunks > 1 else ''}"
+                          f"{f', one for each of {copies} copies of the consumers' if copies > 1 else ''}) by TMA "
+                          "stores that overlap what follows")
         out: list[Stmt] = []
         for j in range(chunks):
             src = Region(f, (const(0), const(j * width)), (rows, width))
             dst = Region(g, c.dst.starts[:-1] + (binop("+", c.dst.starts[-1], j * width),),
                          c.dst.extents[:-1] + (width,))
-            out += [TmaStoreWait(_whole(stage), loc=c.loc), Copy(src, _whole(stage), loc=c.loc),
-                    TmaStore(_whole(stage), dst, wait=False, loc=c.loc)]
+            out += [TmaStoreWait(mine, loc=c.loc), Copy(src, mine, loc=c.loc),
+                    TmaStore(mine, dst, wait=False, loc=c.loc)]
         return out
 
     def eligible(self, c: Copy, before: list[Stmt]) -> tuple[int, int] | None:

@@ -338,9 +338,11 @@ class _Inference:
             if isinstance(op, Copy) and op.src.buffer.scope == "fragment" and op.dst.buffer.scope == "shared":
                 buf = op.dst.buffer
                 shape = buf.static_shape
-                if buf in self.plan.shared or shape is None or len(shape) != 2 or not op.dst.is_full():
+                if buf in self.plan.shared or shape is None or not (
+                        op.dst.is_full() if len(shape) == 2 else  # or one version of a stack of them, whole
+                        len(shape) == 3 and tuple(int(e) for e in op.dst.extents) == (1,) + shape[1:]):
                     continue
-                if swizzle_bytes(shape, buf.dtype) is not None:
+                if swizzle_bytes(shape[-2:], buf.dtype) is not None:
                     self.set_shared(buf, operand_layout(shape, buf.dtype), "free", op,
                                     f"written from fragment {op.src.buffer.name}: swizzled against bank conflicts")
 

@@ -304,7 +304,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)] + _drain_wgmma(lw, None))
     shared, nbytes = _place_shared(lw.shared, launch)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
-    threads = launch.num_threads + lw.producer_threads
+    threads = launch.num_threads * lw.copies + lw.producer_threads
     cluster = [1, 1, 1]
     if launch.cluster is not None:
         cluster[launch.cluster[0]] = launch.cluster[1]

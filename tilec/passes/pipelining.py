@@ -110,6 +110,10 @@ class _Pipeliner:
         self.notes: list[str] = []
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
+        # a persistent block's consumer threads in ``copies`` copies, copy ``copy`` taking every copies-th tile
+        self.copies = int(opts.get("consumers", 1))
+        self.copy = Var("copy")
+        _copies_refusal(func.launch, self)
         self.tile = Var("tile")  # a persistent block's tile counter (its global pipeline iteration: tile * n + k)
         self.pid = Var("pid")  # a persistent block's index
         # a persistent kernel's blocks in clusters of ``cluster`` (pass config): consecutive blocks take tiles that
@@ -464,11 +468,20 @@ class _Pipeliner:
             prod += [TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc) for s in at(mine, k)]
         lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
         groups = self.func.launch.num_threads // 128
+        copies = self.copies > 1 and self.persistent
         if rotated is None:  # (mma.sync warps of a warpgroup do not run in step; wgmma warps are at wait_group)
             cons = [wait(k)] + at(consumers, k)
-            cons.append(IfThenElse(binop(">=", g(k), lag), release(binop("-", k, lag)), loc=loop.loc) if lag
-                        else release(k))
+            # a stage released one iteration late, the last of a tile by the next tile's first; with copies of the
+            # consumers the next tile is another copy's, so each releases its last stage once its gemms are done
+            cons.append(IfThenElse(binop(">=", k if copies else g(k), lag), release(binop("-", k, lag)), loc=loop.loc)
+                        if lag else release(k))
             consumer: Stmt = For(k, n, "serial", SeqStmt(tuple(cons)), loc=loop.loc)
+            if copies:  # the copies take turns at their main loops (the next one's waits lap the ring at most once)
+                last = binop("-", n, 1)
+                stage = tuple(p.dst.buffer for p in at(producers, last))
+                done = [_when(binop(">", n, 0), BarrierArrive(slot(rings[0][1], last), 0, per_warp=True, after=stage,
+                                                              loc=loop.loc), loop)] if lag else []
+                consumer = SeqStmt(tuple(self.copy_turns(consumer, loop)) + tuple(done))
             if self.base is not None:
                 consumer = SeqStmt((consumer,) + self.advance(n, loop))
         else:  # iteration 0's first part; k's first part, k-1's second, k's rest; the last iteration's second
@@ -500,6 +513,8 @@ class _Pipeliner:
             consumer = SeqStmt((_when(binop(">", n, 0), first, loop), For(k, last, "serial", SeqStmt(tuple(steady)),
                                                                          loc=loop.loc),
                                 _when(binop(">", n, 0), final, loop)) + self.advance(n, loop))
+            if copies:
+                consumer = SeqStmt(tuple(self.copy_turns(consumer, loop)))
             self.head_done[id(consumer)] = 2  # every first gemm has completed before the last part
         inits: list[Stmt] = []
         for full, empty, _ in rings:
@@ -521,6 +536,15 @@ class _Pipeliner:
                           f"warpgroup(s), whose warps release each stage {late_release}")
         return consumer
 
+    def copy_turns(self, main: Stmt, loop: For) -> list[Stmt]:
+        """A copy of the consumers' main loop ``main`` between its wait for its turn and its handing the turn on to
+        the next copy: a copy may wait for its first stage only once the one before it has waited for its last, so
+        no wait is for a phase a lap ahead (an mbarrier's parity names a phase up to one lap). The block's first tile
+        has no wait, its last no handing on."""
+        wait = WarpgroupTurn(False, self.copies, binop("==", self.tile, 0), self.copy, loc=loop.loc)
+        give = WarpgroupTurn(True, self.copies, self.last_tile(), self.copy, loc=loop.loc)
+        return [wait, main, give]
+
     def count_trips(self, loop: For) -> None:
         """A persistent block whose pipelined loop runs a number of trips that depends on the tile (causal
         attention) counts its ring's iterations in a register (:attr:`base`, advanced after each tile) and takes
@@ -541,6 +565,11 @@ class _Pipeliner:
             self.notes.append(f"T.Kernel: persistent blocks not in clusters: the trip count of the T.Pipelined loop "
                               f"at line {loop.loc.line if loop.loc else 0} depends on the tile (a cluster's blocks "
                               "would run different numbers of trips over the stages they share)")
+        if self.copies > 1:
+            self.copies = 1
+            self.notes.append(f"T.Kernel: one copy of the consumer threads: the trip count of the T.Pipelined loop at "
+                              f"line {loop.loc.line if loop.loc else 0} depends on the tile (each copy would have to "
+                              "count the other's trips)")
         ring = Buffer("ring_base", (), dt.int32, "var", loc=loop.loc)
         self.new_allocs.append(ring)
         self.base = (Var("base"), ring)
@@ -581,7 +610,7 @@ class _Pipeliner:
         from tilec.ir.stmt import Gemm
 
         loop = stmts[key]
-        if not self.preload_on:
+        if not self.preload_on or self.copies > 1:  # (a copy's wait would come before its turn: see copy_turns)
             return inits, producer, stmts
         block_vars = {id(v) for v in self.func.launch.block_vars}
         moved: list[Copy] = []
@@ -776,6 +805,8 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
     grid, block_vars = launch.grid, launch.block_vars
     if p.persistent and not p.roles:
         p.notes.append("T.Kernel: not persistent: that needs a warp-specialized TMA pipeline (see the notes above)")
+    if p.copies > 1 and not (p.persistent and p.roles):
+        p.copies = 1  # (the note above says why not persistent)
     if p.roles:  # the barrier inits, then the producer warpgroup beside the block running everything else
         stmts = list(body.stmts) if isinstance(body, SeqStmt) else [body]
         key = next(i for i, s in enumerate(stmts) if id(s) in p.roles)
@@ -785,7 +816,10 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
         if p.persistent:
             grid, block_vars, producer, consumer = _persistent(launch, p, producer, consumer)
             launch = dataclasses.replace(launch, swizzle=None)  # applied to the tiles, not to the blocks
-        body = SeqStmt(tuple(inits) + (WarpRoles(const(True), producer, consumer, loc=producer.loc),))
+            if p.copies > 1:
+                consumer = _private_copies(launch, p, producer, consumer)
+        body = SeqStmt(tuple(inits) + (WarpRoles(const(True), producer, consumer, loc=producer.loc, copies=p.copies,
+                                                 copy=p.copy if p.copies > 1 else None),))
     allocs = tuple(p.replaced.get(b, b) for b in launch.allocs) + tuple(p.new_allocs)
     layout_map = tuple((p.replaced[b], lay.stack(p.replaced[b].shape[0])) if b in p.replaced else (b, lay)
                        for b, lay in launch.layout_map)
@@ -834,8 +868,13 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
         order += f", in clusters of {n} blocks whose tiles neighbour along grid dimension {dim} ({'xyz'[dim]})"
     if p.base is None:
         trips = ceildiv(binop("-", tiles, cid), P // n)
-        wrap = [For(p.tile, trips, "serial", substitute(s, sub), (("tiles", True),), loc=s.loc)
+        mine = binop("==", binop("%", p.tile, p.copies), p.copy)  # a copy of the consumers: every copies-th tile
+        wrap = [For(p.tile, trips, "serial", substitute(s, sub) if s is producer or p.copies == 1 else
+                    IfThenElse(mine, substitute(s, sub), loc=s.loc), (("tiles", True),), loc=s.loc)
                 for s in (producer, consumer)]
+        if p.copies > 1:
+            order += f", dealt out in turn to {p.copies} copies of the block's {launch.num_threads} consumer threads " \
+                     "(one's epilogue beside another's main loop)"
     else:  # every block loops over the rounds; the last round may have no tile for it
         var, ring = p.base
         order += ", in serpentine order (block b takes the b-th tile of even rounds, the b-th from the end of odd " \
@@ -848,6 +887,31 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}")
     blocks = binop("min", tiles, P) if n == 1 else binop("*", binop("min", tiles, P // n), n)
     return (blocks,), (pid,), wrap[0], wrap[1]
+
+
+def _copies_refusal(launch: KernelLaunch, p: _Pipeliner) -> None:
+    """Keeps ``p.copies`` (pass config ``consumers``) or sets it to 1 with a note saying why."""
+    if p.copies == 1:
+        return
+    why = "pass config 'consumers' needs a persistent kernel" if not p.persistent else \
+        f"{p.copies} x {launch.num_threads} consumer threads leave too few registers for each (at most 256)" \
+        if launch.num_threads * p.copies > 256 else None
+    if why is not None:
+        p.notes.append(f"T.Kernel at line {launch.loc.line if launch.loc else 0}: one copy of the consumer threads, "
+                       f"not {p.copies}: {why}")
+        p.copies = 1
+
+
+def _private_copies(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: Stmt) -> Stmt:
+    """``consumer`` with each shared buffer the producer never touches (its own staging tiles) in a version per
+    copy of the consumer threads, copy ``p.copy`` using its own."""
+    in_producer = {id(n) for n in walk(producer) if isinstance(n, Buffer)}
+    private = {id(b): (b, 0, p.copies) for b in launch.allocs if b.scope == "shared" and b not in p.replaced
+               and id(b) not in in_producer and any(n is b for n in walk(consumer))}
+    if not private:
+        return consumer
+    p.ring(private)
+    return p.remap(consumer, p.copy, private)
 
 
 PERSISTENT_CLUSTER_LIMIT = ("clusters of 4 blocks, one per SM, do not all fit on the GPU at once (a cluster lies in "

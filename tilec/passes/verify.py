@@ -13,7 +13,7 @@ from tilec.ir.affine import constant
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Expr, Load, Var
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp
+from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp, WarpRoles
 from tilec.ir.visit import children, walk
 
 
@@ -56,6 +56,9 @@ class _Verifier:
             for e in s.extents:
                 self.expr(e, loc)
             self.scoped(list(s.vars), s.body, True)
+        elif isinstance(s, WarpRoles):  # the consumers' copy index is bound in their part
+            self.stmt(s.then_body, in_parallel)
+            self.scoped([s.copy] if s.copy is not None else [], s.else_body, in_parallel)
         elif isinstance(s, IfThenElse):
             self.expr(s.cond, loc)
             self.stmt(s.then_body, in_parallel)
