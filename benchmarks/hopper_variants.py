@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
     wide = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}  # cuBLAS's tile (perf notes, 5th session)
     pp = {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 128}  # a warpgroup's tile (copies: ping-pong)
+    flat = {"block_M": 64, "block_N": 256, "block_K": 64, "threads": 128}  # ... one wgmma m64n256k16 a k-step
     variants = {  # label -> (kernel arguments, pass configs)
         "tma": (big, {"wgmma": True, "tma": True}),
         "tma ws persistent": (big, {**ws, "persistent": True}),
@@ -167,6 +168,9 @@ def main(argv: list[str] | None = None) -> None:
                                                     {**ws, "persistent": True, "consumers": 2}),
         "128x128 persistent 2 consumers cluster2": (pp, {**ws, "persistent": True, "consumers": 2, "cluster": 2}),
         "128x128 persistent 2 consumers panel8": ({**pp, "panel": 8}, {**ws, "persistent": True, "consumers": 2}),
+        "64x256 persistent 2 consumers": (flat, {**ws, "persistent": True, "consumers": 2}),
+        "64x256 persistent 2 consumers cluster2": (flat, {**ws, "persistent": True, "consumers": 2, "cluster": 2}),
+        "64x256 persistent 2 consumers panel8": ({**flat, "panel": 8}, {**ws, "persistent": True, "consumers": 2}),
     }
     if args.only:
         variants = {k: v for k, v in variants.items() if k in args.only.split(",")}
