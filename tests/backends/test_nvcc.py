@@ -93,6 +93,14 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
                                                                  "persistent": True, "cluster": 2},
                                                                 ("HGMMA.64x256x16.F32", "UTMALDG.2D.MULTICAST",
                                                                  "USETMAXREG")),
+    # two copies of one consumer warpgroup on alternate tiles (ping-pong: perf notes AL), each storing its own
+    # staging tile by TMA, their turns on named barriers
+    "gemm 4096^3 128x128x64 wgmma tma ws persistent x2 consumers": ("01_gemm", "matmul", (4096, 4096, 4096),
+                                                                    {"block_N": 128, "block_K": 64, "threads": 128},
+                                                                    {"wgmma": True, "tma": True,
+                                                                     "warp_specialize": True, "persistent": True,
+                                                                     "consumers": 2},
+                                                                    ("HGMMA.64x128x16.F32", "UTMASTG.2D", "BAR.ARV")),
     # persistent attention on split rings (K and V rings of two stages, two versions of Q, O staged: perf notes AK)
     "flash attention 8x16x2048x128 wgmma tma ws persistent": ("03_flash_attention", "flash_attention",
                                                               (8, 16, 2048, 128, False),

@@ -219,3 +219,20 @@ def test_persistent_flash_attention_rings(examples, causal, block_N, configs):
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
     assert _rel(k(q, k_, v), ref) < 3e-3
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("split_rings", [True, False])
+def test_persistent_flash_attention_consumer_copies(examples, split_rings):
+    """The rotated loop in two copies of one consumer warpgroup (64-row tiles, S=1000: the last tile of a head
+    partial), each copy releasing its own tile's stages."""
+    fa = examples["03_flash_attention"]
+    b, h, n, d = 2, 8, 1000, 128
+    k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, False, block_M=64, block_N=64, threads=128,
+                                              num_stages=2), "cuda", [3],
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": True,
+                                      "consumers": 2, "split_rings": split_rings})
+    assert "dealt out in turn to 2 copies" in k.report()
+    q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double())
+    assert _rel(k(q, k_, v), ref) < 3e-3

@@ -640,6 +640,22 @@ def test_persistent_gemm_consumer_copies(rng, M, N, K, tiles, blocks, cluster):
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
+@pytest.mark.parametrize("split", [True, False], ids=["split rings", "one ring"])
+def test_persistent_attention_consumer_copies(rng, split):
+    """The rotated loop in copies (a 64-row tile for each copy of one warpgroup): each copy releases its tile's
+    stages itself, the turns around its main loop (the copies' loops then run one at a time: correct, but without
+    the warpgroups' overlap of one's softmax with another's gemms)."""
+    fa = load_example("03_flash_attention")
+    b, h, n, d = 1, 2, 200, 64
+    kernel = tilec.JITKernel(fa.flash_attention(b, h, n, d, False, block_M=64, block_N=64, threads=128,
+                                                num_stages=2).prim_func, "simt:sm_90a", [3],
+                             pass_configs={**WS, "persistent": 3, "consumers": 2, "split_rings": split})
+    assert "dealt out in turn to 2 copies" in kernel.report() and "runs one iteration late" in kernel.report()
+    q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
+    assert_close(kernel(q, k, v), fa.reference(q, k, v, False), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
 def test_consumer_copies_hazards_are_named(rng):
     """Without the copies' turns the second copy waits for its first stage a lap of the ring ahead (an mbarrier's
     parity names a phase only up to one lap: its wait passes at once, its releases come out of step with the

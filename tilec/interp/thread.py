@@ -526,7 +526,7 @@ def _sync(it: ThreadInterpreter, s: Sync, env: dict, mask: np.ndarray) -> None:
     if blocked and not in_copy(it):  # (a copy of the consumers meets its own threads while another waits its turn)
         it.fail(f"a barrier of {need} threads while threads wait on named barrier {blocked[0]} for arrivals that "
                 "come after it (a warpgroup holding its turn meets a barrier: a deadlock on the GPU)", RaceError)
-    first = 0 if s.copy is None else int(np.flatnonzero(mask)[0]) // need * need if mask.any() else 0
+    first = 0 if s.copy is None else int(np.argmax(mask)) // need * need  # a copy's: its own threads
     if np.count_nonzero(mask) != need or not np.all(mask[first:first + need]):
         what = "__syncthreads" if s.threads is None else f"the barrier of the first {s.threads} threads" \
             if s.copy is None else f"the barrier of a copy's {s.threads} consumer threads"
