@@ -704,3 +704,29 @@ def test_consumer_copies_refused():
         kernel = tilec.JITKernel(func, "simt:sm_90a", out, pass_configs=cfg)
         assert f"one copy of the consumer threads{why}" in kernel.report()
         assert kernel.state.artifacts["thread_ir"].threads == kernel.prim_func.launch.num_threads + 128
+
+
+def test_stage_handoff_hazards_are_named(rng):
+    """The persistent rotated attention's warpgroups hand O's staging tile to each other by named barriers (the last
+    issues its TMA store), with no barrier of all consumers left in the CUDA source; without the handoff's "written"
+    step the store reads rows the other warpgroup wrote without ordering, without the last warpgroup's early wait
+    for the previous store the tile is written while that store may still read it."""
+    from tilec.lower.tir import BulkWait, Group, HandoffBarrier, If, Seq
+
+    fa = load_example("03_flash_attention")
+    func = fa.flash_attention(1, 1, 300, 64, False, block_M=128, block_N=64, threads=256, num_stages=2).prim_func
+    kernel = tilec.JITKernel(func, "simt:sm_90a", [3], pass_configs={**WS, "persistent": 2})
+    assert "the 2 consumer warpgroups hand O_f_stage on by named barriers" in kernel.report()
+    cuda = tilec.JITKernel(func, "cuda:sm_90a", [3], pass_configs={**WS, "persistent": 2}).get_kernel_source()
+    assert "bar.sync 1, 256" not in cuda and "bar.arrive 9, 256" in cuda and "bar.sync 8, 256" in cuda
+    tk = kernel.state.artifacts["thread_ir"]
+    q, k, v = (randn(rng, (1, 1, 300, 64), "float16") for _ in range(3))
+    _run_thread_ir(kernel, tk, q, k, v)  # as lowered: no hazard
+    no_written = _edit(tk, lambda n: Seq(()) if isinstance(n, Group) and isinstance(n.body, HandoffBarrier)
+                       and n.body.id == 9 else None)
+    with pytest.raises(RaceError, match="race on shared O_f_stage.*: thread 128 reads what thread 0 wrote"):
+        _run_thread_ir(kernel, no_written, q, k, v)
+    waits = [n for n in _walk(tk.body) if isinstance(n, If) and isinstance(n.then_body, BulkWait)]
+    no_early_wait = _edit(tk, lambda n: Seq(()) if n is waits[0] else None)  # the first: before the last part
+    with pytest.raises(RaceError, match="write of shared O_f_stage.* while a TMA store may still read it"):
+        _run_thread_ir(kernel, no_early_wait, q, k, v)

@@ -249,12 +249,12 @@ class CEmitter:
             self.emit(d, "}")
         elif isinstance(s, Write):
             self.write(s, d)
-        elif isinstance(s, Sync) and s.threads is not None:
+        elif type(s) is Sync and s.threads is not None:
             form = self.t.named_sync if s.copy is None else self.t.copy_sync
             if not form:
                 raise TilecError(f"the {self.t.name} backend has no barriers of part of a block")
             self.emit(d, form.format(n=s.threads, copy=self.e(s.copy) if s.copy is not None else ""))
-        elif isinstance(s, Sync):
+        elif type(s) is Sync:
             self.emit(d, self.t.sync)
         elif isinstance(s, SyncWarp):
             self.emit(d, self.t.sync_warp)

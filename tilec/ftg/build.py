@@ -50,6 +50,7 @@ from tilec.ir.stmt import (
     Print,
     Reduce,
     SeqStmt,
+    StageHandoff,
     Stmt,
     Store,
     TileOp,
@@ -148,6 +149,8 @@ class _Collector:
             return s.kind, f"{'give' if s.give else 'wait'}{edge}", (), ()
         if isinstance(s, TmaStoreWait):
             return s.kind, region_str(s.tile, n), (self.acc(s.tile),), ()
+        if isinstance(s, StageHandoff):
+            return s.kind, f"{region_str(s.tile, n)} {s.step} ({s.groups} warpgroups)", (self.acc(s.tile),), ()
         if isinstance(s, Print):
             return "print", s.msg, tuple(self.acc(r) for r in s.reads()), ()
         if isinstance(s, Parallel):

@@ -183,7 +183,7 @@ class ThreadInterpreter:
         self.regs = {m: _poison((self.T, int(m.size)), m) for m in self.k.regs}
         self.groups = [[]]
         self.wgmma_groups, self.wgmma_regs, self.mbarriers = [[]], {}, {}
-        self.named: dict[int, list[int]] = {}  # named barrier id -> [threads waited, threads arrived, per generation]
+        self.named: dict[int, list] = {}  # named barrier id -> [threads waited, arrived, per generation, paired]
         self.bulk_stores: dict[int, list[tuple[Mem, np.ndarray]]] = {}  # per issuing thread: what its stores read
         self.epoch = 0
         self.unsynced = np.zeros(self.T, np.int8)
@@ -522,7 +522,7 @@ def _sync(it: ThreadInterpreter, s: Sync, env: dict, mask: np.ndarray) -> None:
     need = it.T if s.threads is None else s.threads
     from tilec.interp.tma import in_copy
 
-    blocked = [i for i, (waited, arrived, _) in it.named.items() if waited > arrived]
+    blocked = [i for i, (waited, arrived, _, paired) in it.named.items() if paired and waited > arrived]
     if blocked and not in_copy(it):  # (a copy of the consumers meets its own threads while another waits its turn)
         it.fail(f"a barrier of {need} threads while threads wait on named barrier {blocked[0]} for arrivals that "
                 "come after it (a warpgroup holding its turn meets a barrier: a deadlock on the GPU)", RaceError)

@@ -21,6 +21,7 @@ from tilec.ir.stmt import (
     Gemm,
     Print,
     Reduce,
+    StageHandoff,
     TmaCopy,
     TmaStore,
     TmaStoreWait,
@@ -165,5 +166,6 @@ def _async_copy(it: TileInterpreter, op: AsyncCopy, env: dict) -> None:
 @tile_rule(ClusterSync)
 @tile_rule(TmaStoreWait)
 @tile_rule(WarpgroupTurn)
+@tile_rule(StageHandoff)
 def _async_sync(it: TileInterpreter, op: object, env: dict) -> None:
     pass

@@ -38,6 +38,7 @@ from tilec.lower.tir import (
     BulkCommit,
     BulkWait,
     FenceMbarInit,
+    HandoffBarrier,
     MbarArriveTx,
     MbarInit,
     MbarWait,
@@ -358,7 +359,7 @@ def _named_barrier(it: ThreadInterpreter, s: NamedBarrier, env: dict, mask: np.n
         it.fail("a named barrier reached by only part of a warp (a deadlock on the GPU)", RaceError)
     ids = np.broadcast_to(np.asarray(it.eval(s.id, env, mask)), (it.T,))[mask]
     for i in np.unique(ids):
-        count = it.named.setdefault(int(i), [0, 0, s.threads])
+        count = it.named.setdefault(int(i), [0, 0, s.threads, True])
         done = (count[0] + count[1]) // s.threads * s.threads + s.threads  # the arrivals completing this generation
         count[1 if s.arrive else 0] += int(np.count_nonzero(ids == i))
         if count[2] != s.threads:
@@ -375,8 +376,27 @@ def in_copy(it: ThreadInterpreter) -> bool:
     return it.sched is not None and it.sched.me in it.sched.own
 
 
+@stmt_rule(HandoffBarrier)
+def _handoff(it: ThreadInterpreter, s: HandoffBarrier, env: dict, mask: np.ndarray) -> None:
+    """Counted as a named barrier whose waits need not pair with arrivals (a generation: ``threads`` threads waiting
+    or arriving), and, as the barrier pass takes it, an ordering point of the block (over-approximated as after
+    everyone's accesses: it can hide a race, never report a false one)."""
+    warps = mask.reshape(-1, it.W)
+    if np.any(warps.any(axis=1) & ~warps.all(axis=1)):
+        it.fail("a named barrier reached by only part of a warp (a deadlock on the GPU)", RaceError)
+    mode = np.where(mask, np.broadcast_to(np.asarray(it.eval(s.mode, env, mask)), (it.T,)), 0)
+    count = it.named.setdefault(s.id, [0, 0, s.threads, False])
+    if count[2] != s.threads:
+        it.fail(f"named barrier {s.id} used with {count[2]} and {s.threads} threads", RaceError)
+    count[0] += int(np.count_nonzero(mode == 1))
+    count[1] += int(np.count_nonzero(mode == 2))
+    it.epoch += 1
+    it.syncs += 1
+    it.unsynced[mode != 0] = 0
+
+
 def check_named_barriers(it: ThreadInterpreter) -> None:
-    for i, (waited, arrived, threads) in sorted(it.named.items()):
-        if waited != arrived or (waited + arrived) % threads:
+    for i, (waited, arrived, threads, paired) in sorted(it.named.items()):
+        if (paired and waited != arrived) or (waited + arrived) % threads:
             it.fail(f"named barrier {i}: {waited} threads waited and {arrived} arrived ({threads} a generation): a "
                     "wait that never completes or a barrier left half-complete on the GPU", RaceError)

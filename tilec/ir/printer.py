@@ -33,6 +33,7 @@ from tilec.ir.stmt import (
     Print,
     Reduce,
     SeqStmt,
+    StageHandoff,
     Stmt,
     Store,
     TmaCopy,
@@ -256,15 +257,19 @@ class _Printer:
         if isinstance(s, TmaCopy):
             mc = ", multicast=True" if s.multicast else ""
             return f"T.tma_copy({self.r(s.src)}, {self.r(s.dst)}, barrier={self.r(s.barrier)}{mc})"
+        by = f", by_warpgroup={s.by}" if isinstance(s, (TmaStore, TmaStoreWait)) and s.by is not None else ""
         if isinstance(s, TmaStore):
-            return f"T.tma_store({self.r(s.src)}, {self.r(s.dst)}{'' if s.wait else ', wait=False'})"
+            return f"T.tma_store({self.r(s.src)}, {self.r(s.dst)}{'' if s.wait else ', wait=False'}{by})"
         if isinstance(s, TmaStoreWait):
-            return f"T.tma_store_wait({self.r(s.tile)})"
+            return f"T.tma_store_wait({self.r(s.tile)}{by})"
+        if isinstance(s, StageHandoff):
+            return f"T.stage_handoff({self.r(s.tile)}, {s.step!r}, groups={s.groups})"
         if isinstance(s, ClusterSync):
             return "T.cluster_sync()"
         if isinstance(s, WarpgroupTurn):
             edge = "" if s.edge is False else f", edge={s.edge}"
-            return f"T.warpgroup_turn(give={s.give}, groups={s.groups}{edge})"
+            copy = "" if s.copy is None else f", copy={self.e(s.copy)}"
+            return f"T.warpgroup_turn(give={s.give}, groups={s.groups}{edge}{copy})"
         if isinstance(s, BarrierInit):
             return f"T.barrier_init({self.r(s.barriers)}, count={s.count})"
         if isinstance(s, BarrierArrive):

@@ -330,6 +330,7 @@ class TmaStore(Copy):
     without, a later :class:`TmaStoreWait` does, before the tile is written again."""
 
     wait: bool = True
+    by: int | None = None  # the warpgroup whose first thread issues it (None: the block's issuing thread)
     kind = "tma_store"
 
 
@@ -339,7 +340,26 @@ class TmaStoreWait(TileOp):
     0``); the block's barrier before the tile's next writes orders the others after it."""
 
     tile: Region
+    by: int | None = None  # as TmaStore.by
     kind = "tma_store_wait"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.tile,)
+
+
+@dataclass(frozen=True, eq=False)
+class StageHandoff(TileOp):
+    """The consumer warpgroups of a loop whose warpgroups take turns hand a staged epilogue ``tile`` to each other
+    without a barrier of them all, which would line them up again at every tile (made by the epilogue pass): the
+    last of the ``groups`` issues the tile's TMA stores (:attr:`TmaStore.by`). ``step`` "freed": the last, once its
+    own wait saw the previous store read the tile, tells the others (early in the tile, where that wait costs
+    nothing); "wait_free": the others wait for that before writing their rows; "written": the others tell the last
+    their rows are written, which it waits for before the store."""
+
+    tile: Region
+    step: str
+    groups: int
+    kind = "stage_handoff"
 
     def reads(self) -> tuple[Region, ...]:
         return (self.tile,)

@@ -146,6 +146,17 @@ class Sync(TStmt):
 
 
 @dataclass(frozen=True, eq=False)
+class HandoffBarrier(Sync):
+    """Named barrier ``id`` of ``threads`` where each thread, by ``mode``, waits (1: ``bar.sync``), arrives without
+    waiting (2: ``bar.arrive``) or takes no part (0): a :class:`~tilec.ir.stmt.StageHandoff`. The barrier pass takes
+    it for a barrier of the block, which the handoff's protocol makes it for the staged tile (the only shared memory
+    the statements around it touch)."""
+
+    id: int = 0
+    mode: Expr | None = None
+
+
+@dataclass(frozen=True, eq=False)
 class SyncWarp(TStmt):
     """The threads of each warp synchronize (``__syncwarp``): their shared-memory accesses before it are ordered
     before what any of them does after it (one lane may then act for its warp)."""

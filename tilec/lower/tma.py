@@ -23,12 +23,13 @@ from typing import Any
 from tilec.backends.cemit import CEmitter, asm_rule, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import Expr, Var, binop, const, unop
+from tilec.ir.expr import Const, Expr, Select, Var, binop, const, select, unop
 from tilec.ir.stmt import (
     BarrierArrive,
     BarrierInit,
     BarrierWait,
     ClusterSync,
+    StageHandoff,
     Stmt,
     TmaCopy,
     TmaStore,
@@ -43,6 +44,7 @@ from tilec.lower.tir import (
     BulkWait,
     ClusterBarrier,
     FenceMbarInit,
+    HandoffBarrier,
     If,
     MbarArriveTx,
     MbarInit,
@@ -145,12 +147,59 @@ def lower_tma_store(lw: Lowerer, c: TmaStore) -> TStmt:
         if src.ndim == 3:  # one of a stack of tiles (a consumer copy's own)
             off = binop("+", binop("*", c.src.starts[0], rows * cols), off)
         stores.append(TmaStoreBox(tmap, tuple(coords), mem, off, gmem))
-    return If(binop("==", lw.tx, lw.issuer), seq(stores + [BulkCommit()] + ([BulkWait()] if c.wait else [])))
+    return If(binop("==", lw.tx, _store_issuer(lw, c.by)),
+              seq(stores + [BulkCommit()] + ([BulkWait()] if c.wait else [])))
+
+
+def _store_issuer(lw: Lowerer, by: int | None) -> Any:
+    from tilec.lower.wgmma import WARPGROUP
+
+    return lw.issuer if by is None else by * WARPGROUP
 
 
 @lower_rule(TmaStoreWait)
 def lower_tma_store_wait(lw: Lowerer, w: TmaStoreWait) -> TStmt:
-    return If(binop("==", lw.tx, lw.issuer), BulkWait())
+    return If(binop("==", lw.tx, _store_issuer(lw, w.by)), BulkWait())
+
+
+HANDOFF_BARRIERS = 8  # named barrier ids of StageHandoff: the tile freed (8), written (9), the last warpgroup's (10)
+
+
+@lower_rule(StageHandoff)
+def lower_stage_handoff(lw: Lowerer, h: StageHandoff) -> TStmt:
+    """Named barriers between the last warpgroup (``L``, the stores' issuer) and the others: "freed" has ``L`` meet
+    its own threads (after its issuing thread's wait) and arrive on barrier 8; "wait_free" has the others wait there;
+    "written" has the others arrive on barrier 9 and ``L`` wait there."""
+    from tilec.lower.wgmma import WARPGROUP
+
+    last = binop("==", binop("//", lw.tx, WARPGROUP), h.groups - 1)
+    every = WARPGROUP * h.groups
+    if h.step == "freed":  # (under a condition: not a barrier of the block for the barrier pass)
+        return If(last, seq([HandoffBarrier(WARPGROUP, None, HANDOFF_BARRIERS + 2, const(1)),
+                             HandoffBarrier(every, None, HANDOFF_BARRIERS, const(2))]))
+    if h.step == "wait_free":
+        return HandoffBarrier(every, None, HANDOFF_BARRIERS, select(last, 0, 1))
+    if h.step == "written":
+        return HandoffBarrier(every, None, HANDOFF_BARRIERS + 1, select(last, 1, 2))
+    raise TilecError(f"stage handoff step {h.step!r} (expected freed, wait_free or written)", h.loc)
+
+
+@emit_rule(HandoffBarrier)
+def _emit_handoff(e: CEmitter, s: HandoffBarrier, d: int) -> None:
+    ops = {1: f'asm volatile("bar.sync {s.id}, {s.threads};" ::: "memory");',
+           2: f'asm volatile("bar.arrive {s.id}, {s.threads};" ::: "memory");'}
+    if isinstance(s.mode, Const):
+        e.emit(d, ops[int(s.mode.value)])
+        return
+    assert isinstance(s.mode, Select) and isinstance(s.mode.a, Const) and isinstance(s.mode.b, Const), s.mode
+    a, b = int(s.mode.a.value), int(s.mode.b.value)
+    cond = e.e(s.mode.cond) if a else e.e(unop("not", s.mode.cond))
+    e.emit(d, f"if ({cond}) {{")
+    e.emit(d + 1, ops[a or b])
+    if a and b:
+        e.emit(d, "} else {")
+        e.emit(d + 1, ops[b])
+    e.emit(d, "}")
 
 
 def cluster_rank(lw: Lowerer) -> tuple[int, Expr]:

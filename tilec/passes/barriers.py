@@ -25,6 +25,7 @@ from tilec.lower.tir import (
     CpAsync,
     CpAsyncWait,
     Group,
+    HandoffBarrier,
     If,
     LdMatrix,
     Loop,
@@ -144,8 +145,8 @@ class _Placer:
                 c2, st = self.turn_wait(c, s.stmts[i + 1:], st) if _turn_wait(c) else self.stmt(c, st)
                 out.append(c2)
             return seq(out), st
-        if isinstance(s, (Sync, ClusterBarrier)):  # a cluster barrier is a barrier of the block too
-            return s, st.after_sync()
+        if isinstance(s, (Sync, ClusterBarrier)) or isinstance(s, Group) and isinstance(s.body, HandoffBarrier):
+            return s, st.after_sync()  # a cluster barrier, a stage handoff's barrier: barriers of the block too
         if isinstance(s, CpAsyncWait) or (isinstance(s, Group) and isinstance(s.body, CpAsyncWait)):
             return s, _State(st.written | st.pending, st.read, st.pending)
         if isinstance(s, MbarWait) or (isinstance(s, Group) and isinstance(s.body, MbarWait)):
@@ -213,7 +214,7 @@ class _Placer:
             raise AssertionError("a warp-specialized producer needs a block barrier")
         consumer, end = self.stmt(s.consumer, st)
         named = Sync(threads=s.threads) if s.copies == 1 else Sync(threads=s.threads // s.copies, copy=s.copy)
-        consumer = transform(consumer, lambda n: named if isinstance(n, Sync) else None)
+        consumer = transform(consumer, lambda n: named if type(n) is Sync else None)  # (handoffs stay)
         self.count += 1  # the consumers' barriers (placed or from lowering) changed to named ones
         return dataclasses.replace(s, producer=producer, consumer=consumer), end
 

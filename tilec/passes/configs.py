@@ -65,6 +65,8 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "0 or 1 (none), 2 or 4", _cluster),
     PassConfig("stage_epilogue", True, "NVIDIA: a tensor-core gemm's accumulators leave through shared memory",
                "True or False", _flag),
+    PassConfig("stage_handoff", True, "with tma_store: the consumer warpgroups of a rotated loop taking turns hand a "
+               "staged tile to each other by named barriers, not by a barrier of them all", "True or False", _flag),
     PassConfig("tma_store", True, "with tma: staged accumulators leave by TMA stores", "True or False", _flag),
 )}
 

@@ -42,10 +42,12 @@ from tilec.ir.stmt import (
     IfThenElse,
     KernelLaunch,
     SeqStmt,
+    StageHandoff,
     Stmt,
     TileOp,
     TmaStore,
     TmaStoreWait,
+    WarpgroupTurn,
     WarpRoles,
 )  # fmt: skip
 from tilec.ir.visit import walk
@@ -62,13 +64,36 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None)
     tma = bool(opts.get("tma")) and opts.get("tma_store", True) and target.arch == "sm_90a"
     from tilec.passes.pipelining import smem_limit
 
-    st = _Stager(launch, tma, smem_limit(target) if tma else 0)
+    st = _Stager(launch, tma, smem_limit(target) if tma else 0, opts.get("stage_handoff", True))
     body = st.seq(launch.body, top=True)
     if not st.new and not st.own:
         return func, st.notes
     new = dataclasses.replace(launch, body=body, allocs=launch.allocs + tuple(b for b, _ in st.new) + tuple(st.own),
                               overlays=launch.overlays + tuple(st.new))
     return dataclasses.replace(func, body=new), st.notes
+
+
+def _after_rotated(stmts: list[Stmt], early: list[Stmt]) -> list[Stmt]:
+    """``stmts`` with ``early`` placed after the steady loop of a rotated loop among them (before its last part)."""
+    if not early:
+        return stmts
+
+    def place(s: Stmt) -> Stmt | None:
+        if isinstance(s, SeqStmt):
+            for i, c in enumerate(s.stmts):
+                if isinstance(c, For) and c.ann("rotated"):
+                    return dataclasses.replace(s, stmts=s.stmts[:i + 1] + tuple(early) + s.stmts[i + 1:])
+            for i, c in enumerate(s.stmts):
+                new = place(c)
+                if new is not None:
+                    return dataclasses.replace(s, stmts=s.stmts[:i] + (new,) + s.stmts[i + 1:])
+        return None
+
+    for i in range(len(stmts) - 1, -1, -1):
+        new = place(stmts[i])
+        if new is not None:
+            return stmts[:i] + [new] + stmts[i + 1:]
+    raise AssertionError("the rotated loop the handoff was planned for is gone")
 
 
 def _whole(b: Buffer) -> Region:
@@ -101,14 +126,17 @@ def _uses(s: Stmt) -> set[int]:
 
 
 class _Stager:
-    def __init__(self, launch: KernelLaunch, tma: bool, smem_limit: int) -> None:
+    def __init__(self, launch: KernelLaunch, tma: bool, smem_limit: int, handoff: bool = True) -> None:
         self.launch = launch
+        self.handoff = handoff  # pass config stage_handoff
         self.tma = tma  # TMA stores where the tensor allows them
         self.smem_limit = smem_limit
         self.own: list[Buffer] = []  # staging tiles of their own (in loops)
         self.new: list[tuple[Buffer, tuple[Buffer, ...]]] = []
         self.notes: list[str] = []
         self.copies: tuple[int, Any] = (1, None)  # the consumers' copies (WarpRoles.copies) and their index var
+        self.by: dict[int, int] = {}  # staging tiles (id) whose stores a warpgroup issues -> that warpgroup
+        self.early: list[Stmt] = []  # a handoff's first statements, for the rotated loop's last part (stage_in_loop)
 
     def seq(self, s: Stmt, top: bool = False, looped: bool = False) -> Stmt:
         """The statement sequence ``s`` with its eligible stores staged (recursing into the consumers' part and into
@@ -124,14 +152,15 @@ class _Stager:
                 item = dataclasses.replace(item, body=self.seq(item.body, looped=True))
                 if len(self.own) > mine:  # the last trip's stores must have read their tiles before the block ends
                     out.append(item)
-                    out.extend(TmaStoreWait(_whole(b), loc=item.loc) for b in self.own[mine:])
+                    out.extend(TmaStoreWait(_whole(b), self.by.get(id(b)), loc=item.loc) for b in self.own[mine:])
                     continue
             elif isinstance(item, IfThenElse) and looped and self.copies[0] > 1 and item.else_body is None:
                 item = dataclasses.replace(item, then_body=self.seq(item.then_body, looped=True))  # a copy's tile
             elif isinstance(item, Copy):
                 staged = (self.stage_in_loop if looped else self.stage)(item, items[:i], items[i + 1:])
                 if staged is not None:
-                    out.extend(staged)
+                    out = _after_rotated(out, self.early) + staged
+                    self.early = []
                     continue
             out.append(item)
         return SeqStmt(tuple(out)) if isinstance(s, SeqStmt) or len(out) != 1 else out[0]
@@ -168,6 +197,15 @@ class _Stager:
                           f"{rows} x {width}{f', {chunks} chunks' if chunks > 1 else ''}"
                           f"{f', one for each of {copies} copies of the consumers' if copies > 1 else ''}) by TMA "
                           "stores that overlap what follows")
+        groups = self.turns(before) if self.handoff else 0
+        if chunks == 1 and groups > 1:  # warpgroups taking turns hand the tile on without a barrier of them all
+            self.by[id(stage)] = last = groups - 1
+            self.early = [TmaStoreWait(mine, last, loc=c.loc), StageHandoff(mine, "freed", groups, loc=c.loc)]
+            self.notes.append(f"T.copy at line {line}: the {groups} consumer warpgroups hand {stage.name} on by named "
+                              f"barriers (the last issues its TMA stores, waiting for the previous one before its "
+                              "last part), not by a barrier of them all")
+            return [StageHandoff(mine, "wait_free", groups, loc=c.loc), Copy(c.src, mine, loc=c.loc),
+                    StageHandoff(mine, "written", groups, loc=c.loc), TmaStore(mine, c.dst, False, last, loc=c.loc)]
         out: list[Stmt] = []
         for j in range(chunks):
             src = Region(f, (const(0), const(j * width)), (rows, width))
@@ -176,6 +214,14 @@ class _Stager:
             out += [TmaStoreWait(mine, loc=c.loc), Copy(src, mine, loc=c.loc),
                     TmaStore(mine, dst, wait=False, loc=c.loc)]
         return out
+
+    def turns(self, before: list[Stmt]) -> int:
+        """The consumer warpgroups taking turns in a rotated loop among ``before`` whose last part it can hand the
+        tile's first step to (:func:`_after_rotated`), or 0."""
+        if not any(isinstance(n, For) and n.ann("rotated") for s in before for n in walk(s)):
+            return 0
+        return max((n.groups for s in before for n in walk(s) if isinstance(n, WarpgroupTurn) and n.copy is None),
+                   default=0)
 
     def eligible(self, c: Copy, before: list[Stmt]) -> tuple[int, int] | None:
         """The 2-D shape of the accumulator ``c`` stores whole to a global tile, when a tensor-core gemm before it

@@ -510,9 +510,9 @@ class _Pipeliner:
                 self.notes.append(f"T.Pipelined at line {loop.loc.line if loop.loc else 0}: the {groups} consumer "
                                   f"warpgroups take turns issuing their gemms (named barriers), one's statements "
                                   f"between them beside the others' gemms")
-            consumer = SeqStmt((_when(binop(">", n, 0), first, loop), For(k, last, "serial", SeqStmt(tuple(steady)),
-                                                                         loc=loop.loc),
-                                _when(binop(">", n, 0), final, loop)) + self.advance(n, loop))
+            steady_loop = For(k, last, "serial", SeqStmt(tuple(steady)), (("rotated", True),), loc=loop.loc)
+            consumer = SeqStmt((_when(binop(">", n, 0), first, loop), steady_loop, _when(binop(">", n, 0), final, loop))
+                               + self.advance(n, loop))
             if copies:
                 consumer = SeqStmt(tuple(self.copy_turns(consumer, loop)))
             self.head_done[id(consumer)] = 2  # every first gemm has completed before the last part
