@@ -175,12 +175,12 @@ def lower_stage_handoff(lw: Lowerer, h: StageHandoff) -> TStmt:
     last = binop("==", binop("//", lw.tx, WARPGROUP), h.groups - 1)
     every = WARPGROUP * h.groups
     if h.step == "freed":  # (under a condition: not a barrier of the block for the barrier pass)
-        return If(last, seq([HandoffBarrier(WARPGROUP, None, HANDOFF_BARRIERS + 2, const(1)),
-                             HandoffBarrier(every, None, HANDOFF_BARRIERS, const(2))]))
+        return If(last, seq([HandoffBarrier(WARPGROUP, id=HANDOFF_BARRIERS + 2, mode=const(1)),
+                             HandoffBarrier(every, id=HANDOFF_BARRIERS, mode=const(2))]))
     if h.step == "wait_free":
-        return HandoffBarrier(every, None, HANDOFF_BARRIERS, select(last, 0, 1))
+        return HandoffBarrier(every, id=HANDOFF_BARRIERS, mode=select(last, 0, 1))
     if h.step == "written":
-        return HandoffBarrier(every, None, HANDOFF_BARRIERS + 1, select(last, 1, 2))
+        return HandoffBarrier(every, id=HANDOFF_BARRIERS + 1, mode=select(last, 1, 2))
     raise TilecError(f"stage handoff step {h.step!r} (expected freed, wait_free or written)", h.loc)
 
 

@@ -79,14 +79,12 @@ def _after_rotated(stmts: list[Stmt], early: list[Stmt]) -> list[Stmt]:
         return stmts
 
     def place(s: Stmt) -> Stmt | None:
-        if isinstance(s, SeqStmt):
-            for i, c in enumerate(s.stmts):
-                if isinstance(c, For) and c.ann("rotated"):
-                    return dataclasses.replace(s, stmts=s.stmts[:i + 1] + tuple(early) + s.stmts[i + 1:])
-            for i, c in enumerate(s.stmts):
-                new = place(c)
-                if new is not None:
-                    return dataclasses.replace(s, stmts=s.stmts[:i] + (new,) + s.stmts[i + 1:])
+        for i, c in enumerate(s.stmts if isinstance(s, SeqStmt) else ()):
+            if isinstance(c, For) and c.ann("rotated"):
+                return dataclasses.replace(s, stmts=s.stmts[:i + 1] + tuple(early) + s.stmts[i + 1:])
+            new = place(c)
+            if new is not None:
+                return dataclasses.replace(s, stmts=s.stmts[:i] + (new,) + s.stmts[i + 1:])
         return None
 
     for i in range(len(stmts) - 1, -1, -1):

@@ -468,7 +468,7 @@ class _Pipeliner:
             prod += [TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc) for s in at(mine, k)]
         lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
         groups = self.func.launch.num_threads // 128
-        copies = self.copies > 1 and self.persistent
+        copies = self.copies > 1  # (persistent: _copies_refusal)
         if rotated is None:  # (mma.sync warps of a warpgroup do not run in step; wgmma warps are at wait_group)
             cons = [wait(k)] + at(consumers, k)
             # a stage released one iteration late, the last of a tile by the next tile's first; with copies of the
