@@ -6,7 +6,7 @@ and then hands over. ``hand_over`` returns whether anything changed meanwhile (`
 barrier arrivals, coroutines ending); a wait that a whole round of the others cannot advance is a deadlock, which
 the waiting rule reports. Each coroutine belongs to a block of the cluster (its rank): the interpreter's per-block
 state (shared memory, registers, mbarriers, race-tracking epochs) is swapped in when a coroutine of another block
-takes its turn.
+takes its turn. A copy of a block's consumer threads (``Roles.copies``) also has wgmma groups of its own in flight.
 """
 
 from __future__ import annotations

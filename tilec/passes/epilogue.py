@@ -20,7 +20,11 @@ Inside a loop (a persistent kernel's loop over its tiles) the operands' stages h
 tile gets shared memory of its own, in column chunks as wide as fit (swizzle panels): each chunk is written, stored
 by TMA without waiting, and the next write of the tile first waits (:class:`TmaStoreWait`) for the store before it
 to have read it, so the stores overlap the next chunk's writes and the next tile's main loop; one more wait after
-the loop. Done with TMA stores only (else the direct store stays).
+the loop. Done with TMA stores only (else the direct store stays). Where the consumer warpgroups of a rotated loop
+take turns, a one-chunk tile is handed between them by named barriers instead of barriers of them all
+(:class:`StageHandoff`, pass config ``stage_handoff``): the last warpgroup issues the store and waits for the previous
+one before the rotated loop's last part. With copies of the consumers (``consumers``) each copy stages in a tile of
+its own.
 
 Only accumulators of tensor-core gemms (operands of 16 bits or fewer) are staged: those hold pairs of elements,
 which a direct store writes 4 bytes at a time. Skipped (with a note) when no such operand is large enough.

@@ -22,8 +22,10 @@ copies, after waiting for a free stage on an ``empty`` ring) and the block's thr
 the ``full`` ring and releasing stages): :class:`WarpRoles`. There a loop with two wgmma gemms whose second one's
 accumulator only later statements touch (flash attention's ``O``) is rotated (``rotate``): the second gemm and its
 statements run one iteration late, after the next iteration's first gemm, and with two or more consumer warpgroups
-these take turns issuing their gemms (``pingpong``, :class:`WarpgroupTurn`). Each refusal is a note naming its
-reason.
+these take turns issuing their gemms (``pingpong``, :class:`WarpgroupTurn`). A persistent kernel (``persistent``)
+loops both roles over its tiles; with ``consumers=2`` its consumer side runs in two copies of the block's threads,
+copy c taking the block's tiles c, c + 2, ... (its own shared tiles, the copies taking turns at their main loops:
+:class:`WarpRoles` ``copies``). Each refusal is a note naming its reason.
 
 Targets without asynchronous copies (HIP) get the register prefetch of :mod:`tilec.passes.prefetch` instead
 (the next tile loaded into registers during the compute, stored to shared memory after it), unless the loop
