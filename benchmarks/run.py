@@ -258,9 +258,20 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import tilec
 
     fa = importlib.import_module("03_flash_attention")
-    shapes = [(8, 16, 2048, 128, "float16")] + ([] if quick else [
-        (8, 16, 2048, 128, "bfloat16"), (2, 16, 8192, 128, "float16"), (8, 16, 2048, 64, "float16")])
-    for b, h, n, d, dtype in shapes:
+    configs = ((64, 64, 2, 128, False, False, False),
+               (64, 64, 2, 128, False, True, False),
+               (128, 64, 2, 128, False, True, False),
+               (128, 64, 2, 256, True, False, False),
+               (128, 64, 2, 256, True, True, False),
+               (128, 128, 2, 256, True, True, False),
+               (128, 128, 2, 256, True, True, True),  # ws: rotated, turns
+               (128, 128, 2, 256, True, True, "persistent"))
+    grid = ((2, 8192, 128, "bfloat16"), (2, 8192, 64, "float16"), (2, 8192, 64, "bfloat16"), (8, 2048, 64, "bfloat16"))
+    shapes = [(8, 16, 2048, 128, "float16", configs)] + ([] if quick else [
+        (8, 16, 2048, 128, "bfloat16", configs), (2, 16, 8192, 128, "float16", configs),
+        (8, 16, 2048, 64, "float16", configs)] +  # the rest of the Hopper issue's grid: its three Hopper kernels
+        [(b, 16, n, d, dtype, configs[-3:]) for b, n, d, dtype in grid])
+    for b, h, n, d, dtype, kernels in shapes:
         tdt = getattr(torch, dtype)
         for causal in (False, True):
             sets = input_sets(lambda b=b, h=h, n=n, d=d, tdt=tdt: tuple(
@@ -280,14 +291,7 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             impls: dict[str, Callable] = {"sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION),
                                           "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
             times: dict[str, dict] = {}
-            for bm, bn, st, th, wg, tma, ws in ((64, 64, 2, 128, False, False, False),
-                                                (64, 64, 2, 128, False, True, False),
-                                                (128, 64, 2, 128, False, True, False),
-                                                (128, 64, 2, 256, True, False, False),
-                                                (128, 64, 2, 256, True, True, False),
-                                                (128, 128, 2, 256, True, True, False),
-                                                (128, 128, 2, 256, True, True, True),  # ws: rotated, turns
-                                                (128, 128, 2, 256, True, True, "persistent")):
+            for bm, bn, st, th, wg, tma, ws in kernels:
                 tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}{' ws' if ws else ''}" \
                     + (" persistent" if ws == "persistent" else "")
                 impls[tag], times[tag] = tilec_kernel(
