@@ -354,21 +354,31 @@ def _named_barrier(it: ThreadInterpreter, s: NamedBarrier, env: dict, mask: np.n
     of a coroutine run in step here, so a wait within one is not held up, but at the block's end every barrier must
     have completed whole generations with as many waiting as arriving threads (``check_named_barriers``). A copy of
     the consumers (a coroutine of its own, :class:`Roles`) waits until its generation is complete."""
-    warps = mask.reshape(-1, it.W)
-    if np.any(warps.any(axis=1) & ~warps.all(axis=1)):
-        it.fail("a named barrier reached by only part of a warp (a deadlock on the GPU)", RaceError)
+    _whole_warps(it, mask)
     ids = np.broadcast_to(np.asarray(it.eval(s.id, env, mask)), (it.T,))[mask]
     for i in np.unique(ids):
-        count = it.named.setdefault(int(i), [0, 0, s.threads, True])
+        count = _count(it, int(i), s.threads, True)
         done = (count[0] + count[1]) // s.threads * s.threads + s.threads  # the arrivals completing this generation
         count[1 if s.arrive else 0] += int(np.count_nonzero(ids == i))
-        if count[2] != s.threads:
-            it.fail(f"named barrier {int(i)} used with {count[2]} and {s.threads} threads", RaceError)
         _progress(it)
         while not s.arrive and in_copy(it) and count[0] + count[1] < done:
             if not it.sched.hand_over():
                 it.fail(f"named barrier {int(i)}: a wait for {done - count[0] - count[1]} more thread(s) that "
                         "nothing brings (a deadlock on the GPU)", RaceError)
+
+
+def _whole_warps(it: ThreadInterpreter, mask: np.ndarray) -> None:
+    warps = mask.reshape(-1, it.W)
+    if np.any(warps.any(axis=1) & ~warps.all(axis=1)):
+        it.fail("a named barrier reached by only part of a warp (a deadlock on the GPU)", RaceError)
+
+
+def _count(it: ThreadInterpreter, i: int, threads: int, paired: bool) -> list:
+    """Named barrier ``i``'s [threads waited, arrived, threads a generation, whether waits pair with arrivals]."""
+    count = it.named.setdefault(i, [0, 0, threads, paired])
+    if count[2] != threads:
+        it.fail(f"named barrier {i} used with {count[2]} and {threads} threads", RaceError)
+    return count
 
 
 def in_copy(it: ThreadInterpreter) -> bool:
@@ -381,13 +391,9 @@ def _handoff(it: ThreadInterpreter, s: HandoffBarrier, env: dict, mask: np.ndarr
     """Counted as a named barrier whose waits need not pair with arrivals (a generation: ``threads`` threads waiting
     or arriving), and, as the barrier pass takes it, an ordering point of the block (over-approximated as after
     everyone's accesses: it can hide a race, never report a false one)."""
-    warps = mask.reshape(-1, it.W)
-    if np.any(warps.any(axis=1) & ~warps.all(axis=1)):
-        it.fail("a named barrier reached by only part of a warp (a deadlock on the GPU)", RaceError)
+    _whole_warps(it, mask)
     mode = np.where(mask, np.broadcast_to(np.asarray(it.eval(s.mode, env, mask)), (it.T,)), 0)
-    count = it.named.setdefault(s.id, [0, 0, s.threads, False])
-    if count[2] != s.threads:
-        it.fail(f"named barrier {s.id} used with {count[2]} and {s.threads} threads", RaceError)
+    count = _count(it, s.id, s.threads, False)
     count[0] += int(np.count_nonzero(mode == 1))
     count[1] += int(np.count_nonzero(mode == 2))
     it.epoch += 1

@@ -456,8 +456,8 @@ class _Pipeliner:
         def wait(i: Any, r: int = 0) -> Stmt:
             return BarrierWait(slot(rings[r][0], i), phase(i), loc=loop.loc)
 
-        def release(i: Any, r: int = 0) -> Stmt:  # every consumer warp releases the stage once its own reads are done
-            return BarrierArrive(slot(rings[r][1], i), 0, per_warp=True, loc=loop.loc)
+        def release(i: Any, r: int = 0, after: tuple[Buffer, ...] = ()) -> Stmt:
+            return _release(slot(rings[r][1], i), loop.loc, after)
 
         def nbytes(copies: list[Stmt]) -> int:
             return sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in copies)
@@ -481,8 +481,7 @@ class _Pipeliner:
             if copies:  # the copies take turns at their main loops (the next one's waits lap the ring at most once)
                 last = binop("-", n, 1)
                 stage = tuple(p.dst.buffer for p in at(producers, last))
-                done = [_when(binop(">", n, 0), BarrierArrive(slot(rings[0][1], last), 0, per_warp=True, after=stage,
-                                                              loc=loop.loc), loop)] if lag else []
+                done = [_when(binop(">", n, 0), release(last, 0, stage), loop)] if lag else []
                 consumer = SeqStmt(tuple(self.copy_turns(consumer, loop)) + tuple(done))
             if self.base is not None:
                 consumer = SeqStmt((consumer,) + self.advance(n, loop))
@@ -493,8 +492,7 @@ class _Pipeliner:
 
             def turn(give: bool, edge: bool = False) -> list[Stmt]:  # the gemms' issue, warpgroup after warpgroup
                 if edge and self.persistent:  # the turns go on from tile to tile: left out on the first and last
-                    edge = self.last_tile() if give else binop("==", self.tile, 0) if self.base is None else \
-                        binop("==", self.base[0], 0)
+                    edge = self.last_tile() if give else self.first_tile()
                 return [WarpgroupTurn(give, groups, edge, loc=loop.loc)] if turns else []
 
             def issue(stmts: list[Stmt], i: Any, edge: bool = False) -> list[Stmt]:  # head: its gemm on a turn
@@ -518,10 +516,7 @@ class _Pipeliner:
             if copies:
                 consumer = SeqStmt(tuple(self.copy_turns(consumer, loop)))
             self.head_done[id(consumer)] = 2  # every first gemm has completed before the last part
-        inits: list[Stmt] = []
-        for full, empty, _ in rings:
-            inits += [BarrierInit(Region(full, (const(0),), (nv,)), 1, loc=loop.loc),
-                      BarrierInit(Region(empty, (const(0),), (nv,)), self.func.launch.num_threads // 32, loc=loop.loc)]
+        inits = [i for full, empty, _ in rings for i in self.ring_inits(full, empty, loop.loc)]
         producer: Stmt = For(k, n, "serial", SeqStmt(tuple(prod)), loc=loop.loc)
         if self.base is not None:
             producer = SeqStmt((producer,) + self.advance(n, loop))
@@ -543,7 +538,7 @@ class _Pipeliner:
         the next copy: a copy may wait for its first stage only once the one before it has waited for its last, so
         no wait is for a phase a lap ahead (an mbarrier's parity names a phase up to one lap). The block's first tile
         has no wait, its last no handing on."""
-        wait = WarpgroupTurn(False, self.copies, binop("==", self.tile, 0), self.copy, loc=loop.loc)
+        wait = WarpgroupTurn(False, self.copies, self.first_tile(), self.copy, loc=loop.loc)
         give = WarpgroupTurn(True, self.copies, self.last_tile(), self.copy, loc=loop.loc)
         return [wait, main, give]
 
@@ -587,6 +582,19 @@ class _Pipeliner:
         """The index of a persistent block's cluster (of :attr:`cluster` blocks, which take a group of that many
         tiles at a time; the block's own index without clusters)."""
         return self.pid if self.cluster == 1 else binop("//", self.pid, self.cluster)
+
+    def ring_inits(self, full: Buffer, empty: Buffer | None, loc: Any) -> list[Stmt]:
+        """The inits of an mbarrier ring: ``full`` completed by the producer's one arrival (with its copies' bytes),
+        ``empty`` by one arrival of each consumer warp (:func:`_release`)."""
+        whole = (const(0),), (int(full.shape[0]),)
+        inits: list[Stmt] = [BarrierInit(Region(full, *whole), 1, loc=loc)]
+        if empty is not None:
+            inits.append(BarrierInit(Region(empty, *whole), self.func.launch.num_threads // 32, loc=loc))
+        return inits
+
+    def first_tile(self) -> Any:
+        """Whether a persistent block is at its first tile."""
+        return binop("==", self.tile, 0) if self.base is None else binop("==", self.base[0], 0)
 
     def last_tile(self) -> Any:
         """Whether a persistent block's tile counter is at its last tile (the order of :func:`_persistent`)."""
@@ -654,7 +662,7 @@ class _Pipeliner:
         consumer = [s for s in stmts[:key] if all(s is not c for c in originals)]
         consumer.append(BarrierWait(Region(full, at, one), parity, loc=loc))
         if self.persistent:  # released once the gemms reading it are done: a rotated loop's late part runs after
-            free = BarrierArrive(Region(empty, at, one), 0, per_warp=True, loc=loc)
+            free = _release(Region(empty, at, one), loc)
             parts = list(loop.stmts) if id(stmts[key]) in self.head_done else [loop]
             cut = self.head_done.get(id(stmts[key]), 1)
             consumer.append(SeqStmt(tuple(parts[:cut]) + (free,) + tuple(parts[cut:])))
@@ -662,10 +670,7 @@ class _Pipeliner:
             consumer.append(loop)
         consumer += stmts[key + 1:]
         self.new_allocs += [full] + ([empty] if self.persistent else [])
-        whole = (const(0),), (nv,)
-        inits = list(inits) + [BarrierInit(Region(full, *whole), 1, loc=loc)]
-        if self.persistent:
-            inits.append(BarrierInit(Region(empty, *whole), self.func.launch.num_threads // 32, loc=loc))
+        inits = list(inits) + self.ring_inits(full, empty if self.persistent else None, loc)
         names = ", ".join(repr(c.dst.buffer.name) for c in moved)
         self.notes.append(f"T.copy at line {loc.line if loc else 0}: the producer warpgroup loads {names} by TMA "
                           f"({tx} bytes) before the loop"
@@ -743,6 +748,12 @@ def smem_limit(target: Target) -> int:
     from tilec.arch import table_model
 
     return table_model(target.arch).smem_per_block
+
+
+def _release(slot: Region, loc: Any, after: tuple[Buffer, ...] = ()) -> Stmt:
+    """Every consumer warp releases a stage (an ``empty`` barrier) once its own reads of it are done, and those of
+    the wgmma groups still reading ``after``."""
+    return BarrierArrive(slot, 0, per_warp=True, after=after, loc=loc)
 
 
 def _merge_guards(items: list[tuple[Any, Stmt]]) -> list[Stmt]:
