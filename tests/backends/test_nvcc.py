@@ -195,3 +195,21 @@ def test_hopper_path_compiles_with_nvcc(case, tmp_path):
                               text=True, timeout=120).stdout
         for op in (sass_op,) if isinstance(sass_op, str) else sass_op:
             assert op in sass, f"{op} not in the SASS of {case}"
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_attention_divides_by_each_rows_sum_once(persistent, tmp_path):
+    """``O_f[i, j] /= l[i]`` over a thread's 64 elements of O: a float division is emitted as a multiply by the
+    reciprocal, which NVVM computes once per distinct divisor (2 rows a thread), not 64 IEEE divisions with their
+    slow-path calls (perf notes AN)."""
+    kernel = load_example("03_flash_attention").flash_attention(8, 16, 2048, 128, True, block_M=128, block_N=128,
+                                                                num_stages=2, threads=256)
+    configs = {"warp_specialize": True, "persistent": True} if persistent else {"warp_specialize": False}
+    source = tilec.JITKernel(kernel.prim_func, "cuda:sm_90a", pass_configs=configs).get_kernel_source()
+    (tmp_path / "kernel.cu").write_text(source)
+    res = subprocess.run([NVCC, "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-ptx", "-o",
+                          str(tmp_path / "kernel.ptx"), str(tmp_path / "kernel.cu")], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    ptx = (tmp_path / "kernel.ptx").read_text()
+    assert re.findall(r"\b(?:div|rcp)\.rn\.f32\b", ptx) == ["rcp.rn.f32"] * 2

@@ -406,6 +406,11 @@ class CEmitter:
                 return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
             fn = "tl::ffloordiv" if x.op == "//" else "tl::ffloormod"
             return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
+        if x.op == "/" and x.dtype is dt.float32 and not (isinstance(x.a, Const) and x.a.value == 1):
+            # times the correctly rounded reciprocal (within 1.5 ulp of the quotient): the reciprocal of a divisor
+            # that an unrolled loop repeats (a row's sum in a softmax, flash attention's epilogue) is computed once
+            text = f"{self.e(x.a, 10)} * (1.0f / {self.e(x.b, 11)})"
+            return f"({text})" if prec > 10 else text
         op = _C_OPS[x.op]
         p = _PREC[op]
         text = f"{self.e(x.a, p)} {op} {self.e(x.b, p + 1)}"

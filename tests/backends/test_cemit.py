@@ -1,0 +1,48 @@
+"""What the shared C emitter (CUDA and HIP) writes for arithmetic whose spelling is a choice: float32 division."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tilec
+import tilec.language as T
+
+
+def _scale_rows(dtype: str):
+    @T.prim_func
+    def main(X: T.Tensor((64, 32), dtype), Y: T.Tensor((64,), dtype), Z: T.Tensor((64, 32), dtype)):
+        with T.Kernel(1, threads=64) as _:
+            x = T.alloc_fragment((64, 32), dtype)
+            y = T.alloc_fragment((64,), dtype)
+            T.copy(X, x)
+            T.copy(Y, y)
+            for i, j in T.Parallel(64, 32):
+                x[i, j] = x[i, j] / y[i] + 1.0 / y[i]
+            T.copy(x, Z)
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["cuda:sm_90a", "hip:gfx90a"])
+def test_float32_division_is_a_multiply_by_the_reciprocal(target):
+    source = tilec.JITKernel(_scale_rows("float32"), target, out_idx=[2]).get_kernel_source()
+    body = source[source.index('extern "C"'):]
+    assert re.search(r"x\[\w+\] \* \(1\.0f / y\[[^\]]+\]\)", body), body
+    assert re.search(r"\+ 1\.0f / y\[[^\]]+\]", body), body  # a reciprocal stays one division
+    assert not re.search(r"x\[\w+\] / ", body), body
+
+
+def test_float64_division_stays_a_division():
+    body = tilec.JITKernel(_scale_rows("float64"), "cuda:sm_90a", out_idx=[2]).get_kernel_source()
+    assert re.search(r"x\[\w+\] / y\[", body[body.index('extern "C"'):])
+
+
+def test_the_interpreter_divides_as_numpy_does(rng):
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    y = (rng.random(64) + 0.5).astype(np.float32)
+    z = tilec.JITKernel(_scale_rows("float32"), "cpu", out_idx=[2])(x, y)
+    ref = x.astype(np.float64) / y[:, None] + 1.0 / y[:, None]
+    np.testing.assert_allclose(z, ref, rtol=1e-6, atol=1e-6)
