@@ -542,18 +542,22 @@ def test_persistent_refused_when_a_tile_may_run_no_trip(rng):
     assert_close(kernel(a, b), ref, "float16")
 
 
-@pytest.mark.parametrize(("causal", "heads", "blocks"), [(False, 1, 2), (True, 1, 2), (True, 3, 4)])
-def test_persistent_attention(rng, causal, heads, blocks):
+@pytest.mark.parametrize(("causal", "heads", "blocks", "order"), [
+    (False, 1, 2, "balanced"), (True, 1, 2, "serpentine"), (True, 3, 4, "serpentine"), (True, 1, 2, "balanced"),
+    (True, 3, 4, "balanced"), (True, 5, 4, "balanced")])
+def test_persistent_attention(rng, causal, heads, blocks, order):
     """Persistent flash attention: blocks over row blocks of 3 key blocks each, or of 5, 4 and 2 when causal (the
     longest first); the producer loads each tile's Q by TMA, two versions of it in shared memory. A causal tile's
     trip count depends on the tile: the ring counts iterations in a register and the tiles come in serpentine order
-    (3 heads: 9 tiles over 4 blocks, the last round only partly taken)."""
+    (3 heads: 9 tiles over 4 blocks, the last round only partly taken) or from a table balancing the blocks' work
+    (where blocks run different numbers of tiles: 15 tiles over 4 blocks)."""
     fa = load_example("03_flash_attention")
     kernel = tilec.JITKernel(fa.flash_attention(1, heads, 300, 64, causal, block_M=128, block_N=64, threads=256,
                                                 num_stages=2).prim_func, "simt:sm_90a", [3],
-                             pass_configs={**WS, "persistent": blocks})
+                             pass_configs={**WS, "persistent": blocks, "tile_order": order})
     assert f"persistent, {blocks} blocks loop over the tiles" in kernel.report()
-    assert ("in serpentine order" in kernel.report()) == causal
+    assert ("in serpentine order" in kernel.report()) == (causal and order == "serpentine")
+    assert ("in the balanced order" in kernel.report()) == (causal and order == "balanced")
     assert "the producer warpgroup loads 'Q_s' by TMA (16384 bytes) before the loop, the next tile's beside this " \
            "one's (two versions)" in kernel.report()
     q, k, v = (randn(rng, (1, heads, 300, 64), "float16") for _ in range(3))

@@ -9,6 +9,7 @@ a comment naming its kernel line. Intrinsic nodes owned by one instruction famil
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from tilec import dtypes as dt
 from tilec.dtypes import DType
 from tilec.errors import TilecError
-from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Select, UnOp, Var
+from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Select, Table, UnOp, Var
 from tilec.ir.printer import Names
 from tilec.lower.tir import (
     AtomicAddOp,
@@ -69,6 +70,7 @@ class CTable:
     warp_size: int = 32  # a shuffle's width when the IR gives none
     vector_of: str = ""  # when set, vector moves use this type of {t} x {n} elements instead of vector_types
     atomic_add: str = "atomicAdd"
+    constant: str = "__constant__"  # the qualifier of a read-only array at file scope (a Table's entries)
     # a statement telling the compiler {cond} holds (the thread index's range); none for HIP, where hipcc then
     # hoisted more and spilled (MLA decode 399 -> 512 VGPRs and 68 bytes of scratch, gfx90a)
     assume: str = ""
@@ -345,7 +347,18 @@ class CEmitter:
             return self.is_nonneg(e.a) and self.is_nonneg(e.b)
         if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
             return self.is_nonneg(e.value)
+        if isinstance(e, Table):
+            return min(e.values) >= 0
         return False
+
+    def table(self, x: Table) -> str:
+        """The name of a constant-memory array holding ``x``'s entries (declared once, among the helpers)."""
+        name = f"tl_table{len(x.values)}_{zlib.crc32(str(x.values).encode()):08x}"
+        if name not in self.helpers:
+            rows = [", ".join(str(v) for v in x.values[i:i + 24]) for i in range(0, len(x.values), 24)]
+            self.helpers[name] = (f"{self.t.constant} {self.ctype(x.dtype)} {name}[{len(x.values)}] = {{\n  "
+                                  + ",\n  ".join(rows) + "};")
+        return name
 
     def e(self, x: Any, prec: int = 0) -> str:  # noqa: C901
         if isinstance(x, Const):
@@ -363,6 +376,8 @@ class CEmitter:
             return self.cast(x.dtype, x.value)
         if isinstance(x, Select):
             return f"({self.e(x.cond, 1)} ? {self.e(x.a, 1)} : {self.e(x.b, 1)})"
+        if isinstance(x, Table):
+            return f"{self.table(x)}[{self.e(x.index)}]"
         if isinstance(x, Call):
             return self.call(x)
         if isinstance(x, TCall):

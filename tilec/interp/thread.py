@@ -21,7 +21,7 @@ import numpy as np
 
 from tilec.errors import RaceError, SourceLoc, TilecBoundsError, TilecError
 from tilec.interp.tile import _BIN, _CALL, typed
-from tilec.ir.expr import BinOp, Call, Cast, Const, Select, UnOp, Var
+from tilec.ir.expr import BinOp, Call, Cast, Const, Select, Table, UnOp, Var
 from tilec.lower.tir import (
     AtomicAddOp,
     Comment,
@@ -413,6 +413,8 @@ class ThreadInterpreter:
             return typed(_BIN[e.op](a, b), e.dtype)
         if isinstance(e, Cast):
             return typed(self.eval(e.value, env, mask), e.dtype)
+        if isinstance(e, Table):
+            return typed(e.at(self.eval(e.index, env, mask)), e.dtype)
         if isinstance(e, Select):
             c = self.eval(e.cond, env, mask)
             return typed(np.where(c, self.eval(e.a, env, mask), self.eval(e.b, env, mask)), e.dtype)

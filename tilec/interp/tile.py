@@ -22,7 +22,7 @@ import numpy as np
 from tilec import dtypes as dt
 from tilec.errors import SourceLoc, TilecBoundsError, TilecError
 from tilec.ir.buffer import Buffer
-from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, UnOp, Var
+from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, Table, UnOp, Var
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp, WarpRoles
 
@@ -264,6 +264,8 @@ class TileInterpreter:
             return self.binop(e, env)
         if isinstance(e, Cast):
             return typed(self.eval(e.value, env), e.dtype)
+        if isinstance(e, Table):
+            return typed(e.at(self.eval(e.index, env)), e.dtype)
         if isinstance(e, Select):
             c = self.eval(e.cond, env)
             return typed(np.where(c, self.eval(e.a, env), self.eval(e.b, env)), e.dtype)

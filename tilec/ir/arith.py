@@ -14,7 +14,7 @@ import sympy
 
 from tilec import dtypes as dt
 from tilec.ir.affine import constant, fast_dim
-from tilec.ir.expr import BinOp, Cast, Const, Expr, UnOp, Var, as_expr, binop, const, unop
+from tilec.ir.expr import BinOp, Cast, Const, Expr, Table, UnOp, Var, as_expr, binop, const, unop
 
 _counter = itertools.count()
 _SYMBOL_OF: dict[int, sympy.Symbol] = {}
@@ -174,6 +174,8 @@ def bounds(e: Any, ranges: dict[Var, tuple[int, int]]) -> tuple[int, int] | None
         return ranges.get(e)
     if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
         return bounds(e.value, ranges)
+    if isinstance(e, Table):
+        return (min(e.values), max(e.values))
     if isinstance(e, UnOp) and e.op == "-":
         b = bounds(e.a, ranges)
         return None if b is None else (-b[1], -b[0])

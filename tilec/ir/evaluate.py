@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilec.errors import TilecValueError
-from tilec.ir.expr import BinOp, Cast, Const, Expr, UnOp, Var
+from tilec.ir.expr import BinOp, Cast, Const, Expr, Table, UnOp, Var
 
 _OPS = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "//": lambda a, b: a // b,
@@ -29,6 +29,8 @@ def eval_int(e: Any, env: dict[Var, int]) -> int:
         return -eval_int(e.a, env)
     if isinstance(e, Cast):
         return eval_int(e.value, env)
+    if isinstance(e, Table):
+        return int(e.at(eval_int(e.index, env)))
     if isinstance(e, Expr):
         raise TilecValueError(f"cannot evaluate the size expression {e} on the host")
     return int(e)

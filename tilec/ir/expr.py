@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
+import numpy as np
+
 from tilec import dtypes as dt
 from tilec.dtypes import DType
 from tilec.errors import TilecTypeError
@@ -165,6 +167,23 @@ class Select(Expr):
     a: Expr
     b: Expr
     dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Table(Expr):
+    """``values[index]``: an entry of a table of integers fixed at compile time (a persistent kernel's order of
+    tiles, :mod:`tilec.passes.pipelining`); ``index`` lies in ``range(len(values))``."""
+
+    values: tuple[int, ...]
+    index: Expr
+    dtype: DType = dt.int32
+
+    def at(self, index: Any) -> Any:
+        """The entries at ``index`` (an int or an array of them), checked to be in range."""
+        idx = np.asarray(index)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self.values)):
+            raise IndexError(f"table index {idx.min()}..{idx.max()} outside 0..{len(self.values) - 1}")
+        return np.asarray(self.values, dtype=np.int64)[idx]
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, UnOp, Var
+from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, Table, UnOp, Var
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import (
     AsyncCommit,
@@ -99,6 +99,8 @@ def expr_str(e: Any, names: Names | None = None, prec: int = 0) -> str:
     if isinstance(e, Select):
         parts = ", ".join(expr_str(x, names) for x in (e.cond, e.a, e.b))
         return f"T.if_then_else({parts})"
+    if isinstance(e, Table):  # the entries are in the generated source; a dump names their number and range
+        return f"table<{len(e.values)} x {min(e.values)}..{max(e.values)}>[{expr_str(e.index, names)}]"
     raise TypeError(f"cannot print {type(e).__name__}")
 
 

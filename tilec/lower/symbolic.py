@@ -9,7 +9,7 @@ import numpy as np
 import sympy
 
 from tilec.errors import TilecError
-from tilec.ir.expr import BinOp, Cast, Const, Expr, Select, UnOp, Var, as_expr, binop, const, select
+from tilec.ir.expr import BinOp, Cast, Const, Expr, Select, Table, UnOp, Var, as_expr, binop, const, select
 from tilec.layout import BitAnd, BitXor, FloorDiv, FloorMod, Lut, ShiftRight
 from tilec.lower.tir import MemRef
 
@@ -86,6 +86,8 @@ def eval_np(e: Any, env: dict[Var, Any]) -> Any:
         return eval_np(e.value, env)
     if isinstance(e, Select):
         return np.where(eval_np(e.cond, env), eval_np(e.a, env), eval_np(e.b, env))
+    if isinstance(e, Table):
+        return e.at(eval_np(e.index, env))
     if isinstance(e, MemRef):
         raise NotTabulable("memory")
     raise NotTabulable(type(e).__name__)

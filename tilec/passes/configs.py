@@ -61,6 +61,10 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "the tiles", "True, False or a positive int", _blocks),
     PassConfig("consumers", 1, "with persistent: that many copies of the block's consumer threads, each taking every "
                "n-th of the block's tiles (one's epilogue beside another's main loop)", "1 or 2", _copies),
+    PassConfig("tile_order", "balanced", "with persistent, where the loop's trip count depends on the tile (causal "
+               "attention): a table of tiles balancing the blocks' work (longest first within windows of four rounds) "
+               "or round-robin in serpentine order", "'balanced' or 'serpentine'", lambda v: v in ("balanced",
+                                                                                                    "serpentine")),
     PassConfig("cluster", 0, "with warp_specialize: clusters of that many blocks share tiles by TMA multicast",
                "0 or 1 (none), 2 or 4", _cluster),
     PassConfig("stage_epilogue", True, "NVIDIA: a tensor-core gemm's accumulators leave through shared memory",

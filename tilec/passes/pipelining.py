@@ -38,10 +38,12 @@ import dataclasses
 import functools
 from typing import Any
 
+import numpy as np
+
 from tilec import dtypes as dt
 from tilec.errors import TilecValueError
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import Const, Load, Var, binop, const
+from tilec.ir.expr import Const, Load, Table, Var, binop, const
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import (
     AsyncCommit,
@@ -125,6 +127,11 @@ class _Pipeliner:
         # a persistent block's pipeline iterations before this tile, when the loop's trip count depends on the tile:
         # (the Var each tile loop binds, the register counter it is read from)
         self.base: tuple[Var, Buffer] | None = None
+        # with ``base``: the blocks' order of tiles (:mod:`.tile_order`), indexed by round * blocks + block, or None
+        # for the serpentine order (pass config ``tile_order``)
+        self.balanced = opts.get("tile_order", "balanced") == "balanced"
+        self.order: tuple[int, ...] | None = None
+        self.order_blocks = 0  # the blocks the order is for (its table's row length)
         # consumer loop -> (barrier inits, producer loop) of a warp-specialized pipeline, for pipeline_loops
         self.roles: dict[int, tuple[list[Stmt], Stmt]] = {}
         # rotated consumer loop -> the index of its part before which all its first gemms have completed
@@ -570,6 +577,52 @@ class _Pipeliner:
         ring = Buffer("ring_base", (), dt.int32, "var", loc=loop.loc)
         self.new_allocs.append(ring)
         self.base = (Var("base"), ring)
+        if self.balanced:
+            self.order = self.balanced_order(loop)
+
+    def balanced_order(self, loop: For) -> tuple[int, ...] | None:
+        """The table of :func:`.tile_order.order_table` for the tiles' trip counts of ``loop``, or None (with a
+        note) where they are not known at compile time or the table would be too large."""
+        from tilec.passes import tile_order
+        from tilec.passes.trip_counts import NotStatic, evaluate
+
+        launch = self.func.launch
+        line = loop.loc.line if loop.loc else 0
+        lin = Var("t")
+        try:
+            tiles = int(evaluate(_product(launch.grid), {}))
+            blocks = min(tiles, self.persistent)
+            if (tiles // blocks + 2) * blocks > tile_order.MAX_ENTRIES:
+                raise NotStatic(f"{tiles} tiles")
+            trips = evaluate(substitute(loop.extent, _tile_coords(launch, list(launch.grid), lin)),
+                             {lin: np.arange(tiles)})
+        except NotStatic as e:
+            self.notes.append(f"T.Kernel: persistent blocks take tiles in serpentine order: the trip counts of the "
+                              f"T.Pipelined loop at line {line} cannot be tabulated ({e})")
+            return None
+        trips = [int(x) for x in np.broadcast_to(trips, (tiles,))]
+        schedule = tile_order.balanced_schedule(trips, blocks)
+        top, mean = tile_order.busiest(trips, schedule)
+        self.notes.append(f"T.Kernel: persistent blocks take tiles in a balanced order (longest first within windows "
+                          f"of {tile_order.WINDOW_ROUNDS} rounds, each to the least busy block; a table in constant "
+                          f"memory): the busiest block has {top:g} trips of the T.Pipelined loop at line {line} "
+                          f"against a mean of {mean:.1f}, counting {tile_order.TILE_OVERHEAD:g} a tile")
+        self.order_blocks = blocks
+        return tile_order.order_table(schedule, tiles)
+
+    def tile_at(self, r: Any) -> Any:
+        """The tile block ``pid`` takes in round ``r`` when the trip count depends on the tile (``tiles``: none)."""
+        if self.order is None:
+            return _serpentine(r, self.pid, self.persistent)
+        return Table(self.order, binop("+", binop("*", r, self.order_blocks), self.pid))
+
+    def rounds(self) -> Any:
+        """The number of rounds of :meth:`tile_at` (the last may have no tile for some blocks)."""
+        from tilec.ir.expr import ceildiv
+
+        if self.order is None:
+            return ceildiv(_product(self.func.launch.grid), self.persistent)
+        return const(len(self.order) // self.order_blocks - 1)
 
     def advance(self, n: Any, loop: For) -> tuple[Stmt, ...]:
         """The counter of :meth:`count_trips` moved past this tile's ``n`` iterations (nothing without one)."""
@@ -603,6 +656,8 @@ class _Pipeliner:
             n = self.cluster
             groups = tiles if n == 1 else binop("//", tiles, n)
             return binop(">=", binop("+", self.cluster_index(), binop("*", binop("+", self.tile, 1), P // n)), groups)
+        if self.order is not None:  # the table's next round has no tile for the block
+            return binop(">=", self.tile_at(binop("+", self.tile, 1)), tiles)
         rounds = binop("//", binop("+", tiles, P - 1), P)
         last = binop("-", rounds, 1)
         at_last = _serpentine(last, self.pid, P)  # the block's tile of the last round, if below ``tiles``
@@ -859,18 +914,8 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
         producer = transform(producer, functools.partial(_multicast, launch.block_vars[dim], n))
     tiles = _product(dims)  # the grid's tiles, or groups of n tiles
     pid, cid = p.pid, p.cluster_index()
-    t = binop("+", cid, binop("*", p.tile, P // n)) if p.base is None else _serpentine(p.tile, pid, P)
-    sub: dict[Var, Any] = {}
-    rest: Any = t
-    for v, d in zip(launch.block_vars, dims):  # the first block variable varies fastest (blockIdx.x)
-        sub[v] = binop("%", rest, d)
-        rest = binop("//", rest, d)
-    if launch.swizzle is not None and len(dims) >= 2:  # the first two in panels, the others as before
-        from tilec.passes.raster import panel_order
-
-        plane = binop("*", dims[0], dims[1])
-        x, y = panel_order(binop("%", t, plane), dims[0], dims[1], *launch.swizzle)
-        sub[launch.block_vars[0]], sub[launch.block_vars[1]] = x, y
+    t = binop("+", cid, binop("*", p.tile, P // n)) if p.base is None else p.tile_at(p.tile)
+    sub = _tile_coords(launch, dims, t)
     if n > 1:
         v = launch.block_vars[dim]
         sub[v] = binop("+", binop("*", sub[v], n), binop("%", pid, n))
@@ -890,10 +935,11 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
                      "(one's epilogue beside another's main loop)"
     else:  # every block loops over the rounds; the last round may have no tile for it
         var, ring = p.base
-        order += ", in serpentine order (block b takes the b-th tile of even rounds, the b-th from the end of odd " \
-                 "ones), counting their pipeline iterations as they go"
+        order += ", in the balanced order noted above" if p.order is not None else ", in serpentine order (block b " \
+            "takes the b-th tile of even rounds, the b-th from the end of odd ones)"
+        order += ", counting their pipeline iterations as they go"
         wrap = [SeqStmt((Store(ring, (), const(0), loc=s.loc),
-                         For(p.tile, ceildiv(tiles, P), "serial", IfThenElse(binop("<", t, tiles), substitute(s, sub),
+                         For(p.tile, p.rounds(), "serial", IfThenElse(binop("<", t, tiles), substitute(s, sub),
                                                                               loc=s.loc),
                              (("tiles", True), ("base", var), ("counter", ring)), loc=s.loc)), loc=s.loc)
                 for s in (producer, consumer)]
@@ -961,6 +1007,23 @@ def _multicast(var: Var, n: int, node: Any) -> Any:
     if isinstance(node, TmaCopy) and shareable(node, var, n):
         return dataclasses.replace(node, multicast=True)
     return None
+
+
+def _tile_coords(launch: KernelLaunch, dims: list, t: Any) -> dict[Var, Any]:
+    """The block variables of tile ``t`` of the grid ``dims``: row-major (the first block variable varies fastest,
+    as blockIdx.x), or the first two in the panels of ``T.use_swizzle`` (:mod:`.raster`)."""
+    sub: dict[Var, Any] = {}
+    rest: Any = t
+    for v, d in zip(launch.block_vars, dims):
+        sub[v] = binop("%", rest, d)
+        rest = binop("//", rest, d)
+    if launch.swizzle is not None and len(dims) >= 2:  # the first two in panels, the others as before
+        from tilec.passes.raster import panel_order
+
+        plane = binop("*", dims[0], dims[1])
+        x, y = panel_order(binop("%", t, plane), dims[0], dims[1], *launch.swizzle)
+        sub[launch.block_vars[0]], sub[launch.block_vars[1]] = x, y
+    return sub
 
 
 def _serpentine(r: Any, pid: Any, P: int) -> Any:

@@ -23,7 +23,7 @@ import numpy as np
 from tilec.errors import TilecValueError
 from tilec.ir.buffer import Buffer
 from tilec.ir.evaluate import eval_int
-from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, UnOp, Var
+from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, Table, UnOp, Var
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, SeqStmt, Stmt, Store, TileOp
 from tilec.ir.visit import walk
@@ -65,6 +65,8 @@ def evaluate(e: Any, env: dict[Var, Any]) -> Any:
         return np.floor(v).astype(np.int64) if e.dtype.is_int and np.asarray(v).dtype.kind == "f" else v
     if isinstance(e, Select):
         return np.where(evaluate(e.cond, env), evaluate(e.a, env), evaluate(e.b, env))
+    if isinstance(e, Table):
+        return e.at(evaluate(e.index, env))
     if isinstance(e, (Load, Call, Expr)):
         raise NotStatic(str(e))
     raise NotStatic(repr(e))
