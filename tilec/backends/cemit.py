@@ -17,7 +17,7 @@ from typing import Any
 from tilec import dtypes as dt
 from tilec.dtypes import DType
 from tilec.errors import TilecError
-from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Select, Table, UnOp, Var
+from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Select, Table, UnOp, Var, binop
 from tilec.ir.printer import Names
 from tilec.lower.tir import (
     AtomicAddOp,
@@ -61,8 +61,8 @@ class CTable:
     math32: dict[str, str] = field(default_factory=dict)  # intrinsic -> float32 function
     math64: dict[str, str] = field(default_factory=dict)
     launch_bounds: str = "__launch_bounds__({threads})"
-    named_sync: str = ""  # a barrier of the first {n} threads (warp-specialized kernels)
-    copy_sync: str = ""  # a barrier of the {n} threads of copy {copy} of the consumers (warp-specialized kernels)
+    named_sync: str = ""  # named barrier {id} of the first {n} threads (warp-specialized kernels)
+    copy_sync: str = ""  # named barrier {id} of the {n} threads of a copy of the consumers (warp-specialized kernels)
     sync_warp: str = "__syncwarp();"  # the threads of a warp synchronize
     cluster_dims: str = ""  # the kernel attribute of thread-block clusters of {x} x {y} x {z} blocks
     smem_decl: str = "extern __shared__ __align__(1024) unsigned char smem[];"
@@ -255,7 +255,10 @@ class CEmitter:
             form = self.t.named_sync if s.copy is None else self.t.copy_sync
             if not form:
                 raise TilecError(f"the {self.t.name} backend has no barriers of part of a block")
-            self.emit(d, form.format(n=s.threads, copy=self.e(s.copy) if s.copy is not None else ""))
+            from tilec.lower.tma import CONSUMER_BARRIER
+
+            ident = CONSUMER_BARRIER if s.copy is None else self.e(binop("+", s.copy, CONSUMER_BARRIER))
+            self.emit(d, form.format(n=s.threads, id=ident, copy=self.e(s.copy) if s.copy is not None else ""))
         elif type(s) is Sync:
             self.emit(d, self.t.sync)
         elif isinstance(s, SyncWarp):

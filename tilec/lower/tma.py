@@ -238,9 +238,12 @@ def lower_barrier_wait(lw: Lowerer, b: BarrierWait) -> TStmt:
     return MbarWait(lw.mem_of(b.barrier.buffer), b.barrier.starts[0], b.parity)
 
 
-TURN_BARRIERS = 2  # named barrier ids from here on: warpgroup w waits for its turn on TURN_BARRIERS + w (0 is
-# __syncthreads, 1 the consumers' barrier)
-COPY_TURNS = 3  # copies of the consumers: copy c meets its threads on 1 + c (at most 2), waits for its turn on 3 + c
+# named barrier ids (0 is __syncthreads): the consumers' barrier, copy c of the consumers meeting its threads on
+# CONSUMER_BARRIER + c (at most 2 copies); warpgroup w waiting for its turn on TURN_BARRIERS + w, copy c on
+# COPY_TURNS + c; the stage handoff's three from HANDOFF_BARRIERS (above)
+CONSUMER_BARRIER = 1
+TURN_BARRIERS = 2
+COPY_TURNS = 3
 
 
 @lower_rule(WarpgroupTurn)

@@ -17,8 +17,8 @@ CUDA = CTable(
     thread_idx="threadIdx.x",
     block_idx=("blockIdx.x", "blockIdx.y", "blockIdx.z"),
     sync="__syncthreads();",
-    named_sync='asm volatile("bar.sync 1, {n};" ::: "memory");',
-    copy_sync='asm volatile("bar.sync %0, {n};" :: "r"(1 + {copy}) : "memory");',  # ids 1, 2 (tilec.lower.tma)
+    named_sync='asm volatile("bar.sync {id}, {n};" ::: "memory");',
+    copy_sync='asm volatile("bar.sync %0, {n};" :: "r"({id}) : "memory");',
     cluster_dims="__cluster_dims__({x}, {y}, {z})",
     intrinsics={
         "shfl_xor": "__shfl_xor_sync(0xffffffffu, {v}, {a}, {w})",
