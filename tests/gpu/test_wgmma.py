@@ -170,8 +170,8 @@ def test_wgmma_flash_attention(examples, causal, n, feed, block_N):
 def test_persistent_flash_attention(examples, n, d, causal):
     """One block per SM over 256 / 512 row blocks: the producer loads each tile's Q by TMA (the next one's beside
     this one's: K and V on rings of two stages each leave room for two), the warpgroups' turns run on from tile to
-    tile; causal tiles (of 1 to 16 key blocks) come in serpentine order with the rings' iterations counted in a
-    register."""
+    tile; causal tiles (of 1 to 16 key blocks) come from a table balancing the blocks' work, with the rings'
+    iterations counted in a register."""
     fa = examples["03_flash_attention"]
     b, h = 2, 16
     k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=128, block_N=128, threads=256,
@@ -179,7 +179,7 @@ def test_persistent_flash_attention(examples, n, d, causal):
                         pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": True})
     report = k.report()
     assert "persistent, 132 blocks loop over the tiles" in report and "take turns" in report
-    assert ("in serpentine order" in report) == causal
+    assert ("in the balanced order" in report) == causal
     assert "the next tile's beside this one's" in report and "mbarrier pairs for each of 2 rings" in report
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
