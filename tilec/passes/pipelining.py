@@ -589,26 +589,31 @@ class _Pipeliner:
         launch = self.func.launch
         line = loop.loc.line if loop.loc else 0
         lin = Var("t")
+        why, table = None, ()
         try:
             tiles = int(evaluate(_product(launch.grid), {}))
-            blocks = min(tiles, self.persistent)
-            if (tiles // blocks + 2) * blocks > tile_order.MAX_ENTRIES:
-                raise NotStatic(f"{tiles} tiles")
             trips = evaluate(substitute(loop.extent, _tile_coords(launch, list(launch.grid), lin)),
-                             {lin: np.arange(tiles)})
+                             {lin: np.arange(tiles)}) if tiles <= tile_order.MAX_ENTRIES else None
         except NotStatic as e:
-            self.notes.append(f"T.Kernel: persistent blocks take tiles in serpentine order: the trip counts of the "
-                              f"T.Pipelined loop at line {line} cannot be tabulated ({e})")
+            why = f"the trip counts of the T.Pipelined loop at line {line} are not known at compile time ({e})"
+        if why is None:
+            blocks = min(tiles, self.persistent)
+            if trips is not None:
+                trips = [int(x) for x in np.broadcast_to(trips, (tiles,))]
+                schedule = tile_order.balanced_schedule(trips, blocks)
+                table = tile_order.order_table(schedule, tiles)
+            if trips is None or len(table) > tile_order.MAX_ENTRIES:
+                why = f"a table of {tiles} tiles on {blocks} blocks would pass {tile_order.MAX_ENTRIES} entries"
+        if why is not None:
+            self.notes.append(f"T.Kernel: persistent blocks take tiles in serpentine order: {why}")
             return None
-        trips = [int(x) for x in np.broadcast_to(trips, (tiles,))]
-        schedule = tile_order.balanced_schedule(trips, blocks)
         top, mean = tile_order.busiest(trips, schedule)
         self.notes.append(f"T.Kernel: persistent blocks take tiles in a balanced order (longest first within windows "
                           f"of {tile_order.WINDOW_ROUNDS} rounds, each to the least busy block; a table in constant "
                           f"memory): the busiest block has {top:g} trips of the T.Pipelined loop at line {line} "
                           f"against a mean of {mean:.1f}, counting {tile_order.TILE_OVERHEAD:g} a tile")
         self.order_blocks = blocks
-        return tile_order.order_table(schedule, tiles)
+        return table
 
     def tile_at(self, r: Any) -> Any:
         """The tile block ``pid`` takes in round ``r`` when the trip count depends on the tile (``tiles``: none)."""
