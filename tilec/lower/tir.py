@@ -138,8 +138,9 @@ class Group(TStmt):
 @dataclass(frozen=True, eq=False)
 class Sync(TStmt):
     """A barrier of all threads of the block (``__syncthreads``), or with ``threads`` of the first ``threads``
-    threads only (named barrier 1: the consumer warpgroups of a warp-specialized kernel), or of the ``threads``
-    threads of one copy of the consumers (named barrier ``1 + copy``: :class:`Roles`)."""
+    threads only (the consumer warpgroups of a warp-specialized kernel: named barrier
+    :data:`tilec.lower.tma.CONSUMER_BARRIER`), or of the ``threads`` threads of one copy of the consumers (that
+    barrier plus ``copy``: :class:`Roles`)."""
 
     threads: int | None = None
     copy: Expr | None = None

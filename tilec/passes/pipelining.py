@@ -552,8 +552,9 @@ class _Pipeliner:
     def count_trips(self, loop: For) -> None:
         """A persistent block whose pipelined loop runs a number of trips that depends on the tile (causal
         attention) counts its ring's iterations in a register (:attr:`base`, advanced after each tile) and takes
-        its tiles in serpentine order (:func:`_persistent`); refused with a note unless every tile runs a trip (a
-        tile without one would leave the warpgroups' turns unpaired)."""
+        its tiles in a balanced order (:meth:`balanced_order`) or in serpentine order (:meth:`tile_at`); refused
+        with a note unless every tile runs a trip (a tile without one would leave the warpgroups' turns
+        unpaired)."""
         from tilec.ir.arith import bounds
 
         launch = self.func.launch
@@ -589,23 +590,22 @@ class _Pipeliner:
         launch = self.func.launch
         line = loop.loc.line if loop.loc else 0
         lin = Var("t")
-        why, table = None, ()
         try:
             tiles = int(evaluate(_product(launch.grid), {}))
             trips = evaluate(substitute(loop.extent, _tile_coords(launch, list(launch.grid), lin)),
                              {lin: np.arange(tiles)}) if tiles <= tile_order.MAX_ENTRIES else None
         except NotStatic as e:
-            why = f"the trip counts of the T.Pipelined loop at line {line} are not known at compile time ({e})"
-        if why is None:
-            blocks = min(tiles, self.persistent)
-            if trips is not None:
-                trips = [int(x) for x in np.broadcast_to(trips, (tiles,))]
-                schedule = tile_order.balanced_schedule(trips, blocks)
-                table = tile_order.order_table(schedule, tiles)
-            if trips is None or len(table) > tile_order.MAX_ENTRIES:
-                why = f"a table of {tiles} tiles on {blocks} blocks would pass {tile_order.MAX_ENTRIES} entries"
-        if why is not None:
-            self.notes.append(f"T.Kernel: persistent blocks take tiles in serpentine order: {why}")
+            self.notes.append(f"T.Kernel: persistent blocks take tiles in serpentine order: the trip counts of the "
+                              f"T.Pipelined loop at line {line} are not known at compile time ({e})")
+            return None
+        blocks = min(tiles, self.persistent)
+        if trips is not None:
+            trips = [int(x) for x in np.broadcast_to(trips, (tiles,))]
+            schedule = tile_order.balanced_schedule(trips, blocks)
+            table = tile_order.order_table(schedule, tiles)
+        if trips is None or len(table) > tile_order.MAX_ENTRIES:
+            self.notes.append(f"T.Kernel: persistent blocks take tiles in serpentine order: a table of {tiles} tiles "
+                              f"on {blocks} blocks would pass {tile_order.MAX_ENTRIES} entries")
             return None
         top, mean = tile_order.busiest(trips, schedule)
         self.notes.append(f"T.Kernel: persistent blocks take tiles in a balanced order (longest first within windows "
@@ -663,8 +663,7 @@ class _Pipeliner:
             return binop(">=", binop("+", self.cluster_index(), binop("*", binop("+", self.tile, 1), P // n)), groups)
         if self.order is not None:  # the table's next round has no tile for the block
             return binop(">=", self.tile_at(binop("+", self.tile, 1)), tiles)
-        rounds = binop("//", binop("+", tiles, P - 1), P)
-        last = binop("-", rounds, 1)
+        last = binop("-", self.rounds(), 1)
         at_last = _serpentine(last, self.pid, P)  # the block's tile of the last round, if below ``tiles``
         return binop("or", binop("and", binop("<", at_last, tiles), binop("==", self.tile, last)),
                       binop("and", binop(">=", at_last, tiles), binop("==", self.tile, binop("-", last, 1))))
