@@ -7,6 +7,7 @@ result dtype, coerce Python numbers and fold constants; the Python operators on 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
@@ -178,12 +179,17 @@ class Table(Expr):
     index: Expr
     dtype: DType = dt.int32
 
+    @functools.cached_property
+    def array(self) -> np.ndarray:
+        """The entries as an array (made once: the interpreters index it at every evaluation)."""
+        return np.asarray(self.values, dtype=np.int64)
+
     def at(self, index: Any) -> Any:
         """The entries at ``index`` (an int or an array of them), checked to be in range."""
         idx = np.asarray(index)
         if idx.size and (idx.min() < 0 or idx.max() >= len(self.values)):
             raise IndexError(f"table index {idx.min()}..{idx.max()} outside 0..{len(self.values) - 1}")
-        return np.asarray(self.values, dtype=np.int64)[idx]
+        return self.array[idx]
 
 
 @dataclass(frozen=True, eq=False, repr=False)
