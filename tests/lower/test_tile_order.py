@@ -62,3 +62,14 @@ def test_the_cuda_source_declares_the_table_once_in_constant_memory():
     assert len(decl) == 1 and decl[0].startswith("__constant__ int tl_table2244_")  # 16 rounds and one of none
     assert "the busiest block has 148 trips of the T.Pipelined loop at line" in jk.report()
     assert "table<2244 x 0..2048>" in str(jk.state.func)
+
+
+def test_a_tables_entries_are_data_not_child_nodes():
+    from tilec.ir.expr import Var
+    from tilec.ir.visit import children, substitute
+
+    r, s = Var("r"), Var("s")
+    t = Table((4, 5, 6), r)
+    assert list(children(t)) == [r]  # the traversals do not step through the entries
+    u = substitute(t, {r: s})
+    assert u.values is t.values and u.index is s

@@ -178,6 +178,7 @@ class Table(Expr):
     values: tuple[int, ...]
     index: Expr
     dtype: DType = dt.int32
+    DATA_FIELDS = ("values",)  # (not child nodes: the traversals of tilec.ir.visit skip them)
 
     @functools.cached_property
     def array(self) -> np.ndarray:

@@ -39,7 +39,8 @@ def register_node_type(cls: type) -> None:
 def _fields(cls: type) -> tuple[str, ...]:
     if not dataclasses.is_dataclass(cls):
         return ()
-    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("loc", "dtype", "name"))
+    data = ("loc", "dtype", "name", *getattr(cls, "DATA_FIELDS", ()))  # fields that hold no child nodes
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name not in data)
 
 
 def children(node: Node) -> Iterator[Node]:
