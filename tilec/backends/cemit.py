@@ -21,6 +21,7 @@ from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Select, Table, UnOp, V
 from tilec.ir.printer import Names
 from tilec.lower.tir import (
     AtomicAddOp,
+    Bits,
     Comment,
     CpAsync,
     CpAsyncCommit,
@@ -276,8 +277,8 @@ class CEmitter:
         if isinstance(s.value, Const):  # a vector of zeros
             self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = {vt}{{}};")
             return
-        if isinstance(s.value, VecPack):  # values computed in registers, stored by one access
-            vec = f"tl::Vec<{self.ctype(s.mem.dtype)}, {s.lanes}>"
+        if isinstance(s.value, VecPack):  # values computed in registers, stored by one access (or words of them)
+            vec = f"tl::Vec<{self.ctype(s.value.dtype)}, {len(s.value.values)}>"
             vals = ", ".join(self.e(v) for v in s.value.values)
             self.emit(d, f"*reinterpret_cast<{vec}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = {vec}{{{{{vals}}}}};")
             return
@@ -383,6 +384,10 @@ class CEmitter:
             return f"{self.table(x)}[{self.e(x.index)}]"
         if isinstance(x, Call):
             return self.call(x)
+        if isinstance(x, Bits):
+            narrow = self.ctype(x.values[0].dtype)
+            vals = ", ".join(self.e(v) for v in x.values)
+            return f"tl::bits<{self.ctype(x.dtype)}>(tl::Vec<{narrow}, {len(x.values)}>{{{{{vals}}}}})"
         if isinstance(x, TCall):
             fmt = self.t.intrinsics[x.name]
             if len(x.args) == 1:

@@ -1,6 +1,6 @@
 """Device helpers both backends' headers share (inside their ``namespace tl``): min/max with fminf/fmaxf for
 floats, floor division and modulo (the IR's ``//`` and ``%`` on possibly negative operands), sigmoid, the
-vector of values ``Vec``."""
+vector of values ``Vec`` and ``bits`` (narrow values packed into a word)."""
 
 COMMON = r"""
 template <class T> __device__ __forceinline__ T min(T a, T b) { return a < b ? a : b; }
@@ -26,4 +26,11 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-
 __device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 // N values of T moved by one access (a vector store of values computed in registers)
 template <class T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
+// the bits of N narrow values as one word W (the first value in the low bits)
+template <class W, class T, int N> __device__ __forceinline__ W bits(Vec<T, N> v) {
+  static_assert(sizeof(W) == sizeof(T) * N, "a word of N values");
+  W w;
+  __builtin_memcpy(&w, &v, sizeof(W));
+  return w;
+}
 """

@@ -24,6 +24,7 @@ from tilec.interp.tile import _BIN, _CALL, typed
 from tilec.ir.expr import BinOp, Call, Cast, Const, Select, Table, UnOp, Var
 from tilec.lower.tir import (
     AtomicAddOp,
+    Bits,
     Comment,
     CpAsync,
     CpAsyncCommit,
@@ -434,6 +435,10 @@ class ThreadInterpreter:
             return self.shuffle(e, env, mask)
         if isinstance(e, VecPack):
             return np.stack([np.broadcast_to(self.eval(v, env, mask), (self.T,)) for v in e.values], axis=1)
+        if isinstance(e, Bits):
+            narrow = np.stack([np.broadcast_to(typed(self.eval(v, env, mask), v.dtype), (self.T,)) for v in e.values],
+                              axis=1)
+            return np.ascontiguousarray(narrow).view(e.dtype.np)[:, 0]
         raise TypeError(f"the thread interpreter cannot evaluate {type(e).__name__}")
 
     def shuffle(self, e: TCall, env: dict, mask: np.ndarray | None) -> np.ndarray:
@@ -516,6 +521,8 @@ def _write(it: ThreadInterpreter, s: Write, env: dict, mask: np.ndarray) -> None
     off = it.eval(s.offset, env, mask)
     v = it.eval(s.value, env, mask)
     v = np.broadcast_to(np.asarray(v), (it.T,))[:, None] if s.lanes == 1 else v
+    if isinstance(s.value, VecPack) and s.value.dtype is not s.mem.dtype:  # words holding the elements' bits
+        v = np.ascontiguousarray(typed(v, s.value.dtype)).view(s.mem.dtype.np)
     it.write(s.mem, off, v, s.lanes, mask)
 
 

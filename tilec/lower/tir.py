@@ -2,7 +2,8 @@
 
 Tile ops are lowered to this (stage 7); the CUDA/HIP emitters print it and the thread interpreter runs it.
 Scalar expressions are the Tile IR's (:mod:`tilec.ir.expr`) plus :class:`MemRef` (an element, or a vector of
-``lanes`` elements, of a :class:`Mem`) and :class:`TCall` (warp shuffles and other value intrinsics).
+``lanes`` elements, of a :class:`Mem`), :class:`TCall` (warp shuffles and other value intrinsics), :class:`VecPack`
+(values stored by one vector access) and :class:`Bits` (narrow values packed into one word).
 
 Memory: ``global`` mems are the kernel's tensors (flat, element offsets); ``shared`` mems live in one
 dynamic shared-memory arena at byte offsets; ``reg`` mems are per-thread register arrays (every fragment is
@@ -68,7 +69,17 @@ class TCall(Expr):
 @dataclass(frozen=True, eq=False, repr=False)
 class VecPack(Expr):
     """``len(values)`` values of one dtype as one vector, the value of a vector :class:`Write` (emitted as a
-    brace-initialized ``tl::Vec``: no array in registers whose address is taken)."""
+    brace-initialized ``tl::Vec``: no array in registers whose address is taken). When ``dtype`` is not the
+    written mem's, the values are words holding its elements' bits (:class:`Bits`), the first element lowest."""
+
+    values: tuple[Expr, ...]
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Bits(Expr):
+    """The bits of ``len(values)`` values of a narrow dtype as one word of ``dtype`` (the first value in the low
+    bits, as they lie in memory): a pair of float16 as a uint32 that one shuffle moves."""
 
     values: tuple[Expr, ...]
     dtype: DType

@@ -7,19 +7,26 @@ registers with the dtype conversion, or the reverse); a store to global memory w
 vector (:class:`~tilec.lower.tir.VecPack`). Which form is used where is empirical: ptxas serializes wgmma pipelines
 (C7514) for a persistent kernel's global stores through the staging array, and for shared stores of packed vectors
 (perf notes P). Otherwise :mod:`tilec.lower.ops` copies element by element.
+
+Where ``G`` neighbouring threads hold neighbouring runs (an mma accumulator's quad: 4 threads, a pair of elements
+each, 8 consecutive columns), a global store exchanges them first (pass config ``store_exchange``): each thread takes
+``G`` runs, the threads of a group transpose them among themselves by ``log2 G`` rounds of ``shfl_xor`` (the runs'
+bits as 32-bit words, :class:`~tilec.lower.tir.Bits`), and each stores ``G`` runs in one access: 16 bytes instead
+of 4 for float16 accumulators, a quarter of the store instructions (perf notes AP).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tilec import dtypes as dt
 from tilec.ir.buffer import Region
-from tilec.ir.expr import Expr, binop, cast, const, select
-from tilec.layout import Fragment
+from tilec.ir.expr import Expr, Var, binop, cast, const, select
+from tilec.layout import FloorMod, Fragment
 from tilec.lower.context import Lowerer
 from tilec.lower.layouts import inverse_table
 from tilec.lower.symbolic import to_ir
-from tilec.lower.tir import If, MemRef, TStmt, VecPack, Write, seq
+from tilec.lower.tir import Bits, Decl, If, MemRef, TCall, TStmt, VecPack, Write, seq
 
 
 def _run_length(frag: Fragment, table: np.ndarray, max_v: int) -> int:
@@ -63,8 +70,16 @@ def vector_fragment_copy(lw: Lowerer, frag_region: Region, other: Region, to_fra
     runs = _runs_inside(table, frag, box, v) if v > 1 else None
     if runs is None:
         return None
+    plan = None
+    if not to_fragment and other.buffer.scope == "global" and lw.store_exchange:
+        plan = _exchange_plan(table, frag, runs, v, bits)
+        if plan is not None and not (_contiguous(lw, other, plan[0] * v) and box[-1][0] % (plan[0] * v) == 0):
+            plan = None
     if other.buffer.scope == "global":
-        lw.align[other.buffer] = max(lw.align.get(other.buffer, 1), v * bits // 8)
+        width = v * (plan[0] if plan else 1)
+        lw.align[other.buffer] = max(lw.align.get(other.buffer, 1), width * bits // 8)
+    if plan is not None:
+        return _emit_exchanged(lw, frag, frag_region, other, v, *plan)
     return _emit(lw, frag, frag_region, other, v, to_fragment, runs)
 
 
@@ -122,4 +137,92 @@ def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fra
                 rep0 = binop("==", coords[frag.ndim], 0)
                 cond = rep0 if cond is None else binop("and", cond, rep0)
             out.append(store if cond is None else If(cond, store))
+    return seq(out)
+
+
+def _exchange_plan(table: np.ndarray, frag: Fragment, runs: list[int], v: int,
+                   bits: int) -> tuple[int, list[tuple[int, ...]]] | None:
+    """(G, blocks of G runs) for a store whose groups of G threads exchange their runs (the largest G, at most 16
+    bytes a store), or None. It needs: every thread's run ``g`` right after its group's previous thread's (along the
+    last dimension, G runs per group aligned to G), and the runs split into blocks of G that lie one after another
+    along the last dimension, so that the thread at place ``p`` of its group stores the ``p``-th run of the block's
+    ``G * v`` elements."""
+    if frag.replicate > 1 or bits > 32 or v * bits % 32:
+        return None
+    nd = frag.ndim
+    first = table[:, ::v, :nd].astype(np.int64)  # (threads, runs, dims): each run's first element
+    T = first.shape[0]
+    step = np.zeros(nd, np.int64)
+    step[-1] = v
+    for G in (4, 2):
+        if G * v * bits > 128 or T % G or len(runs) % G:
+            continue
+        lane = np.arange(T) % G
+        head = first[np.arange(T) - lane]  # the same runs on the group's first thread
+        if not np.array_equal(first, head + lane[:, None, None] * step) or np.any(head[:, runs, -1] % (G * v)):
+            continue
+        order = sorted(runs, key=lambda g: tuple(first[0, g]))
+        blocks = [tuple(order[i:i + G]) for i in range(0, len(order), G)]
+        if all(np.array_equal(first[:, b[j]] - first[:, b[0]], np.broadcast_to(j * G * step, first[:, 0].shape))
+               for b in blocks for j in range(1, G)):
+            return G, blocks
+    return None
+
+
+def _emit_exchanged(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, G: int,
+                    blocks: list[tuple[int, ...]]) -> TStmt:
+    """The store of each block of G runs: a G x G transpose of the group's words, then one vector store a thread.
+
+    Before round ``s`` (bit ``m = 2**s``), word slot ``i`` of the thread at place ``q`` holds the run of place
+    ``q ^ (i % m)`` whose index in the block is ``q % m + i - i % m``; the round keeps the slots whose bit ``s``
+    matches ``q``'s, sends the others to ``q ^ m`` and takes theirs in return. After the last, slot ``i`` holds
+    place ``q ^ i``'s part of run ``q``: one select per bit puts the parts in place order."""
+    inv = frag.inverse()
+    fmem, omem = lw.mem_of(fr.buffer), lw.mem_of(other.buffer)
+    narrow = other.dtype.bits < 32
+    word = dt.uint32 if narrow else other.dtype
+    per_word = 32 // other.dtype.bits
+    W = v // per_word  # words a run
+    lw.ranges[lw.tx] = (0, lw.T - 1)
+    out: list[TStmt] = []
+
+    def decl(name: str, value: Expr) -> Var:
+        var = Var(lw.fresh(name), value.dtype)
+        out.append(Decl(var, value))
+        return var
+
+    place = [decl("xq", binop("!=", binop("&", lw.tx, 1 << s), 0)) for s in range(G.bit_length() - 1)]
+    for block in blocks:
+        slots: list[list[Expr]] = []
+        for g in block:
+            vals = [cast(other.dtype, MemRef(fmem, const(g * v + r))) for r in range(v)]
+            slots.append([Bits(tuple(vals[w * per_word:(w + 1) * per_word]), word) if narrow else vals[w]
+                          for w in range(W)])
+        for s, bit in enumerate(place):
+            m = 1 << s
+            for i in (i for i in range(G) if not i & m):
+                for w in range(W):
+                    a, b = slots[i][w], slots[i | m][w]
+                    sent = TCall("shfl_xor", (select(bit, a, b), const(m), const(G)), word)
+                    slots[i][w], slots[i | m][w] = decl("xk", select(bit, b, a)), decl("xr", sent)
+        for s, bit in enumerate(place):  # slot i holds place q ^ i's part: put it at place i
+            m = 1 << s
+            slots = [[decl("xp", select(bit, slots[i ^ m][w], slots[i][w])) for w in range(W)] for i in range(G)]
+        # the thread at place q stores run block[q] of its group's first thread: its own block[0] run, moved
+        # along the last dimension by q * (G - 1) * v
+        exprs = list(inv.exprs)
+        exprs[frag.ndim - 1] += FloorMod(inv.symbols[0], G) * ((G - 1) * v)  # sympy folds it into the column
+        coords = [to_ir(e, {inv.symbols[0]: lw.tx, inv.symbols[1]: const(block[0] * v)}) for e in exprs]
+        local = [binop("-", c, s) for c, s in zip(coords, fr.starts)]
+        idx, k = [], 0
+        for s, e in zip(other.starts, other.extents):
+            if isinstance(e, int) and e == 1:
+                idx.append(s)
+            else:
+                idx.append(binop("+", s, local[k]))
+                k += 1
+        store: TStmt = Write(omem, lw.global_offset(other.buffer, idx),
+                             VecPack(tuple(x for part in slots for x in part), word), lanes=G * v)
+        pred = lw.in_bounds(other.buffer, idx)
+        out.append(store if pred is None else If(pred, store))
     return seq(out)

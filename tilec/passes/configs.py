@@ -71,6 +71,8 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "True or False", _flag),
     PassConfig("stage_handoff", True, "with tma_store: the consumer warpgroups of a rotated loop taking turns hand a "
                "staged tile to each other by named barriers, not by a barrier of them all", "True or False", _flag),
+    PassConfig("store_exchange", True, "stores of accumulator pairs from registers to global memory: the threads of a "
+               "quad exchange them by shuffles and each stores 16 bytes (perf notes AP)", "True or False", _flag),
     PassConfig("tma_store", True, "with tma: staged accumulators leave by TMA stores", "True or False", _flag),
 )}
 

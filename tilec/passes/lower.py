@@ -294,6 +294,7 @@ def _min_blocks(target: Target, smem: int, threads: int, producer: bool) -> int:
 def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict | None = None) -> ThreadKernel:
     lw = Lowerer(func, plan, target)
     lw.anchor_waits = (options or {}).get("wgmma_wait_anchor", False)
+    lw.store_exchange = (options or {}).get("store_exchange", True)
     launch = func.launch
     hw = [Var(f"block_{c}") for c in "xyz"[: len(launch.grid)]]
     for v, h, g in zip(launch.block_vars, hw, launch.grid):
