@@ -29,8 +29,7 @@ template <class T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
 // the bits of N narrow values as one word W (the first value in the low bits)
 template <class W, class T, int N> __device__ __forceinline__ W bits(Vec<T, N> v) {
   static_assert(sizeof(W) == sizeof(T) * N, "a word of N values");
-  W w;
-  __builtin_memcpy(&w, &v, sizeof(W));
-  return w;
+  union { Vec<T, N> v; W w; } u{v};  // no memcpy: NVRTC has none
+  return u.w;
 }
 """
