@@ -97,6 +97,18 @@ class Region:
         """The extents without unit dimensions (how two regions of different rank are matched)."""
         return tuple(e for e in self.extents if not (isinstance(e, int) and e == 1))
 
+    def index_at(self, rel: list[Expr]) -> list[Expr]:
+        """The buffer's indices of the element at ``rel`` within the region, one offset for each dimension of
+        :meth:`squeezed_extents` (unit dimensions keep their start)."""
+        out, k = [], 0
+        for s, e in zip(self.starts, self.extents):
+            if isinstance(e, int) and e == 1:
+                out.append(s)
+            else:
+                out.append(binop("+", s, rel[k]))
+                k += 1
+        return out
+
     def is_full(self) -> bool:
         return all(const_value(s) == 0 for s in self.starts) and all(
             _same_dim(e, d) for e, d in zip(self.extents, self.buffer.shape)

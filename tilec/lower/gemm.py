@@ -145,14 +145,7 @@ def _ldmatrix(lw: Lowerer, r: Region, local: list[Expr], num: int, trans: bool, 
     if r.dtype.bits not in (8, 16) or (trans and r.dtype.bits != 16) or not _rows_contiguous(lw, r):
         raise TilecError(f"T.gemm operand {buf.name!r}: its shared layout does not keep 16-byte rows contiguous "
                          "and aligned, which ldmatrix needs", lw.loc)
-    idx, k = [], 0
-    for s, e in zip(r.starts, r.extents):
-        if isinstance(e, int) and e == 1:
-            idx.append(s)
-        else:
-            idx.append(binop("+", s, local[k]))
-            k += 1
-    out.append(LdMatrix(num, trans, regs, const(off), lw.mem_of(buf), lw.shared_offset(buf, idx)))
+    out.append(LdMatrix(num, trans, regs, const(off), lw.mem_of(buf), lw.shared_offset(buf, r.index_at(local))))
 
 
 def _rows_contiguous(lw: Lowerer, r: Region) -> bool:

@@ -57,14 +57,7 @@ def _and(a: Expr | None, b: Expr) -> Expr:
 def _map_index(frm: Region, to: Region, vs: tuple[Var, ...]) -> list[Expr]:
     """Indices into ``to`` for the element at ``vs`` of ``frm``'s buffer (the regions' non-unit dims pair up)."""
     rel = [binop("-", v, s) for v, s, e in zip(vs, frm.starts, frm.extents) if not (isinstance(e, int) and e == 1)]
-    out, k = [], 0
-    for s, e in zip(to.starts, to.extents):
-        if isinstance(e, int) and e == 1:
-            out.append(s)
-        else:
-            out.append(binop("+", s, rel[k]))
-            k += 1
-    return out
+    return to.index_at(rel)
 
 
 def _guard(inside: Expr | None, s: Any) -> Any:

@@ -108,13 +108,7 @@ def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fra
         env = {inv.symbols[0]: lw.tx, inv.symbols[1]: const(g * v)}
         coords = [to_ir(e, env) for e in inv.exprs]
         local = [binop("-", c, s) for c, s in zip(coords, fr.starts)]  # within the copied part of the fragment
-        idx, k = [], 0
-        for s, e in zip(other.starts, other.extents):
-            if isinstance(e, int) and e == 1:
-                idx.append(s)
-            else:
-                idx.append(binop("+", s, local[k]))
-                k += 1
+        idx = other.index_at(local)
         pred = lw.in_bounds(other.buffer, idx) if other.buffer.scope == "global" else None
         off = lw.global_offset(other.buffer, idx) if other.buffer.scope == "global" else \
             lw.shared_offset(other.buffer, idx)
@@ -214,13 +208,7 @@ def _emit_exchanged(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: i
         exprs[frag.ndim - 1] += FloorMod(inv.symbols[0], G) * ((G - 1) * v)  # sympy folds it into the column
         coords = [to_ir(e, {inv.symbols[0]: lw.tx, inv.symbols[1]: const(block[0] * v)}) for e in exprs]
         local = [binop("-", c, s) for c, s in zip(coords, fr.starts)]
-        idx, k = [], 0
-        for s, e in zip(other.starts, other.extents):
-            if isinstance(e, int) and e == 1:
-                idx.append(s)
-            else:
-                idx.append(binop("+", s, local[k]))
-                k += 1
+        idx = other.index_at(local)
         store: TStmt = Write(omem, lw.global_offset(other.buffer, idx),
                              VecPack(tuple(x for part in slots for x in part), word), lanes=G * v)
         pred = lw.in_bounds(other.buffer, idx)
