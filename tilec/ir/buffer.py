@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -97,7 +98,7 @@ class Region:
         """The extents without unit dimensions (how two regions of different rank are matched)."""
         return tuple(e for e in self.extents if not (isinstance(e, int) and e == 1))
 
-    def index_at(self, rel: list[Expr]) -> list[Expr]:
+    def index_at(self, rel: Sequence[Expr]) -> list[Expr]:
         """The buffer's indices of the element at ``rel`` within the region, one offset for each dimension of
         :meth:`squeezed_extents` (unit dimensions keep their start)."""
         out, k = [], 0

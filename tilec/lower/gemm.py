@@ -167,9 +167,9 @@ def _simt(lw: Lowerer, g: Gemm) -> TStmt:
     m, n, k = (int(x) for x in g.mnk)
     i, j, kv = Var("i"), Var("j"), Var(lw.fresh("k"))
     acc = g.C.dtype
-    a_idx = region_index(g.A, [kv, i] if g.transpose_A else [i, kv])
-    b_idx = region_index(g.B, [j, kv] if g.transpose_B else [kv, j])
-    c_idx = region_index(g.C, [i, j])
+    a_idx = g.A.index_at([kv, i] if g.transpose_A else [i, kv])
+    b_idx = g.B.index_at([j, kv] if g.transpose_B else [kv, j])
+    c_idx = g.C.index_at([i, j])
     prod = binop("*", cast(acc, Load(g.A.buffer, tuple(a_idx))), cast(acc, Load(g.B.buffer, tuple(b_idx))))
     update = Store(g.C.buffer, tuple(c_idx), binop("+", Load(g.C.buffer, tuple(c_idx)), prod))
     body: list = [For(kv, const(k), "serial", update)]
@@ -179,16 +179,3 @@ def _simt(lw: Lowerer, g: Gemm) -> TStmt:
     if not g.C.is_full():
         raise TilecError("T.gemm: C must be a whole fragment", g.loc)
     return lower_parallel(lw, p, lw.fragment(g.C.buffer))
-
-
-def region_index(r: Region, local: list[Expr]) -> list[Expr]:
-    """Buffer indices of the element at tile coordinates ``local`` of region ``r`` (its non-unit dimensions)."""
-    out, k = [], 0
-    for s, e in zip(r.starts, r.extents):
-        if isinstance(e, int) and e == 1:
-            out.append(s)
-        else:
-            out.append(binop("+", s, local[k]))
-            k += 1
-    return out
-

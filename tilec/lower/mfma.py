@@ -26,7 +26,7 @@ from tilec.ir.buffer import Region
 from tilec.ir.expr import Expr, Var, binop, const
 from tilec.ir.stmt import Gemm
 from tilec.lower.context import Lowerer
-from tilec.lower.gemm import Warp, at, gemm_instr, region_index
+from tilec.lower.gemm import Warp, at, gemm_instr
 from tilec.lower.tir import Loop, Mem, MemRef, Mfma, TStmt, Write, seq
 
 ATOM = 16  # M = N = K of one MFMA
@@ -78,7 +78,7 @@ def _operand(lw: Lowerer, g: Gemm, w: Warp, is_a: bool, atoms: int, kk: Var, ks:
         for v in range(1 if vector else VALUES):
             kv = binop("+", k0, v) if v else k0
             local = [mn, kv] if along_k_last else [kv, mn]
-            off = lw.shared_offset(r.buffer, region_index(r, local))
+            off = lw.shared_offset(r.buffer, r.index_at(local))
             smem = lw.mem_of(r.buffer)
             if vector:
                 out.append(Write(regs, const(i * VALUES), MemRef(smem, off, VALUES), lanes=VALUES))

@@ -261,24 +261,13 @@ def lower_atomic_add(lw: Lowerer, a: AtomicAdd) -> TStmt:
         return _frag_loop(lw, s, body, a.loc)
     vs = tuple(Var(f"i{k}") for k in range(len(s.squeezed_extents())))
     ext = tuple(int(e) for e in s.squeezed_extents())
-    src_idx = _expand(s, vs)
-    dst_idx = _expand(d, vs)
+    src_idx = s.index_at(vs)
+    dst_idx = d.index_at(vs)
     body = AtomicRMW("add", d.buffer, tuple(dst_idx), cast(d.dtype, Load(s.buffer, tuple(src_idx))))
     from tilec.lower.layouts import default_fragment
 
     p = Parallel(vs, ext, body, loc=a.loc)
     return lower_parallel(lw, p, default_fragment(ext, lw.T))
-
-
-def _expand(r: Region, vs: tuple[Var, ...]) -> list[Expr]:
-    out, k = [], 0
-    for s, e in zip(r.starts, r.extents):
-        if isinstance(e, int) and e == 1:
-            out.append(s)
-        else:
-            out.append(binop("+", s, vs[k]))
-            k += 1
-    return out
 
 
 @lower_rule(CumSum)
