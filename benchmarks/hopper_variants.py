@@ -134,6 +134,7 @@ def attention_dim(rows: list, fa: object, b: int, h: int, n: int, d: int, varian
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="4096,8192")
+    ap.add_argument("--shapes", default="", help="GEMM shapes MxNxK (comma-separated), timed after --sizes")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--json", default=None)
     ap.add_argument("--dump", default=None, help="folder to write the patched sources to")
@@ -160,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws persistent": (big, {**ws, "persistent": True}),
         "tma ws persistent panel8": ({**big, "panel": 8}, {**ws, "persistent": True}),
         "tma ws persistent cluster2": (big, {**ws, "persistent": True, "cluster": 2}),
+        "tma ws persistent stream-k": (big, {**ws, "persistent": True, "stream_k": True}),
+        "tma ws persistent panel8 stream-k": ({**big, "panel": 8}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent panel4": ({**big, "panel": 4}, {**ws, "persistent": True}),
         "tma ws persistent panel16": ({**big, "panel": 16}, {**ws, "persistent": True}),
         "tma ws persistent panel32": ({**big, "panel": 32}, {**ws, "persistent": True}),
@@ -181,8 +184,10 @@ def main(argv: list[str] | None = None) -> None:
         variants = {k: v for k, v in variants.items() if k in args.only.split(",")}
     rows: list = []
     steady: list[dict] = []
-    for n in (int(s) for s in args.sizes.split(",") if s):
-        M = N = K = n
+    shapes = [(int(s),) * 3 for s in args.sizes.split(",") if s]
+    shapes += [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s]
+    for M, N, K in shapes:
+        n = M if M == N == K else f"{M}x{N}x{K}"
         sets = input_sets(lambda M=M, N=N, K=K: (torch.randn(M, K, device="cuda", dtype=tdt),
                                    torch.randn(K, N, device="cuda", dtype=tdt)))
         impls: dict[str, Callable] = {"torch": torch.matmul}
@@ -204,14 +209,15 @@ def main(argv: list[str] | None = None) -> None:
             continue
         start = len(rows)
         ref = sets[0][0].double() @ sets[0][1].double()
-        _measure(rows, f"gemm {args.dtype}", f"{n}^3", impls, sets, ref, 2.0 * M * N * K, 0, False)
+        shape = f"{n}^3" if M == N == K else n
+        _measure(rows, f"gemm {args.dtype}", shape, impls, sets, ref, 2.0 * M * N * K, 0, False)
         for r in rows[start:]:
-            print(f"{n:>6} {r.impl:<42} " + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}"
+            print(f"{n!s:>6} {r.impl:<42} " + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}"
                                              if r.ms else r.note), flush=True)
         if args.sustain:
             for label, fn in impls.items():
                 tf, mhz, watts = sustained(fn, sets, 2.0 * M * N * K, args.sustain)
-                print(f"{n:>6} {label:<24} sustained {tf:7.1f} TFLOP/s at {mhz:5.0f} MHz, {watts:4.0f} W", flush=True)
+                print(f"{n!s:>6} {label:<24} sustained {tf:7.1f} TFLOP/s at {mhz:5.0f} MHz, {watts:4.0f} W", flush=True)
                 steady.append({"shape": n, "impl": label, "sustained_tflops": tf, "mhz": mhz, "watts": watts})
     if args.attention:
         attention(rows, tuple(int(d) for d in args.dims.split(",")))

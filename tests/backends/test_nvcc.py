@@ -80,6 +80,14 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
                                                        {"wgmma": True, "tma": True, "warp_specialize": True,
                                                         "persistent": True},
                                                        ("HGMMA.64x256x16.F32", "UTMALDG.2D", "USETMAXREG")),
+    # stream-K: the last round's tiles shared out by iterations, partial sums through the module's workspace; the
+    # wgmma waits before the partial sums are saved or added are tilec's, not injected by ptxas
+    "gemm 8192^3 128x256x64 wgmma tma ws persistent stream-k": ("01_gemm", "matmul", (8192, 8192, 8192),
+                                                                {"block_N": 256, "block_K": 64, "threads": 256,
+                                                                 "panel": 8},
+                                                                {"wgmma": True, "tma": True, "warp_specialize": True,
+                                                                 "persistent": True, "stream_k": True},
+                                                                ("HGMMA.64x256x16.F32", "UTMALDG.2D", "UTMASTG.2D")),
     # clusters of two blocks sharing B's tile by TMA multicast, releases to both blocks (mapa + remote arrive)
     "gemm 4096^3 128x256x64 wgmma tma ws cluster2": ("01_gemm", "matmul", (4096, 4096, 4096),
                                                      {"block_N": 256, "block_K": 64, "threads": 256},

@@ -82,6 +82,32 @@ def test_persistent_gemm_fresh_and_from_the_disk_cache(examples, tmp_path, monke
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize(("mnk", "panel", "blocks", "note"), [
+    # 256 tiles on 132 SMs: one round, the last 124 tiles shared out; ragged M, N and K
+    ((2000, 4000, 1000), 8, True, "1 round of whole tiles, then the last 124 tiles"),
+    # 64 tiles on 60 blocks: four left over, shared with one more round (each block at least half a tile)
+    ((1024, 2048, 2048), 0, 60, "0 rounds of whole tiles, then the last 64 tiles"),
+])
+def test_stream_k_gemm(examples, mnk, panel, blocks, note, dtype):
+    """Persistent blocks sharing out the last round's tiles by iterations (pass config stream_k): partial sums through
+    the module's workspace, added by the block that ran each tile's last iterations; launched three times in a row on
+    fresh inputs (every flag must be clear again after a launch), outputs poisoned."""
+    M, N, K = mnk
+    g = examples["01_gemm"]
+    k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256, dtype=dtype,
+                                    panel=panel), "cuda", [-1],
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": blocks,
+                                      "stream_k": True})
+    assert note in k.report()
+    tdt = getattr(torch, dtype)
+    tol = 3e-3 if dtype == "float16" else 1e-2
+    for _ in range(3):
+        a, b = torch.randn(M, K, device="cuda").to(tdt), torch.randn(K, N, device="cuda").to(tdt)
+        assert _rel(k(a, b), a.double() @ b.double()) < tol
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize("mnk", [(1024, 1000, 1000), (2048, 4096, 1024)])
 def test_cluster_gemm(examples, mnk, n):

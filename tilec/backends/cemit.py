@@ -190,6 +190,8 @@ class CEmitter:
             desc = tma_desc_struct(self)
             params += [f"const __grid_constant__ {desc} {self.names(t)}" for t in k.tensor_maps]
         out = [self.t.header, ""]
+        for m in k.statics:  # the module's own global memory (zero at load)
+            out.append(f"__device__ {self.t.align.format(n=16)} {self.ctype(m.dtype)} {self.names(m)}[{m.size}];")
         bounds = self.t.launch_bounds.format(threads=k.threads)
         if k.min_blocks:
             bounds = bounds[:-1] + f", {k.min_blocks})"
@@ -221,6 +223,12 @@ class CEmitter:
 
     def emit(self, depth: int, text: str) -> None:
         self.lines.append("  " * depth + text)
+
+    def helper(self, name: str, text: str) -> str:
+        """The name of device function ``tl::name`` (``text``: its definition), printed once after the header."""
+        if name not in self.helpers:
+            self.helpers[name] = f"namespace tl {{\n{text}}}  // namespace tl\n"
+        return f"tl::{name}"
 
     # ------------------------------------------------------------------------------------------- statements
 

@@ -25,9 +25,11 @@ class SimtExecutable:
     def __init__(self, kernel: ThreadKernel, func: Any) -> None:
         self.kernel = kernel
         self.func = func
+        # the module's own global memory, kept from launch to launch as on the GPU (zero at load)
+        self.statics = {m: np.zeros(int(m.size), m.dtype.np) for m in kernel.statics}
 
     def __call__(self, bound: Bound) -> None:
-        mems: dict[Mem, np.ndarray] = {}
+        mems: dict[Mem, np.ndarray] = dict(self.statics)
         scalars: dict[Any, Any] = dict(bound.sizes)
         for p, m, v in zip(self.func.params, self.kernel.params, bound.values):
             if isinstance(p, Buffer):

@@ -47,6 +47,8 @@ from tilec.ir.stmt import (
     Gemm,
     IfThenElse,
     Parallel,
+    PartialAdd,
+    PartialSave,
     Print,
     Reduce,
     SeqStmt,
@@ -151,6 +153,11 @@ class _Collector:
             return s.kind, region_str(s.tile, n), (self.acc(s.tile),), ()
         if isinstance(s, StageHandoff):
             return s.kind, f"{region_str(s.tile, n)} {s.step} ({s.groups} warpgroups)", (self.acc(s.tile),), ()
+        if isinstance(s, PartialSave):
+            return s.kind, f"{region_str(s.C, n)} -> {n(s.workspace)}[{expr_str(s.slot, n)}]", (self.acc(s.C),), ()
+        if isinstance(s, PartialAdd):
+            return s.kind, f"{region_str(s.C, n)} += {n(s.workspace)}[{expr_str(s.first, n)}:{expr_str(s.last, n)}]", \
+                (self.acc(s.C),), (self.acc(s.C),)
         if isinstance(s, Print):
             return "print", s.msg, tuple(self.acc(r) for r in s.reads()), ()
         if isinstance(s, Parallel):

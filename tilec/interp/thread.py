@@ -162,6 +162,8 @@ class ThreadInterpreter:
     def run(self, globals_: dict[Mem, np.ndarray], scalars: dict[Var, Any]) -> None:
         """``globals_`` maps each global mem to a flat array; ``scalars`` binds scalar params and sizes."""
         self.globals_ = globals_
+        for m in self.k.statics:  # the module's own global memory, zero at load (callers may keep it across runs)
+            globals_.setdefault(m, np.zeros(int(m.size), m.dtype.np))
         base = {v: typed(x, v.dtype) for v, x in scalars.items()}
         grid = [int(self.eval(g, base, None)) for g in self.k.grid]
         if self.k.cluster != (1, 1, 1):
@@ -681,6 +683,7 @@ def _wait(it: ThreadInterpreter, s: CpAsyncWait, env: dict, mask: np.ndarray) ->
 
 
 from tilec.interp import cluster as _cluster  # noqa: E402, F401 - registers the cluster barrier rule
+from tilec.interp import flags as _flags  # noqa: E402, F401 - registers the flag rules (stream-K)
 from tilec.interp import mfma as _mfma  # noqa: E402, F401 - registers the MFMA rule (it imports this module)
 from tilec.interp import tma as _tma  # noqa: E402, F401 - registers the TMA and mbarrier rules
 from tilec.interp import wgmma as _wgmma  # noqa: E402, F401 - registers the wgmma rules

@@ -81,6 +81,7 @@ class TileInterpreter:
         self.loc: SourceLoc | None = None
         self.block: tuple[int, ...] = ()
         self.mask: np.ndarray | None = None  # the active lanes of the parallel loop being run; None at block level
+        self.partials: dict[int, np.ndarray] = {}  # stream-K: saved partial sums by slot, until added
 
     # ------------------------------------------------------------------------------------------------- driver
 
@@ -137,6 +138,8 @@ class TileInterpreter:
         if np.ndim(ext) == 0:
             for i in range(int(ext)):
                 env[s.var] = np.asarray(i, dtype=np.int32)
+                for v, e in s.ann("lets", ()):  # values bound at the start of each trip
+                    env[v] = typed(self.eval(e, env), v.dtype)
                 self.exec(s.body, env, mask)
         else:  # a per-lane trip count inside a parallel loop
             for i in range(int(np.max(ext, initial=0))):

@@ -19,6 +19,8 @@ from tilec.ir.stmt import (
     CumSum,
     Fill,
     Gemm,
+    PartialAdd,
+    PartialSave,
     Print,
     Reduce,
     StageHandoff,
@@ -169,3 +171,22 @@ def _async_copy(it: TileInterpreter, op: AsyncCopy, env: dict) -> None:
 @tile_rule(StageHandoff)
 def _async_sync(it: TileInterpreter, op: object, env: dict) -> None:
     pass
+
+
+@tile_rule(PartialSave)
+def _partial_save(it: TileInterpreter, op: PartialSave, env: dict) -> None:
+    """Stream-K at tile level: a block's partial sums kept by slot until the block adding them takes them."""
+    slot = int(it.eval(op.slot, env))
+    if slot in it.partials:
+        it.fail(f"slot {slot} of {op.workspace.name} is saved again before its partial sums were added")
+    it.partials[slot] = np.array(read(it, op.C, env), dtype=np.float32)
+
+
+@tile_rule(PartialAdd)
+def _partial_add(it: TileInterpreter, op: PartialAdd, env: dict) -> None:
+    acc = np.array(read(it, op.C, env), dtype=np.float32)
+    for q in range(int(it.eval(op.first, env)), int(it.eval(op.last, env))):
+        if q not in it.partials:
+            it.fail(f"the partial sums of slot {q} of {op.workspace.name} are added before any block saved them")
+        acc += it.partials.pop(q)
+    write(it, op.C, acc, env)

@@ -30,6 +30,8 @@ from tilec.ir.stmt import (
     IfThenElse,
     KernelLaunch,
     Parallel,
+    PartialAdd,
+    PartialSave,
     Print,
     Reduce,
     SeqStmt,
@@ -268,6 +270,12 @@ class _Printer:
             return f"T.stage_handoff({self.r(s.tile)}, {s.step!r}, groups={s.groups})"
         if isinstance(s, ClusterSync):
             return "T.cluster_sync()"
+        if isinstance(s, PartialSave):
+            return f"T.partial_save({self.r(s.C)}, {self.names(s.workspace)}[{self.e(s.slot)}], " \
+                   f"flag={self.names(s.flags)}[{self.e(s.slot)}])"
+        if isinstance(s, PartialAdd):
+            return f"T.partial_add({self.r(s.C)}, {self.names(s.workspace)}[{self.e(s.first)}:{self.e(s.last)}], " \
+                   f"flags={self.names(s.flags)})"
         if isinstance(s, WarpgroupTurn):
             edge = "" if s.edge is False else f", edge={s.edge}"
             copy = "" if s.copy is None else f", copy={self.e(s.copy)}"

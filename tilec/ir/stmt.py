@@ -426,3 +426,40 @@ class BarrierWait(TileOp):
 
     def reads(self) -> tuple[Region, ...]:
         return (self.barrier,)
+
+
+@dataclass(frozen=True, eq=False)
+class PartialSave(TileOp):
+    """Stream-K (made by software pipelining): the block's threads save their part of the accumulator fragment ``C``
+    (partial sums over some of a tile's loop iterations) to slot ``slot`` of ``workspace``, a float32 buffer in global
+    memory that the kernel's module owns (one slot per persistent block), and once all of them have written, one
+    thread sets ``flags[slot]``."""
+
+    C: Region
+    workspace: Buffer
+    flags: Buffer
+    slot: Expr
+    kind = "partial_save"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.C,)
+
+
+@dataclass(frozen=True, eq=False)
+class PartialAdd(TileOp):
+    """Stream-K: one thread waits until ``flags[q]`` is set for each slot ``q`` in ``[first, last)`` and clears it; then
+    the block's threads add those slots of ``workspace`` (:class:`PartialSave`, by the same threads' layout) into
+    ``C``."""
+
+    C: Region
+    workspace: Buffer
+    flags: Buffer
+    first: Expr
+    last: Expr
+    kind = "partial_add"
+
+    def reads(self) -> tuple[Region, ...]:
+        return (self.C,)
+
+    def writes(self) -> tuple[Region, ...]:
+        return (self.C,)

@@ -457,6 +457,24 @@ class MbarWait(TStmt):
     parity: Expr
 
 
+@dataclass(frozen=True, eq=False)
+class FlagSignal(TStmt):
+    """One thread publishes its block's global writes before the barrier ahead of it (a fence at GPU scope) and then
+    sets the flag ``mem[off]`` to 1 (stream-K: a block's partial sums are saved). The flag must be clear."""
+
+    mem: Mem
+    off: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class FlagWait(TStmt):
+    """One thread waits until the flag ``mem[off]`` is 1 (acquiring what was published with it) and clears it for
+    the next launch; the barrier after it orders its block's reads of the published data."""
+
+    mem: Mem
+    off: Expr
+
+
 # ------------------------------------------------------------------------------------------------------ kernel
 
 
@@ -489,6 +507,8 @@ class ThreadKernel:
     tensor_maps: tuple[TensorMap, ...] = ()  # TMA descriptors, passed after the sizes
     min_blocks: int = 0  # blocks per SM the register allocation must allow (launch bounds); 0: unspecified
     cluster: tuple[int, int, int] = (1, 1, 1)  # blocks per thread-block cluster along x, y, z
+    # global mems the module owns (zero at load; stream-K's partial sums and flags), kept from launch to launch
+    statics: tuple[Mem, ...] = ()
 
     __hash__ = object.__hash__
 

@@ -302,15 +302,9 @@ def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TS
 _SMEM = "static_cast<unsigned>(__cvta_generic_to_shared({}))"
 
 
-def _helper(e: CEmitter, name: str, text: str) -> str:
-    if name not in e.helpers:
-        e.helpers[name] = f"namespace tl {{\n{text}}}  // namespace tl\n"
-    return f"tl::{name}"
-
-
 def tma_desc_struct(e: CEmitter) -> str:
     """The C type of a tensor-map parameter (the driver's 128-byte, 64-byte aligned CUtensorMap)."""
-    return _helper(e, "TmaDesc", "struct alignas(64) TmaDesc { unsigned long long opaque[16]; };\n")
+    return e.helper("TmaDesc", "struct alignas(64) TmaDesc { unsigned long long opaque[16]; };\n")
 
 
 def _coord_operands(rank: int, first: int) -> tuple[str, str, str]:
@@ -324,7 +318,7 @@ def _emit_tma_load(e: CEmitter, s: TmaLoad, d: int) -> None:
     rank = len(s.coords)
     cs, params, ins = _coord_operands(rank, 3)
     mc, name = (".multicast::cluster", f"tma_load_{rank}d_multicast") if s.multicast else ("", f"tma_load_{rank}d")
-    fn = _helper(e, name, (
+    fn = e.helper(name, (
         f"__device__ __forceinline__ void {name}(const void* map, void* dst, void* bar, {params}"
         + (", unsigned short mask" if s.multicast else "") + ") {\n"
         f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes{mc} "\n'
@@ -343,7 +337,7 @@ def _emit_tma_store(e: CEmitter, s: TmaStoreBox, d: int) -> None:
     rank = len(s.coords)
     cs, params, ins = _coord_operands(rank, 2)
     name = f"tma_store_{rank}d"
-    fn = _helper(e, name, (
+    fn = e.helper(name, (
         f"__device__ __forceinline__ void {name}(const void* map, const void* src, {params}) {{\n"
         f'  asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [%0, {{{cs}}}], [%1];"\n'
         f'               :: "l"(map), "r"({_SMEM.format("src")}), {ins} : "memory");\n'
@@ -366,7 +360,7 @@ def _emit_named_barrier(e: CEmitter, s: NamedBarrier, d: int) -> None:
 
 @emit_rule(MbarInit)
 def _emit_init(e: CEmitter, s: MbarInit, d: int) -> None:
-    fn = _helper(e, "mbar_init", (
+    fn = e.helper("mbar_init", (
         "__device__ __forceinline__ void mbar_init(void* bar, unsigned count) {\n"
         f'  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"({_SMEM.format("bar")}), "r"(count) '
         ': "memory");\n}\n'))
@@ -376,7 +370,7 @@ def _emit_init(e: CEmitter, s: MbarInit, d: int) -> None:
 @emit_rule(MbarArriveTx)
 def _emit_arrive(e: CEmitter, s: MbarArriveTx, d: int) -> None:
     if s.cta is not None:  # on the barrier at the same place in the cluster's block of rank cta
-        fn = _helper(e, "mbar_arrive_cta", (
+        fn = e.helper("mbar_arrive_cta", (
             "__device__ __forceinline__ void mbar_arrive_cta(void* bar, unsigned cta) {\n"
             "  unsigned remote;\n"
             f'  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"({_SMEM.format("bar")}), '
@@ -384,7 +378,7 @@ def _emit_arrive(e: CEmitter, s: MbarArriveTx, d: int) -> None:
             '  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");\n}\n'))
         e.emit(d, f"{fn}({e.names(s.bar)} + {e.e(s.off)}, {e.e(s.cta)});")
         return
-    fn = _helper(e, "mbar_arrive_tx", (
+    fn = e.helper("mbar_arrive_tx", (
         "__device__ __forceinline__ void mbar_arrive_tx(void* bar, unsigned tx) {\n"
         '  asm volatile("{\\n.reg .b64 state;\\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\\n}\\n"\n'
         f'               :: "r"({_SMEM.format("bar")}), "r"(tx) : "memory");\n}}\n'))
@@ -393,7 +387,7 @@ def _emit_arrive(e: CEmitter, s: MbarArriveTx, d: int) -> None:
 
 @emit_rule(MbarWait)
 def _emit_wait(e: CEmitter, s: MbarWait, d: int) -> None:
-    fn = _helper(e, "mbar_wait", (
+    fn = e.helper("mbar_wait", (
         "__device__ __forceinline__ void mbar_wait(void* bar, unsigned parity) {\n"
         "  unsigned done;\n"
         "  do {\n"

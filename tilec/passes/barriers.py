@@ -239,7 +239,7 @@ class _Placer:
 def place_barriers(k: ThreadKernel) -> ThreadKernel:
     """``k`` with barriers placed (see the module docstring); ``k`` itself when it needs none."""
     placer = _Placer(frozenset(id(n.dst) for n in walk(k.body) if isinstance(n, TmaLoad)), _aliases(k),
-                     frozenset(id(m) for m in k.params if isinstance(m, Mem) and m.space == "global"))
+                     frozenset(id(m) for m in k.params + k.statics if isinstance(m, Mem) and m.space == "global"))
     body, _ = placer.stmt(k.body, _State())
     return dataclasses.replace(k, body=body) if placer.count else k
 

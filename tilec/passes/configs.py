@@ -59,6 +59,9 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "(flash attention's Q) are TMA loads by the producer", "True or False", _flag),
     PassConfig("persistent", False, "with warp_specialize: one block per SM (True) or that many blocks loop over "
                "the tiles", "True, False or a positive int", _blocks),
+    PassConfig("stream_k", False, "with persistent: the tiles of the last, partial round of blocks are shared out "
+               "by iterations of the pipelined loop, partial sums added through a workspace (tilec.passes.stream_k)",
+               "True or False", _flag),
     PassConfig("consumers", 1, "with persistent: that many copies of the block's consumer threads, each taking every "
                "n-th of the block's tiles (one's epilogue beside another's main loop)", "1 or 2", _copies),
     PassConfig("tile_order", "balanced", "with persistent, where the loop's trip count depends on the tile (causal "

@@ -31,7 +31,7 @@ from tilec.ir.stmt import (
     WarpRoles,
 )  # fmt: skip
 from tilec.ir.visit import transform, walk
-from tilec.lower import gemm, mfma, ops, reduce, tma, wgmma  # noqa: F401 - register the lowering rules
+from tilec.lower import gemm, mfma, ops, reduce, stream_k, tma, wgmma  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.tir import (
@@ -170,7 +170,8 @@ class _Driver:
         if isinstance(s, For):
             ext = block_expr(lw, s.extent)
             lw.ranges[s.var] = (0, int(ext.value) - 1) if hasattr(ext, "value") else None
-            body = self.stmt(s.body)
+            lets = [Decl(v, block_expr(lw, e)) for v, e in s.ann("lets", ())]  # bound at the start of each trip
+            body = seq(lets + [self.stmt(s.body)])
             if s.ann("base") is not None:  # a persistent tile loop's iterations so far, read once a trip
                 body = seq([Decl(s.ann("base"), MemRef(lw.mem_of(s.ann("counter")), const(0))), body])
             return Loop(s.var, ext, body, unroll=s.kind == "unroll", tiles=bool(s.ann("tiles")), loc=s.loc)
@@ -178,9 +179,13 @@ class _Driver:
             from tilec.lower.tma import lower_roles
 
             return lower_roles(lw, s, self.stmt)
-        if isinstance(s, IfThenElse):
+        if isinstance(s, IfThenElse):  # each branch waits for the wgmma groups it needs; after it, what either left
+            pending = dict(lw.wgmma_pending)
             other = self.stmt(s.else_body) if s.else_body is not None else None
-            return If(block_expr(lw, s.cond), self.stmt(s.then_body), other, loc=s.loc)
+            left, lw.wgmma_pending = lw.wgmma_pending, pending
+            then = self.stmt(s.then_body)
+            lw.wgmma_pending = {**left, **lw.wgmma_pending}
+            return If(block_expr(lw, s.cond), then, other, loc=s.loc)
         if isinstance(s, Parallel):
             return Group(lower_parallel(lw, s), _label(s), loc=s.loc)
         if isinstance(s, Store):
@@ -309,6 +314,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     cluster = [1, 1, 1]
     if launch.cluster is not None:
         cluster[launch.cluster[0]] = launch.cluster[1]
+    statics = tuple(m for b, m in lw.mems.items() if m.space == "global" and b not in func.params)
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), threads, lw.tx, shared,
                         tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size, tuple(lw.tensor_maps),
-                        _min_blocks(target, nbytes, threads, bool(lw.producer_threads)), tuple(cluster))
+                        _min_blocks(target, nbytes, threads, bool(lw.producer_threads)), tuple(cluster), statics)

@@ -119,6 +119,13 @@ class _Pipeliner:
         self.copy = Var("copy")
         _copies_refusal(func.launch, self)
         self.tile = Var("tile")  # a persistent block's tile counter (its global pipeline iteration: tile * n + k)
+        # stream-K (pass config, with persistent): the ring's iteration is ring0 + k, ring0 set by each phase's loop;
+        # the producer's and consumers' loops of the one specialized loop that may be shared out, and its gemms
+        self.stream_k = bool(opts.get("stream_k")) and self.persistent > 0
+        self.ring0 = Var("ring0")
+        self.ring0_whole: Any = None  # ring0 where tiles go whole: tile * n
+        self.shareable: tuple[For, For, list[Stmt]] | None = None
+        self.preloaded = False
         self.pid = Var("pid")  # a persistent block's index
         # a persistent kernel's blocks in clusters of ``cluster`` (pass config): consecutive blocks take tiles that
         # neighbour along grid dimension ``cluster_dim`` (:func:`_persistent`; :mod:`tilec.passes.cluster`)
@@ -435,6 +442,9 @@ class _Pipeliner:
         def g(i: Any) -> Any:  # the ring's iteration
             if self.base is not None:
                 return binop("+", self.base[0], i)
+            if self.stream_k:
+                self.ring0_whole = binop("*", self.tile, n)
+                return binop("+", self.ring0, i)
             return binop("+", binop("*", self.tile, n), i) if self.persistent else i
 
         producers = [body[i] for i in order if stages[i] == 0]
@@ -525,6 +535,8 @@ class _Pipeliner:
             self.head_done[id(consumer)] = 2  # every first gemm has completed before the last part
         inits = [i for full, empty, _ in rings for i in self.ring_inits(full, empty, loop.loc)]
         producer: Stmt = For(k, n, "serial", SeqStmt(tuple(prod)), loc=loop.loc)
+        if isinstance(consumer, For) and self.stream_k:
+            self.shareable = (producer, consumer, consumers)
         if self.base is not None:
             producer = SeqStmt((producer,) + self.advance(n, loop))
         self.roles[id(consumer)] = (inits, producer)
@@ -699,6 +711,7 @@ class _Pipeliner:
             moved.append(c)
         if not moved:
             return inits, producer, stmts
+        self.preloaded = True
         loc = moved[0].loc
         tx = sum(_numel(c.dst) * c.dst.dtype.bits // 8 for c in moved)
         # a persistent block loads the next tile's into a second version while the consumers work on this one's
@@ -886,7 +899,8 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
         inits, producer, stmts = p.preload(stmts, key, inits, producer)
         consumer: Stmt = SeqStmt(tuple(stmts))
         if p.persistent:
-            grid, block_vars, producer, consumer = _persistent(launch, p, producer, consumer)
+            shared = _stream_k(launch, p, producer, stmts, key) if p.stream_k else None
+            grid, block_vars, producer, consumer = shared or _persistent(launch, p, producer, consumer)
             launch = dataclasses.replace(launch, swizzle=None)  # applied to the tiles, not to the blocks
             if p.copies > 1:
                 consumer = _private_copies(launch, p, producer, consumer)
@@ -920,6 +934,8 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     pid, cid = p.pid, p.cluster_index()
     t = binop("+", cid, binop("*", p.tile, P // n)) if p.base is None else p.tile_at(p.tile)
     sub = _tile_coords(launch, dims, t)
+    if p.ring0_whole is not None:  # stream-K asked for, not done (a note says why)
+        sub[p.ring0] = p.ring0_whole
     if n > 1:
         v = launch.block_vars[dim]
         sub[v] = binop("+", binop("*", sub[v], n), binop("%", pid, n))
@@ -950,6 +966,94 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}")
     blocks = binop("min", tiles, P) if n == 1 else binop("*", binop("min", tiles, P // n), n)
     return (blocks,), (pid,), wrap[0], wrap[1]
+
+
+def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[Stmt], key: int) -> tuple | None:
+    """A persistent kernel whose last round's tiles are shared out by iterations (:mod:`.stream_k`): both roles
+    loop over the block's whole tiles, then over its parts of the shared ones; the consumers save a part's partial
+    sums or add the earlier parts' before the epilogue. (grid, block vars, producer, consumer), or None with a note
+    saying why not."""
+    from tilec.ir.stmt import PartialAdd, PartialSave
+    from tilec.passes import stream_k
+
+    line = launch.loc.line if launch.loc else 0
+    loop, dims = stmts[key], list(launch.grid)
+    why = _stream_k_refusal(p, stmts, key)
+    if why is None:
+        tiles, n = int(_product(dims).value), int(loop.extent.value)
+        schedule = stream_k.plan(tiles, n, min(tiles, p.persistent))
+        why = schedule if isinstance(schedule, str) else None
+    if why is not None:
+        p.notes.append(f"T.Kernel at line {line}: not stream-K: {why}")
+        return None
+    P, acc = schedule.blocks, p.shareable[2][0].C.buffer
+    workspace = Buffer("sk_partials", (P, acc.numel), dt.float32, "global", loc=acc.loc)
+    flags = Buffer("sk_flags", (P,), dt.int32, "global", loc=acc.loc)
+    whole = {**_tile_coords(launch, dims, binop("+", p.pid, binop("*", p.tile, P))), p.ring0: binop("*", p.tile, n)}
+    j = Var("part")
+    part = stream_k.part(schedule, p.pid, j)
+    # each part's tile, first iteration, trip count and ring count, bound once at its start
+    at = {f: Var(f"part_{f}") for f in ("tile", "k_lo", "trips", "ring0")}
+    lets = (("lets", tuple((v, getattr(part, f)) for f, v in at.items())),)
+    shared = {**_tile_coords(launch, dims, at["tile"]), p.ring0: at["ring0"]}
+    loops = p.shareable[:2]
+
+    def ranged(s: Stmt) -> Stmt:  # the pipelined loops over this part's iterations only
+        def fn(node: Any) -> Any:
+            if not any(node is x for x in loops):
+                return None
+            body = substitute(node.body, {node.var: binop("+", node.var, at["k_lo"])})
+            return For(node.var, at["trips"], node.kind, body, node.annotations, loc=node.loc)
+        return transform(s, fn)
+
+    C = Region(acc, tuple(const(0) for _ in acc.shape), tuple(int(d) for d in acc.shape))
+    add = PartialAdd(C, workspace, flags, part.first, p.pid, loc=loop.loc)
+    ends = IfThenElse(part.partial, PartialSave(C, workspace, flags, p.pid, loc=loop.loc),
+                      SeqStmt((add,) + tuple(stmts[key + 1:])), loc=loop.loc)
+    roles = []
+    for s, sk in ((producer, ranged(producer)), (SeqStmt(tuple(stmts)), SeqStmt((*stmts[:key], ranged(loop), ends)))):
+        rounds = [For(p.tile, const(schedule.dp_rounds), "serial", substitute(s, whole), (("tiles", True),),
+                      loc=s.loc)] if schedule.dp_rounds else []
+        roles.append(SeqStmt((*rounds, For(j, part.count, "serial", substitute(sk, shared), (("tiles", True),) + lets,
+                                           loc=s.loc))))
+    order = "" if launch.swizzle is None else f" in panels of {launch.swizzle[0]} " \
+        f"{'columns' if launch.swizzle[1] == 'column' else 'rows'} (T.use_swizzle)"
+    p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}: "
+                   f"{schedule.dp_rounds} round{'s' * (schedule.dp_rounds != 1)} of whole tiles, then the last "
+                   f"{schedule.sk_tiles} tiles shared out by iterations of the T.Pipelined loop at line "
+                   f"{loop.loc.line if loop.loc else 0} (stream-K: {schedule.span / P:.1f} of {n} a block; a block's "
+                   f"partial sums of {acc.name!r} go through a workspace of {P * acc.numel * 4 // 1024} KB the module "
+                   "owns, so launches of this kernel must not overlap)")
+    return (const(P),), (p.pid,), roles[0], roles[1]
+
+
+def _stream_k_refusal(p: _Pipeliner, stmts: list[Stmt], key: int) -> str | None:
+    """Why the persistent kernel's specialized loop ``stmts[key]`` cannot be shared out by iterations, or None: its
+    iterations must be a sum (gemms accumulating into one fragment cleared right before the loop), the same number
+    for every tile, and the kernel without clusters, copies of the consumers or a preloaded tile."""
+    from tilec.ir.stmt import Fill, Gemm
+
+    loop = stmts[key]
+    if p.base is not None:
+        return "the trip count of the T.Pipelined loop depends on the tile"
+    if p.cluster > 1 or p.copies > 1:
+        return "in clusters" if p.cluster > 1 else "with copies of the consumer threads"
+    if p.shareable is None or p.shareable[1] is not loop:
+        return "the T.Pipelined loop's second gemm runs an iteration late (rotated)"
+    if p.preloaded:
+        return "tiles are loaded before the loop"
+    gemms = p.shareable[2]
+    acc = gemms[0].C.buffer if isinstance(gemms[0], Gemm) else None
+    if acc is None or acc.scope != "fragment" or any(type(c) is not Gemm or c.C.buffer is not acc or c.clear_accum
+                                                     for c in gemms):
+        return "the T.Pipelined loop does more than accumulate gemms into one fragment"
+    cleared = [i for i, c in enumerate(stmts[:key]) if isinstance(c, Fill) and c.dst.buffer is acc
+               and c.dst.is_full() and getattr(c.value, "value", None) == 0]
+    if not cleared or any(id(acc) in _writes(c) for c in stmts[cleared[-1] + 1:key]):
+        return f"{acc.name!r} is not cleared right before the T.Pipelined loop"
+    if not isinstance(loop.extent, Const) or not all(isinstance(d, Const) for d in p.func.launch.grid):
+        return "the tiles or the T.Pipelined loop's trip count are not compile-time constants"
+    return None
 
 
 def _copies_refusal(launch: KernelLaunch, p: _Pipeliner) -> None:

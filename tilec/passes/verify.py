@@ -48,7 +48,12 @@ class _Verifier:
             if not s.extent.dtype.is_int:
                 self.fail(f"loop extent {s.extent} is not an integer", loc)
             base = s.ann("base")  # a persistent block's pipeline iterations before the tile (read at each trip)
-            self.scoped([s.var] + ([base] if base is not None else []), s.body, in_parallel)
+            lets = s.ann("lets", ())  # values of the loop variable bound at the start of each trip (stream-K's parts)
+            self.bound.add(id(s.var))
+            for _, e in lets:
+                self.expr(e, loc)
+            self.bound.discard(id(s.var))
+            self.scoped([s.var] + ([base] if base is not None else []) + [v for v, _ in lets], s.body, in_parallel)
         elif isinstance(s, Parallel):
             if in_parallel:
                 self.fail("T.Parallel loops must be perfectly nested (one `for i, j in T.Parallel(M, N)`); "

@@ -1,0 +1,151 @@
+"""Stream-K (pass config ``stream_k``, tilec.passes.stream_k): the schedule's arithmetic checked exhaustively (every
+iteration of every shared tile run once, the ring counting each block's iterations in order, a block waiting only for
+partial sums saved before by a block below it), the persistent GEMM on the thread interpreter against float64 numpy
+(ragged, bf16, two warpgroups, launched twice: the flags must be clear again), the refusals with their reasons, and a
+broken schedule named by the interpreter."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import assert_close, load_example, randn
+
+import tilec
+from tilec.errors import RaceError
+from tilec.ir.expr import Var, const
+from tilec.passes import stream_k
+from tilec.passes.trip_counts import evaluate
+
+WS = {"wgmma": True, "tma": True, "warp_specialize": True}
+
+
+def _parts(tiles: int, n: int, P: int) -> tuple[stream_k.Plan, dict[int, list[dict[str, int]]]]:
+    plan = stream_k.plan(tiles, n, P)
+    assert isinstance(plan, stream_k.Plan), plan
+    pid, j = Var("pid"), Var("j")
+    part = stream_k.part(plan, pid, j)
+    fields = [f.name for f in dataclasses.fields(part) if f.name != "count"]
+    out: dict[int, list[dict[str, int]]] = {}
+    for b in range(P):
+        count = int(evaluate(part.count, {pid: np.int64(b), j: np.int64(0)}))
+        out[b] = [{f: int(evaluate(getattr(part, f), {pid: np.int64(b), j: np.int64(i)})) for f in fields}
+                  for i in range(count)]
+    return plan, out
+
+
+@pytest.mark.parametrize(("tiles", "n", "P"), [(2048, 128, 132), (512, 64, 132), (15, 8, 4), (15, 8, 7),
+                                               (64, 32, 60), (200, 9, 33), (1000, 17, 132)])
+def test_the_schedule_runs_every_shared_iteration_once(tiles, n, P):
+    plan, parts = _parts(tiles, n, P)
+    assert plan.dp_rounds * P + plan.sk_tiles == tiles
+    assert plan.span >= P * n // 2  # each block gets at least half a tile
+    seen = np.zeros((plan.sk_tiles, n), int)
+    saved: dict[int, int] = {}  # block -> the tile whose partial sums it saves
+    for b, ps in parts.items():
+        ring = plan.dp_rounds * n  # the ring goes on from the whole tiles' iterations, one by one
+        for i, p in enumerate(ps):
+            s = p["tile"] - plan.dp_rounds * P
+            assert 0 <= s < plan.sk_tiles and p["trips"] > 0
+            seen[s, p["k_lo"]:p["k_lo"] + p["trips"]] += 1
+            assert p["ring0"] + p["k_lo"] == ring
+            ring += p["trips"]
+            reaches_end = p["k_lo"] + p["trips"] == n
+            assert bool(p["partial"]) == (not reaches_end)
+            if p["partial"]:
+                assert i == 0, "only a block's first part may stop short of its tile's end"
+                saved[b] = s
+            else:  # it adds the slots of the blocks that ran the tile's earlier iterations, all below it
+                assert p["first"] <= b
+                assert all(saved.get(q) == s for q in range(p["first"], b))
+                expect = sum(int(pp["trips"]) for q in range(p["first"], b) for pp in parts[q]
+                             if pp["tile"] == p["tile"])
+                assert expect + p["trips"] == n and p["k_lo"] == expect
+    assert (seen == 1).all()
+    owners = sum(1 for ps in parts.values() for p in ps if not p["partial"])
+    assert owners == plan.sk_tiles  # one epilogue per shared tile
+
+
+def test_the_plan_and_its_refusals():
+    assert stream_k.plan(264, 128, 132) == "the 264 tiles fill whole rounds of 132 blocks"
+    assert "too few to share out" in stream_k.plan(200, 4, 132)
+    p = stream_k.plan(2048, 128, 132)
+    assert (p.dp_rounds, p.sk_tiles) == (15, 68)
+    p = stream_k.plan(136, 64, 132)  # 4 tiles over: with one round more, each block at least half a tile
+    assert (p.dp_rounds, p.sk_tiles) == (0, 136)
+
+
+def _gemm(M, N, K, configs, target="simt:sm_90a", **tiles):
+    return tilec.JITKernel(load_example("01_gemm").matmul(M, N, K, **tiles).prim_func, target, [-1],
+                           pass_configs={**WS, **configs})
+
+
+CASES = [  # (M, N, K, tiles, blocks, dtype, the note's schedule)
+    # 5 x 3 tiles on 4 blocks: three rounds, the last 3 tiles over 4 blocks (6 of 8 iterations each); ragged M
+    (300, 184, 256, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}, 4, "float16",
+     "3 rounds of whole tiles, then the last 3 tiles"),
+    # two tiles over: shared with one more round (7 blocks, 9 tiles); ragged K (TMA zero fill), bf16
+    (256, 256, 248, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2, "dtype": "bfloat16"}, 7,
+     "bfloat16", "1 round of whole tiles, then the last 9 tiles"),
+    # two consumer warpgroups of a 128x128 tile, 3 tiles on 2 blocks
+    (384, 128, 512, {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256, "num_stages": 2}, 2, "float16",
+     "1 round of whole tiles, then the last 1 tiles"),
+]
+
+
+@pytest.mark.parametrize(("M", "N", "K", "tiles", "blocks", "dtype", "note"), CASES, ids=["ragged", "bf16", "two-wg"])
+def test_stream_k_gemm(rng, M, N, K, tiles, blocks, dtype, note):
+    kernel = _gemm(M, N, K, {"persistent": blocks, "stream_k": True}, **tiles)
+    assert note in kernel.report()
+    tk = kernel.state.artifacts["thread_ir"]
+    assert sorted(m.name for m in tk.statics) == ["sk_flags", "sk_partials"]
+    for _ in range(2):  # the second launch finds every flag clear again (the interpreter names one left set)
+        a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+        assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
+
+
+def test_the_cuda_source_owns_its_workspace():
+    k = _gemm(8192, 8192, 8192, {"persistent": True, "stream_k": True}, "cuda:sm_90a", block_M=128, block_N=256,
+              block_K=64, threads=256, panel=8)
+    assert "15 rounds of whole tiles, then the last 68 tiles shared out by iterations of the T.Pipelined loop at " \
+           "line" in k.report()
+    assert "65.9 of 128 a block" in k.report() and "launches of this kernel must not overlap" in k.report()
+    src = k.get_kernel_source()
+    assert "__device__ __align__(16) float sk_partials[4325376];" in src  # 132 slots of 128 x 256
+    assert "__device__ __align__(16) int sk_flags[132];" in src
+    assert src.count("tl::flag_signal(sk_flags + pid);") == 1 and src.count("tl::flag_wait(sk_flags + ") == 1
+    text = tilec.dump(k, after="pipelining")
+    assert "T.partial_save(C_f, sk_partials[pid], flag=sk_flags[pid])" in text
+
+
+@pytest.mark.parametrize(("configs", "kw", "why"), [
+    ({"persistent": 4}, {"M": 256, "N": 256}, "the 16 tiles fill whole rounds of 4 blocks"),
+    ({"persistent": 6, "cluster": 2}, {"M": 320, "N": 256}, "in clusters"),
+    ({"persistent": 5}, {"K": 64}, "2 iterations of the pipelined loop a tile are too few to share out"),
+])
+def test_refusals(configs, kw, why):
+    k = _gemm(kw.get("M", 256), kw.get("N", 192), kw.get("K", 256), {**configs, "stream_k": True}, block_M=64,
+              block_N=64, block_K=32, num_stages=2)
+    assert f"not stream-K: {why}" in k.report() and "shared out by" not in k.report()
+
+
+def test_attention_is_refused(rng):
+    fa = load_example("03_flash_attention")
+    g = fa.flash_attention(1, 2, 512, 64, False, block_M=64, block_N=64, num_stages=2, threads=128).prim_func
+    k = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs={**WS, "persistent": 3, "stream_k": True})
+    assert "not stream-K: the T.Pipelined loop's second gemm runs an iteration late (rotated)" in k.report()
+    q, kk, v = (randn(rng, (1, 2, 512, 64), "float16") for _ in range(3))
+    assert_close(k(q, kk, v), fa.reference(q, kk, v, False), "float16",  # still right, as a persistent kernel
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+def test_a_part_that_saves_nothing_is_named(rng, monkeypatch):
+    """A broken schedule: no part saves its partial sums, so the blocks adding them would spin on the GPU; the
+    thread interpreter says which flag nobody set."""
+    real = stream_k.part
+    monkeypatch.setattr(stream_k, "part", lambda *a: dataclasses.replace(real(*a), partial=const(False)))
+    k = _gemm(300, 184, 256, {"persistent": 4, "stream_k": True}, block_M=64, block_N=64, block_K=32, num_stages=2)
+    a, b = randn(rng, (300, 256), "float16"), randn(rng, (256, 184), "float16")
+    with pytest.raises(RaceError, match=r"a wait for flag sk_flags\[0\], which no block has set"):
+        k(a, b)
