@@ -153,19 +153,22 @@ def _tilec_config(cfg: dict) -> tuple[dict, dict, str]:
     on, ``overlap=False`` makes each wgmma group complete within its trip (to measure what the overlap brings),
     ``tma`` feeds the pipeline with TMA through mbarriers instead of cp.async, ``ws`` from a producer warpgroup
     (warp specialization), ``persistent`` makes that kernel loop over tiles on one block per SM, ``cluster`` runs its
-    blocks in clusters sharing tiles by TMA multicast; ``panel`` (a kernel argument) takes the tiles in panels of that
-    many rows (``T.use_swizzle``)."""
-    args = {k: v for k, v in cfg.items() if k not in ("wgmma", "overlap", "tma", "ws", "persistent", "cluster")}
-    wg, overlap, tma, ws, pers, cluster = (cfg.get(k, d) for k, d in (
-        ("wgmma", False), ("overlap", True), ("tma", False), ("ws", False), ("persistent", False), ("cluster", 0)))
+    blocks in clusters sharing tiles by TMA multicast, ``stream_k`` shares the last round's tiles out by iterations;
+    ``panel`` (a kernel argument) takes the tiles in panels of that many rows (``T.use_swizzle``)."""
+    passes = ("wgmma", "overlap", "tma", "ws", "persistent", "cluster", "stream_k")
+    args = {k: v for k, v in cfg.items() if k not in passes}
+    wg, overlap, tma, ws, pers, cluster, sk = (cfg.get(k, d) for k, d in (
+        ("wgmma", False), ("overlap", True), ("tma", False), ("ws", False), ("persistent", False), ("cluster", 0),
+        ("stream_k", False)))
     tag = f"tilec {args['block_M']}x{args['block_N']}x{args['block_K']}"
     tag += (" wgmma" if overlap else " wgmma wait0") if wg else ""
     tag += (" tma ws" if ws else " tma") if tma else ""
     tag += " persistent" if pers else ""
     tag += f" cluster{cluster}" if cluster else ""
     tag += f" panel{args['panel']}" if args.get("panel") else ""
+    tag += " stream-k" if sk else ""
     return args, {"wgmma": wg, "wgmma_overlap": overlap, "tma": tma, "warp_specialize": ws, "persistent": pers,
-                  "cluster": cluster}, tag
+                  "cluster": cluster, "stream_k": sk}, tag
 
 
 def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
@@ -188,6 +191,8 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                     persistent=True),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
                     persistent=True, panel=8),
+               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
+                    persistent=True, panel=8, stream_k=True),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
                     cluster=2),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,

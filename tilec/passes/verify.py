@@ -49,10 +49,11 @@ class _Verifier:
                 self.fail(f"loop extent {s.extent} is not an integer", loc)
             base = s.ann("base")  # a persistent block's pipeline iterations before the tile (read at each trip)
             lets = s.ann("lets", ())  # values of the loop variable bound at the start of each trip (stream-K's parts)
-            self.bound.add(id(s.var))
-            for _, e in lets:
-                self.expr(e, loc)
-            self.bound.discard(id(s.var))
+            if lets and id(s.var) not in self.bound:
+                self.bound.add(id(s.var))
+                for _, e in lets:
+                    self.expr(e, loc)
+                self.bound.discard(id(s.var))
             self.scoped([s.var] + ([base] if base is not None else []) + [v for v, _ in lets], s.body, in_parallel)
         elif isinstance(s, Parallel):
             if in_parallel:
