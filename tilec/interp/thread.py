@@ -139,7 +139,8 @@ class ThreadInterpreter:
         self.wgmma_groups: list[list[tuple[list[tuple[Mem, np.ndarray]], list[tuple[Mem, range, int]]]]] = [[]]
         self.wgmma_regs: dict[Mem, np.ndarray] = {}  # per register column: 2 accumulator, 1 A operand in flight
         self.mbarriers: dict[tuple[Mem, int], Any] = {}  # (mem, index) -> tilec.interp.tma.Mbarrier
-        self.bulk_stores: dict[int, list[tuple[Mem, np.ndarray]]] = {}  # per issuing thread: what its stores read
+        # per issuing thread, its TMA stores' groups (the open one last): what each store reads
+        self.bulk_stores: dict[int, list[list[tuple[Mem, np.ndarray]]]] = {}
         self.aliases = overlapping(kernel.shared)  # shared mem -> [(mem sharing some of its bytes, byte offset)]
         self.sched: Any = None  # tilec.interp.coroutines.Scheduler while roles or a cluster's blocks run
         self.rank = 0  # this block's rank in its cluster
@@ -187,15 +188,16 @@ class ThreadInterpreter:
         self.groups = [[]]
         self.wgmma_groups, self.wgmma_regs, self.mbarriers = [[]], {}, {}
         self.named: dict[int, list] = {}  # named barrier id -> [threads waited, arrived, per generation, paired]
-        self.bulk_stores: dict[int, list[tuple[Mem, np.ndarray]]] = {}  # per issuing thread: what its stores read
+        # per issuing thread, its TMA stores' groups (the open one last): what each store reads
+        self.bulk_stores: dict[int, list[list[tuple[Mem, np.ndarray]]]] = {}
         self.epoch = 0
         self.unsynced = np.zeros(self.T, np.int8)
         self._fresh_release_state()
         return env
 
     def check_block_end(self) -> None:
-        if any(self.bulk_stores.values()):
-            t = next(t for t, v in self.bulk_stores.items() if v)
+        if any(any(g) for v in self.bulk_stores.values() for g in v):
+            t = next(t for t, v in self.bulk_stores.items() if any(v))
             self.fail(f"the kernel ends while thread {t}'s TMA stores may still read shared memory (no "
                       "cp.async.bulk.wait_group.read after them)", RaceError)
         if any(self.wgmma_groups):

@@ -271,22 +271,27 @@ def _tma_store(it: ThreadInterpreter, s: TmaStoreBox, env: dict, mask: np.ndarra
         it.track_read(sh, s.src, np.array([tid]), o[None, :])
         it.check_fenced(sh, s.src, o, "a TMA store")
         sh.bulk_reads[o] += 1  # until the issuing thread's cp.async.bulk.wait_group.read
-        it.bulk_stores.setdefault(int(tid), []).append((s.src, o))
+        it.bulk_stores.setdefault(int(tid), [[]])[-1].append((s.src, o))  # into its open group
         it.globals_[s.dst][flat[inside]] = sh.data[o[inside]].astype(it.globals_[s.dst].dtype)
 
 
 @stmt_rule(BulkCommit)
 def _bulk_commit(it: ThreadInterpreter, s: BulkCommit, env: dict, mask: np.ndarray) -> None:
-    pass  # one group per thread is all the lowering makes: the wait retires everything the thread issued
+    """Each thread's stores since its last commit become a group (per thread: its groups, the open one last)."""
+    for tid in it.tids[mask]:
+        it.bulk_stores.setdefault(int(tid), [[]]).append([])
 
 
 @stmt_rule(BulkWait)
 def _bulk_wait(it: ThreadInterpreter, s: BulkWait, env: dict, mask: np.ndarray) -> None:
-    """The waiting threads' TMA stores have read their tiles (the interpreter copied the data when they were
-    issued): the tiles may be written again."""
+    """The waiting threads' committed TMA stores but the ``pending`` latest have read their tiles (the interpreter
+    copied the data when they were issued): those tiles may be written again."""
     for tid in it.tids[mask]:
-        for mem, o in it.bulk_stores.pop(int(tid), []):
+        groups = it.bulk_stores.get(int(tid), [[]])
+        done = max(len(groups) - 1 - s.pending, 0)
+        for mem, o in (x for g in groups[:done] for x in g):
             it.shared[mem].bulk_reads[o] -= 1
+        it.bulk_stores[int(tid)] = groups[done:]
 
 
 def _barrier_of(it: ThreadInterpreter, rank: int, key: tuple[Mem, int], what: str) -> Mbarrier:

@@ -265,7 +265,7 @@ class _Printer:
         if isinstance(s, TmaStore):
             return f"T.tma_store({self.r(s.src)}, {self.r(s.dst)}{'' if s.wait else ', wait=False'}{by})"
         if isinstance(s, TmaStoreWait):
-            return f"T.tma_store_wait({self.r(s.tile)}{by})"
+            return f"T.tma_store_wait({self.r(s.tile)}{by}{f', pending={s.pending}' if s.pending else ''})"
         if isinstance(s, StageHandoff):
             return f"T.stage_handoff({self.r(s.tile)}, {s.step!r}, groups={s.groups})"
         if isinstance(s, ClusterSync):

@@ -337,10 +337,12 @@ class TmaStore(Copy):
 @dataclass(frozen=True, eq=False)
 class TmaStoreWait(TileOp):
     """The thread that issued TMA stores from ``tile`` waits until they have read it (``cp.async.bulk.wait_group.read
-    0``); the block's barrier before the tile's next writes orders the others after it."""
+    n``: all but its ``pending`` latest stores, which read other tiles); the block's barrier before the tile's next
+    writes orders the others after it."""
 
     tile: Region
     by: int | None = None  # as TmaStore.by
+    pending: int = 0
     kind = "tma_store_wait"
 
     def reads(self) -> tuple[Region, ...]:

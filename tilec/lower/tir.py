@@ -403,8 +403,10 @@ class BulkCommit(TStmt):
 
 @dataclass(frozen=True, eq=False)
 class BulkWait(TStmt):
-    """``cp.async.bulk.wait_group.read 0``: the thread's committed TMA stores have read their shared memory (which
-    may then be written again, or released by the block's exit)."""
+    """``cp.async.bulk.wait_group.read pending``: the thread's committed TMA stores but the ``pending`` latest have read
+    their shared memory (which may then be written again, or released by the block's exit)."""
+
+    pending: int = 0
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from tilec.backends.cemit import CEmitter, asm_rule, emit_rule
+from tilec.backends.cemit import EMIT_RULES, CEmitter, asm_rule, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Const, Expr, Select, Var, binop, const, select, unop
@@ -159,7 +159,7 @@ def _store_issuer(lw: Lowerer, by: int | None) -> Any:
 
 @lower_rule(TmaStoreWait)
 def lower_tma_store_wait(lw: Lowerer, w: TmaStoreWait) -> TStmt:
-    return If(binop("==", lw.tx, _store_issuer(lw, w.by)), BulkWait())
+    return If(binop("==", lw.tx, _store_issuer(lw, w.by)), BulkWait(w.pending))
 
 
 HANDOFF_BARRIERS = 8  # named barrier ids of StageHandoff: the tile freed (8), written (9), the last warpgroup's (10)
@@ -347,7 +347,8 @@ def _emit_tma_store(e: CEmitter, s: TmaStoreBox, d: int) -> None:
 
 
 asm_rule(BulkCommit, "cp.async.bulk.commit_group;")
-asm_rule(BulkWait, "cp.async.bulk.wait_group.read 0;")
+EMIT_RULES[BulkWait] = lambda e, s, d: e.emit(d, f'asm volatile("cp.async.bulk.wait_group.read {s.pending};" ::: '
+                                                  '"memory");')
 asm_rule(FenceMbarInit, "fence.mbarrier_init.release.cluster;")
 asm_rule(ClusterBarrier, r"barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n")
 

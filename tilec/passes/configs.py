@@ -76,6 +76,10 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "staged tile to each other by named barriers, not by a barrier of them all", "True or False", _flag),
     PassConfig("store_exchange", True, "stores of accumulator pairs from registers to global memory: the threads of a "
                "quad exchange them by shuffles and each stores 16 bytes (perf notes AP)", "True or False", _flag),
+    PassConfig("store_buffers", 2, "with tma_store, in a persistent kernel's tile loop: a staged accumulator's "
+               "column chunks alternate between that many buffers of the staging memory (2: each chunk waits for the "
+               "store two chunks back, not the one just issued)", "1 or 2", lambda v: not isinstance(v, bool)
+               and v in (1, 2)),
     PassConfig("tma_store", True, "with tma: staged accumulators leave by TMA stores", "True or False", _flag),
 )}
 

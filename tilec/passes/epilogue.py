@@ -68,7 +68,8 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None)
     tma = bool(opts.get("tma")) and opts.get("tma_store", True) and target.arch == "sm_90a"
     from tilec.passes.pipelining import smem_limit
 
-    st = _Stager(launch, tma, smem_limit(target) if tma else 0, opts.get("stage_handoff", True))
+    st = _Stager(launch, tma, smem_limit(target) if tma else 0, opts.get("stage_handoff", True),
+                 opts.get("store_buffers", 2))
     body = st.seq(launch.body, top=True)
     if not st.new and not st.own:
         return func, st.notes
@@ -128,9 +129,11 @@ def _uses(s: Stmt) -> set[int]:
 
 
 class _Stager:
-    def __init__(self, launch: KernelLaunch, tma: bool, smem_limit: int, handoff: bool = True) -> None:
+    def __init__(self, launch: KernelLaunch, tma: bool, smem_limit: int, handoff: bool = True,
+                 buffers: int = 2) -> None:
         self.launch = launch
         self.handoff = handoff  # pass config stage_handoff
+        self.buffers = buffers  # pass config store_buffers
         self.tma = tma  # TMA stores where the tensor allows them
         self.smem_limit = smem_limit
         self.own: list[Buffer] = []  # staging tiles of their own (in loops)
@@ -190,13 +193,22 @@ class _Stager:
                               + (f" for each of {copies} copies of the consumers" if copies > 1 else "")
                               + f", {max(free, 0)} are free")
             return None
-        lead = (copies,) if copies > 1 else ()
+        # chunks in two buffers of half the width, in turn: a chunk's write waits for the store two chunks back
+        double = self.buffers == 2 and copies == 1 and cols // width >= 2 and width % (2 * panel) == 0
+        width //= 2 if double else 1
+        lead = (copies,) if copies > 1 else (2,) if double else ()
         stage = Buffer(f"{f.name}_stage", lead + (rows, width), g.dtype, "shared", loc=c.loc)
-        mine = Region(stage, (copy,) * len(lead) + (const(0), const(0)), (1,) * len(lead) + (rows, width))
+
+        def part(j: int) -> Region:  # the tile (copy's, or buffer's) chunk j is written to
+            first = (copy,) if copies > 1 else (const(j % 2),) if double else ()
+            return Region(stage, first + (const(0), const(0)), (1,) * len(lead) + (rows, width))
+
+        mine = part(0)
         self.own.append(stage)
         chunks = cols // width
         self.notes.append(f"T.copy at line {line}: {f.name} goes out through shared memory of its own ({stage.name}, "
-                          f"{rows} x {width}{f', {chunks} chunks' if chunks > 1 else ''}"
+                          f"{'two buffers of ' if double else ''}{rows} x {width}"
+                          f"{f', {chunks} chunks' if chunks > 1 else ''}{' in turn' if double else ''}"
                           f"{f', one for each of {copies} copies of the consumers' if copies > 1 else ''}) by TMA "
                           "stores that overlap what follows")
         groups = self.turns(before) if self.handoff else 0
@@ -213,8 +225,8 @@ class _Stager:
             src = Region(f, (const(0), const(j * width)), (rows, width))
             dst = Region(g, c.dst.starts[:-1] + (binop("+", c.dst.starts[-1], j * width),),
                          c.dst.extents[:-1] + (width,))
-            out += [TmaStoreWait(mine, loc=c.loc), Copy(src, mine, loc=c.loc),
-                    TmaStore(mine, dst, wait=False, loc=c.loc)]
+            out += [TmaStoreWait(part(j), pending=int(double), loc=c.loc), Copy(src, part(j), loc=c.loc),
+                    TmaStore(part(j), dst, wait=False, loc=c.loc)]
         return out
 
     def turns(self, before: list[Stmt]) -> int:
