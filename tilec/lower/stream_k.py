@@ -7,7 +7,8 @@ bytes with each 16-byte vector instruction. The block whose sums are added runs 
 fragment layout, so no element is moved between threads. A flag is set by one thread after a barrier of its block
 and a fence at GPU scope (release), and waited for by one thread with acquiring loads before a barrier of its block;
 the waiting thread clears it, so every flag is zero again when the launch ends (the module's workspace is zero at
-load and is kept from launch to launch: two launches of one kernel at once, on two streams, would share it).
+load and is kept from launch to launch: two launches of one kernel at once, on two streams, would share it; a block
+finding its flag already set traps, which catches most such overlaps, not all).
 """
 
 from __future__ import annotations
@@ -69,8 +70,10 @@ def _lower_add(lw: Lowerer, s: PartialAdd) -> TStmt:
 def _emit_signal(e: CEmitter, s: FlagSignal, d: int) -> None:
     fn = e.helper("flag_signal", (
         "__device__ __forceinline__ void flag_signal(int* flag) {\n"
+        "  int was;\n"
         '  asm volatile("fence.acq_rel.gpu;" ::: "memory");\n'
-        '  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" :: "l"(flag), "r"(1) : "memory");\n}\n'))
+        '  asm volatile("atom.relaxed.gpu.global.exch.b32 %0, [%1], %2;" : "=r"(was) : "l"(flag), "r"(1) : "memory");\n'
+        "  if (was) __trap();  // set already: another launch of this kernel runs at the same time\n}\n"))
     e.emit(d, f"{fn}({e.names(s.mem)} + {e.e(s.off)});")
 
 
