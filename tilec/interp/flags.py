@@ -1,7 +1,7 @@
 """The thread interpreter's flags in global memory (stream-K's partial sums, :mod:`tilec.lower.stream_k`).
 
 Blocks run one after another here, so a flag is set or not when it is waited for: a wait for a flag that no block
-has set is reported (on the GPU it would spin until the trap), as is setting a flag that is already set (a slot
+has set is reported (on the GPU the block would spin until its wait traps), as is setting a flag that is already set (a slot
 saved twice before its sums were added, or a flag left set by an earlier launch)."""
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def _wait(it: ThreadInterpreter, s: FlagWait, env: dict, mask: np.ndarray) -> No
     data, off = _at(it, s, env, mask, "a wait")
     if not data[off]:
         it.fail(f"a wait for flag {s.mem.name}[{off}], which no block has set (block {off}'s partial sums: on the "
-                "GPU a block waiting for a block that runs later, or never saves them, hangs)", RaceError)
+                "GPU a block waiting for a block that runs later, or never saves them, spins until the wait traps)",
+                RaceError)
     data[off] = 0
 
 

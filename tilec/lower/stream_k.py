@@ -4,8 +4,8 @@
 A slot of the workspace holds one block's accumulator registers as its threads hold them: register ``4i + j`` of
 thread ``t`` at ``(4i * T + 4t) + j`` (``T`` the block's threads), so that a warp saves or loads 512 contiguous
 bytes with each 16-byte vector instruction. The block whose sums are added runs the same code with the same
-fragment layout, so no element is moved between threads. A flag is set by one thread after a barrier of its block
-and a fence at GPU scope (release), and waited for by one thread with acquiring loads before a barrier of its block;
+fragment layout, so no element is moved between threads. A flag is set (an atomic exchange) by one thread after a
+barrier of its block and a fence at GPU scope (release), and waited for by one thread with acquiring loads before a barrier of its block;
 the waiting thread clears it, so every flag is zero again when the launch ends (the module's workspace is zero at
 load and is kept from launch to launch: two launches of one kernel at once, on two streams, would share it; a block
 finding its flag already set traps, which catches most such overlaps, not all).
@@ -21,7 +21,7 @@ from tilec.ir.stmt import PartialAdd, PartialSave
 from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.tir import FlagSignal, FlagWait, If, Loop, Mem, MemRef, Sync, TStmt, Write, seq
 
-SPIN_LIMIT = 1 << 26  # a flag's wait gives up (traps: an error, not a hang) after this many polls (> 10 s)
+SPIN_LIMIT = 1 << 26  # a flag's wait gives up (traps: an error, not a hang) after this many polls (~10 s)
 
 
 def _slot(lw: Lowerer, reg: Mem, slot: Expr, i: int, lanes: int) -> Expr:
