@@ -1,8 +1,8 @@
 """The thread interpreter's flags in global memory (stream-K's partial sums, :mod:`tilec.lower.stream_k`).
 
 Blocks run one after another here, so a flag is set or not when it is waited for: a wait for a flag that no block
-has set is reported (on the GPU the block would spin until its wait traps), as is setting a flag that is already set (a slot
-saved twice before its sums were added, or a flag left set by an earlier launch)."""
+has set is reported (on the GPU the block would spin until its wait traps), as is setting a flag that is already
+set (a slot saved twice before its sums were added, or a flag left set by an earlier launch)."""
 
 from __future__ import annotations
 

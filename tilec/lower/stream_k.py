@@ -5,10 +5,10 @@ A slot of the workspace holds one block's accumulator registers as its threads h
 thread ``t`` at ``(4i * T + 4t) + j`` (``T`` the block's threads), so that a warp saves or loads 512 contiguous
 bytes with each 16-byte vector instruction. The block whose sums are added runs the same code with the same
 fragment layout, so no element is moved between threads. A flag is set (an atomic exchange) by one thread after a
-barrier of its block and a fence at GPU scope (release), and waited for by one thread with acquiring loads before a barrier of its block;
-the waiting thread clears it, so every flag is zero again when the launch ends (the module's workspace is zero at
-load and is kept from launch to launch: two launches of one kernel at once, on two streams, would share it; a block
-finding its flag already set traps, which catches most such overlaps, not all).
+barrier of its block and a fence at GPU scope (release), and waited for by one thread with acquiring loads before a
+barrier of its block; the waiting thread clears it, so every flag is zero again when the launch ends (the module's
+workspace is zero at load and is kept from launch to launch: two launches of one kernel at once, on two streams,
+would share it; a block finding its flag already set traps, which catches most such overlaps, not all).
 """
 
 from __future__ import annotations
