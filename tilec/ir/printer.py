@@ -204,8 +204,13 @@ class _Printer:
         elif isinstance(s, KernelLaunch):
             self.launch(s, d)
         elif isinstance(s, For):
-            args = [self.e(s.extent)] + [f"{k}={v!r}" for k, v in s.annotations]
+            def value(v: Any) -> str:  # an annotation's value (variables and buffers by name)
+                return self.names(v) if isinstance(v, (Var, Buffer)) else repr(v)
+
+            args = [self.e(s.extent)] + [f"{k}={value(v)}" for k, v in s.annotations if k != "lets"]
             self.emit(d, f"for {self.names(s.var)} in {_LOOP_CTOR[s.kind]}({', '.join(args)}):")
+            for v, e in s.ann("lets", ()):  # bound at the start of each trip
+                self.emit(d + 1, f"{self.names(v)} = {self.e(e)}  # each trip")
             self.body(s.body, d + 1)
         elif isinstance(s, Parallel):
             vs = ", ".join(self.names(v) for v in s.vars)
