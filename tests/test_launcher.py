@@ -129,3 +129,4 @@ def test_poison_fills_with_what_shows_an_unwritten_element():
     for a, d in ((f16, dt.float16), (i32, dt.int32), (f8, dt.float8_e4m3)):
         _poison(a, "cupy", d)
     assert np.isnan(f16).all() and (i32 == np.iinfo(np.int32).min).all() and np.isnan(f8.astype(np.float32)).all()
+

@@ -8,11 +8,27 @@ metadata is written last and marks the entry complete.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import tempfile
 from pathlib import Path
 
 from tilec.config import config
+
+
+@functools.cache
+def compiler_id() -> str:
+    """tilec's version and a digest of its own source files, part of the keys of compiled kernels and tuning
+    results: a changed compiler (a release, or a working tree being edited) never gets an earlier compiler's kernel
+    back from the disk cache for the same kernel and options. Read once a process (~200 files)."""
+    import tilec
+
+    root = Path(tilec.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"{tilec.__version__}+{h.hexdigest()[:16]}"
 
 
 def _dir() -> Path | None:

@@ -6,13 +6,13 @@
 >>> kernel = matmul(4096, 4096, 4096)      # tunes on the first call with these arguments, then remembers
 
 On the first call with a new key -- by default the non-config arguments (values; shapes and dtypes of arrays),
-the target, the GPU's name and tilec's version -- the candidates (a list of dicts, a function of the call's
-arguments returning one or a :class:`~tilec.tune.recommend.Recommendation`, or by default the cost model's
-``top_k``) are built: parsing and the pipeline in this thread (they are not thread-safe), NVRTC in a pool of
-worker threads (it releases the GIL). Each is run once on the same random inputs and its output compared with
-the first candidate's (relative tolerance by dtype, :data:`tilec.tune.bench.TOLERANCE`); mismatches, build and
-run errors are excluded and reported. The rest are timed (``timer(run, config) -> ms``, by default CUDA events,
-median, as ``triton.testing.do_bench``); the fastest config is kept in memory and on disk
+the target, the GPU's name and the compiler (tilec's version and sources) -- the candidates (a list of dicts, a
+function of the call's arguments returning one or a :class:`~tilec.tune.recommend.Recommendation`, or by default
+the cost model's ``top_k``) are built: parsing and the pipeline in this thread (they are not thread-safe), NVRTC
+in a pool of worker threads (it releases the GIL). Each is run once on the same random inputs and its output
+compared with the first candidate's (relative tolerance by dtype, :data:`tilec.tune.bench.TOLERANCE`); mismatches,
+build and run errors are excluded and reported. The rest are timed (``timer(run, config) -> ms``, by default CUDA
+events, median, as ``triton.testing.do_bench``); the fastest config is kept in memory and on disk
 (``$TILEC_CACHE_DIR/autotune/<hash>.json``, written atomically) and the call returns its kernel (a lazy factory)
 or its outputs (an eager kernel). A call that passes any config argument explicitly skips tuning.
 """
@@ -213,7 +213,6 @@ class AutotunedFunction:
 
     def key(self, args: tuple, kwargs: dict) -> tuple[str, dict]:
         """(hash, description) of the tuning key of a call."""
-        import tilec
         from tilec.tune.bench import gpu_name
 
         fn = self.jit_fn.fn
@@ -233,7 +232,7 @@ class AutotunedFunction:
         src = hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16] if _has_source(fn) else ""
         desc = {"function": f"{fn.__module__}.{fn.__qualname__}", "source": src, "key": what, "configs": space,
                 "target": str(target), "device": (gpu_name() or "no gpu") if target.kind == "cuda" else target.kind,
-                "version": tilec.__version__}
+                "version": cache.compiler_id()}
         return hashlib.sha256(json.dumps(desc, sort_keys=True).encode()).hexdigest()[:32], desc
 
     # ----------------------------------------------------------------------------------------------- tuning
@@ -441,7 +440,8 @@ def autotune(fn: Any = None, *, configs: Any = None, key: Any = None, warmup: fl
         rows); or a function of the call's arguments returning either. Default: ``tilec.recommend``'s ``top_k``.
     key : callable or list of str, optional
         What tells tuning problems apart: a function of the call's arguments, or parameter names. Default: all
-        non-config arguments (arrays by shape and dtype). The target, GPU name and tilec version always count.
+        non-config arguments (arrays by shape and dtype). The target, GPU name and compiler (tilec's version and
+        sources) always count.
     warmup, rep : float
         Milliseconds of warm-up and of timed repetitions per candidate (the default timer).
     top_k : int

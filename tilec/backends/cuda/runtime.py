@@ -155,10 +155,11 @@ def _nvrtc_version() -> str:
 
 
 def front_key(func: Any, target: Target, options: dict) -> str:
-    """The cache key of a kernel before compilation: its Tile IR text, target, options and tilec's version.
+    """The cache key of a kernel before compilation: its Tile IR text, target, options and the compiler (tilec's
+    version and sources: :func:`tilec.runtime.cache.compiler_id`).
 
     A hit skips the whole pipeline (a new process gets its kernel without importing sympy or networkx)."""
-    text = "\0".join([str(func), str(target), json.dumps(options, sort_keys=True, default=str), tilec.__version__,
+    text = "\0".join([str(func), str(target), json.dumps(options, sort_keys=True, default=str), cache.compiler_id(),
                       _nvrtc_version()])
     return "f" + hashlib.sha256(text.encode()).hexdigest()
 
