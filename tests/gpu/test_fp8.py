@@ -59,3 +59,18 @@ def test_fp8_gemm_wgmma(examples, cfg, feed):
         a, b, sa, sb = args
         peer = torch._scaled_mm(a, b.t(), scale_a=sa[:, None], scale_b=sb[None, :], out_dtype=torch.bfloat16)
         assert _rel(out, peer.double().cpu()) < 8e-3
+
+
+@pytest.mark.skipif(_cc() != (9, 0), reason="wgmma needs sm_90")
+def test_fp8_gemm_stream_k(examples):
+    """Stream-K on the fp8 gemm: the partial sums are added before the epilogue applies the row and column scales.
+    2000 x 4000 tiles of 128 x 256: 256 tiles on 132 SMs, the last 124 shared out; ragged M and N; launched twice."""
+    fp8 = examples["06_fp8_gemm"]
+    M, N, K = 2000, 4000, 1024
+    k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, block_M=128, block_N=256, block_K=128, threads=256), "cuda", [-1],
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": True,
+                                      "stream_k": True})
+    assert "1 round of whole tiles, then the last 124 tiles shared out" in k.report()
+    for _ in range(2):
+        args, ref = _inputs(fp8, M, N, K)
+        assert _rel(k(*args), ref) < 8e-3
