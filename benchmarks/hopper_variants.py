@@ -162,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws persistent panel8": ({**big, "panel": 8}, {**ws, "persistent": True}),
         "tma ws persistent cluster2": (big, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent stream-k": (big, {**ws, "persistent": True, "stream_k": True}),
+        "tma ws 128 blocks panel8": ({**big, "panel": 8}, {**ws, "persistent": 128}),  # whole rounds at 4096³, 8192³
         "tma ws persistent panel8 one buffer": ({**big, "panel": 8}, {**ws, "persistent": True, "store_buffers": 1}),
         "tma ws persistent panel8 stream-k one buffer": ({**big, "panel": 8}, {**ws, "persistent": True,
                                                                               "stream_k": True, "store_buffers": 1}),
