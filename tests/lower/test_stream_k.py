@@ -90,7 +90,7 @@ CASES = [  # (M, N, K, tiles, blocks, dtype, the note's schedule)
      "bfloat16", "1 round of whole tiles, then the last 9 tiles"),
     # two consumer warpgroups of a 128x128 tile, 3 tiles on 2 blocks
     (384, 128, 512, {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256, "num_stages": 2}, 2, "float16",
-     "1 round of whole tiles, then the last 1 tiles"),
+     "1 round of whole tiles, then the last 1 tile shared out"),
 ]
 
 

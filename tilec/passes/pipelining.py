@@ -1018,9 +1018,12 @@ def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[S
                                            loc=s.loc))))
     order = "" if launch.swizzle is None else f" in panels of {launch.swizzle[0]} " \
         f"{'columns' if launch.swizzle[1] == 'column' else 'rows'} (T.use_swizzle)"
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'s' * (n != 1)}"
+
     p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}: "
-                   f"{schedule.dp_rounds} round{'s' * (schedule.dp_rounds != 1)} of whole tiles, then the last "
-                   f"{schedule.sk_tiles} tiles shared out by iterations of the T.Pipelined loop at line "
+                   f"{count(schedule.dp_rounds, 'round')} of whole tiles, then the last "
+                   f"{count(schedule.sk_tiles, 'tile')} shared out by iterations of the T.Pipelined loop at line "
                    f"{loop.loc.line if loop.loc else 0} (stream-K: {schedule.span / P:.1f} of {n} a block; a block's "
                    f"partial sums of {acc.name!r} go through a workspace of {P * acc.numel * 4 // 1024} KB the module "
                    "owns, so launches of this kernel must not overlap)")
