@@ -99,14 +99,7 @@ def _copy_value(lw: Lowerer, s: Region, d: Region, didx: list[Expr]) -> tuple[li
     """(source indices, source buffer) of the destination element ``didx``."""
     vs = [binop("-", i, st) for i, st in zip(didx, d.starts)]
     rel = [v for v, e in zip(vs, d.extents) if not (isinstance(e, int) and e == 1)]
-    sidx, k = [], 0
-    for st, e in zip(s.starts, s.extents):
-        if isinstance(e, int) and e == 1:
-            sidx.append(st)
-        else:
-            sidx.append(binop("+", st, rel[k]))
-            k += 1
-    return sidx, s.buffer
+    return s.index_at(rel), s.buffer
 
 
 def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr | None = None,
