@@ -172,8 +172,6 @@ class _Driver:
             lw.ranges[s.var] = (0, int(ext.value) - 1) if hasattr(ext, "value") else None
             lets = [Decl(v, block_expr(lw, e)) for v, e in s.ann("lets", ())]  # bound at the start of each trip
             body = seq(lets + [self.stmt(s.body)])
-            if s.ann("base") is not None:  # a persistent tile loop's iterations so far, read once a trip
-                body = seq([Decl(s.ann("base"), MemRef(lw.mem_of(s.ann("counter")), const(0))), body])
             return Loop(s.var, ext, body, unroll=s.kind == "unroll", tiles=bool(s.ann("tiles")), loc=s.loc)
         if isinstance(s, WarpRoles):
             from tilec.lower.tma import lower_roles

@@ -961,7 +961,7 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
         wrap = [SeqStmt((Store(ring, (), const(0), loc=s.loc),
                          For(p.tile, p.rounds(), "serial", IfThenElse(binop("<", t, tiles), substitute(s, sub),
                                                                               loc=s.loc),
-                             (("tiles", True), ("base", var), ("counter", ring)), loc=s.loc)), loc=s.loc)
+                             (("tiles", True), ("lets", ((var, Load(ring, ())),))), loc=s.loc)), loc=s.loc)
                 for s in (producer, consumer)]
     p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}")
     blocks = binop("min", tiles, P) if n == 1 else binop("*", binop("min", tiles, P // n), n)

@@ -47,14 +47,15 @@ class _Verifier:
             self.expr(s.extent, loc)
             if not s.extent.dtype.is_int:
                 self.fail(f"loop extent {s.extent} is not an integer", loc)
-            base = s.ann("base")  # a persistent block's pipeline iterations before the tile (read at each trip)
-            lets = s.ann("lets", ())  # values of the loop variable bound at the start of each trip (stream-K's parts)
+            # values bound at the start of each trip (a persistent tile loop's pipeline iterations so far, read from
+            # their counter; stream-K's parts)
+            lets = s.ann("lets", ())
             if lets and id(s.var) not in self.bound:
                 self.bound.add(id(s.var))
                 for _, e in lets:
                     self.expr(e, loc)
                 self.bound.discard(id(s.var))
-            self.scoped([s.var] + ([base] if base is not None else []) + [v for v, _ in lets], s.body, in_parallel)
+            self.scoped([s.var] + [v for v, _ in lets], s.body, in_parallel)
         elif isinstance(s, Parallel):
             if in_parallel:
                 self.fail("T.Parallel loops must be perfectly nested (one `for i, j in T.Parallel(M, N)`); "
