@@ -66,21 +66,14 @@ def _lower_add(lw: Lowerer, s: PartialAdd) -> TStmt:
     return seq([wait, Sync(), Loop(q2, count, seq(adds))])
 
 
-@emit_rule(FlagSignal)
-def _emit_signal(e: CEmitter, s: FlagSignal, d: int) -> None:
-    fn = e.helper("flag_signal", (
-        "__device__ __forceinline__ void flag_signal(int* flag) {\n"
+# each flag statement is a call of one device function on the flag's address: (its name, the body after its signature)
+_FLAG_HELPERS = {
+    FlagSignal: ("flag_signal", (
         "  int was;\n"
         '  asm volatile("fence.acq_rel.gpu;" ::: "memory");\n'
         '  asm volatile("atom.relaxed.gpu.global.exch.b32 %0, [%1], %2;" : "=r"(was) : "l"(flag), "r"(1) : "memory");\n'
-        "  if (was) __trap();  // set already: another launch of this kernel runs at the same time\n}\n"))
-    e.emit(d, f"{fn}({e.names(s.mem)} + {e.e(s.off)});")
-
-
-@emit_rule(FlagWait)
-def _emit_wait(e: CEmitter, s: FlagWait, d: int) -> None:
-    fn = e.helper("flag_wait", (
-        "__device__ __forceinline__ void flag_wait(int* flag) {\n"
+        "  if (was) __trap();  // set already: another launch of this kernel runs at the same time\n")),
+    FlagWait: ("flag_wait", (
         "  int v;\n"
         "  for (unsigned polls = 0;; ++polls) {\n"
         '    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");\n'
@@ -88,5 +81,13 @@ def _emit_wait(e: CEmitter, s: FlagWait, d: int) -> None:
         f"    if (polls == {SPIN_LIMIT}u) __trap();  // a flag nobody sets: an error, not a hang\n"
         "    __nanosleep(128);\n"
         "  }\n"
-        '  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" :: "l"(flag), "r"(0) : "memory");\n}\n'))
+        '  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" :: "l"(flag), "r"(0) : "memory");\n')),
+}
+
+
+@emit_rule(FlagSignal)
+@emit_rule(FlagWait)
+def _emit_flag(e: CEmitter, s: FlagSignal | FlagWait, d: int) -> None:
+    name, body = _FLAG_HELPERS[type(s)]
+    fn = e.helper(name, f"__device__ __forceinline__ void {name}(int* flag) {{\n{body}}}\n")
     e.emit(d, f"{fn}({e.names(s.mem)} + {e.e(s.off)});")
