@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -23,12 +24,90 @@ sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-def tilec_variant(M: int, N: int, K: int, dtype: str, kw: dict, configs: dict) -> object:
+def tilec_variant(M: int, N: int, K: int, dtype: str, kw: dict, configs: dict,
+                  patch: Callable[[str], str] | None = None) -> object:
+    """The example GEMM with these kernel arguments and pass configs, compiled; ``patch`` edits its generated CUDA
+    first (a measurement of what a change would bring before the compiler makes it; built outside the disk cache)."""
+    import os
+    import tempfile
+
     import tilec
+    from tilec.backends.cuda.runtime import CudaExecutable, load
 
     gemm = __import__("01_gemm")
-    return tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **kw), "cuda", out_idx=[-1],
-                           pass_configs=configs).compile()
+    jk = tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **kw), "cuda", out_idx=[-1], pass_configs=configs)
+    if patch is None:
+        return jk.compile()
+    state, old = jk.state, os.environ.get("TILEC_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["TILEC_CACHE_DIR"] = d
+        try:
+            func = state.artifacts["input_func"]
+            jk._exe = CudaExecutable(load(state.artifacts["thread_ir"], patch(state.artifacts["source"]),
+                                          state.target, func, configs), func)
+        finally:
+            if old is None:
+                os.environ.pop("TILEC_CACHE_DIR")
+            else:
+                os.environ["TILEC_CACHE_DIR"] = old
+    return jk
+
+
+def no_epilogue(source: str) -> str:
+    """The persistent GEMM's consumers skip their epilogue (under a condition on two accumulators that random
+    inputs never meet, so the accumulators stay live): its time against the kernel's own is what the epilogue
+    costs. The output is left unwritten."""
+    i = source.index("wgmma.wait_group.sync.aligned 0;")
+    j = source.index('asm volatile("bar.sync 1, 256;"', i)
+    k = source.index("    }\n    // T.tma_store_wait(C_f_stage)", j)
+    return source[:j] + "if (C_f[0] == 1.5e-38f && C_f[127] == 2.5e-38f) {\n" + source[j:k] + "}\n" + source[k:]
+
+
+def deferred_epilogue(source: str, spread: bool = False) -> str:
+    """Hand patch: the persistent GEMM's consumers pack a finished tile's accumulators into half2 registers and store
+    them (staging tile, TMA) during the next tile's second k-step, its wgmma groups in flight (``spread``: chunk c
+    of four during k-step c + 1); the last tile's after the loop. fp16 outputs only."""
+    lines = source.split("\n")
+    start = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line)
+    loop = start + 1
+    m = re.match(r"    for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[loop])
+    assert m, lines[loop]
+    trips = m.group(1)
+    kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
+    kend = next(i for i in range(kl, len(lines)) if lines[i] == "      }")
+    commit = next(i for i in range(kl, kend) if "wgmma.commit_group" in lines[i])
+    tend = next(i for i in range(kend, len(lines)) if lines[i] == "    }")
+    epi = lines[kend + 1:tend]
+    drain = [line for line in epi
+             if "wgmma.wait_group.sync.aligned 0" in line or line.lstrip().startswith('asm volatile("" : "+f"')]
+    store = [line for line in epi if line not in drain]
+    text = "\n".join(store)
+    pair = re.compile(r"(vec_\d+)\[0\] = static_cast<half>\(C_f\[(\d+)\]\);\n\s*"
+                      r"\1\[1\] = static_cast<half>\(C_f\[(\d+)\]\);")
+
+    def sub(mm: re.Match) -> str:
+        a, b = int(mm.group(2)), int(mm.group(3))
+        assert b == a + 1 and a % 2 == 0
+        return f"*reinterpret_cast<__half2*>(&{mm.group(1)}[0]) = C_h2[{a // 2}];"
+    text, n = pair.subn(sub, text)
+    assert n == 64, n
+    assert not any("C_f[" in line and "//" not in line for line in text.split("\n"))
+    inner = re.sub(r"\btile\b", "(tile - 1)", text)
+    last = re.sub(r"\btile\b", "tile_last", text)
+    if spread:  # chunk c of the staging tile's stores at k-step c + 1
+        marks = [i for i, line in enumerate(inner.split("\n")) if "T.tma_store_wait(C_f_stage[" in line]
+        parts = inner.split("\n")
+        chunks = ["\n".join(parts[a:b]) for a, b in zip(marks, marks[1:] + [len(parts)])]
+        assert marks[0] == 0 and len(chunks) == 4, marks
+        during = [f"        if (k == {c + 1} && tile > 0) {{\n{chunk}\n        }}" for c, chunk in enumerate(chunks)]
+    else:
+        during = ["        if (k == 1 && tile > 0) {", inner, "        }"]
+    pack = [f"      C_h2[{i}] = __floats2half2_rn(C_f[{2 * i}], C_f[{2 * i + 1}]);" for i in range(64)]
+    out = (lines[:loop] + ["    __half2 C_h2[64];"] + lines[loop:commit + 1] + during
+           + lines[commit + 1:kend + 1] + drain + pack + lines[tend:tend + 1]
+           + [f"    if ({trips} > 0) {{", f"      const int tile_last = {trips} - 1;", last, "    }"]
+           + lines[tend + 1:])
+    return "\n".join(out)
 
 
 def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[float, float, float]:
@@ -142,13 +221,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--attention", action="store_true", help="also time the flash-attention variants")
     ap.add_argument("--dims", default="128,64", help="the flash-attention head dims")
     ap.add_argument("--only", default="", help="only the GEMM variants of these labels (comma-separated)")
+    ap.add_argument("--warmup", type=float, default=None, help="each timing's warm-up in ms (run.py's WARMUP_MS)")
     ap.add_argument("--sustain", type=float, default=0.0,
                     help="also run each implementation back to back for this many seconds: TFLOP/s, SM clock, power")
     args = ap.parse_args(argv)
 
+    import run
     import torch
     from peers import triton_kernels
     from run import _measure, input_sets
+
+    if args.warmup is not None:
+        run.WARMUP_MS = args.warmup
 
     tdt = getattr(torch, args.dtype)
     big = {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256}
@@ -156,10 +240,16 @@ def main(argv: list[str] | None = None) -> None:
     wide = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}  # cuBLAS's tile (perf notes, 5th session)
     pp = {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 128}  # a warpgroup's tile (copies: ping-pong)
     flat = {"block_M": 64, "block_N": 256, "block_K": 64, "threads": 128}  # ... one wgmma m64n256k16 a k-step
-    variants = {  # label -> (kernel arguments, pass configs)
+    variants = {  # label -> (kernel arguments, pass configs[, a patch of the generated source])
         "tma": (big, {"wgmma": True, "tma": True}),
         "tma ws persistent": (big, {**ws, "persistent": True}),
         "tma ws persistent panel8": ({**big, "panel": 8}, {**ws, "persistent": True}),
+        "tma ws persistent panel8 no epilogue": ({**big, "panel": 8}, {**ws, "persistent": True}, no_epilogue),
+        "tma ws persistent panel8 deferred epilogue": ({**big, "panel": 8}, {**ws, "persistent": True},
+                                                       deferred_epilogue),
+        "tma ws persistent panel8 spread epilogue": ({**big, "panel": 8}, {**ws, "persistent": True},
+                                                     lambda src: deferred_epilogue(src, spread=True)),
+        "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent cluster2": (big, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent stream-k": (big, {**ws, "persistent": True, "stream_k": True}),
         "tma ws 128 blocks panel8": ({**big, "panel": 8}, {**ws, "persistent": 128}),  # whole rounds at 4096³, 8192³
@@ -172,6 +262,7 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws persistent panel32": ({**big, "panel": 32}, {**ws, "persistent": True}),
         "tma ws persistent cluster2 panel8": ({**big, "panel": 8}, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent cluster2 panel16": ({**big, "panel": 16}, {**ws, "persistent": True, "cluster": 2}),
+        "tma ws persistent cluster2 panel4": ({**big, "panel": 4}, {**ws, "persistent": True, "cluster": 2}),
         "256x128 tma ws persistent": (wide, {**ws, "persistent": True}),
         "256x128 tma ws persistent cluster2": (wide, {**ws, "persistent": True, "cluster": 2}),
         "256x128 tma ws persistent cluster2 panel8": ({**wide, "panel": 8}, {**ws, "persistent": True, "cluster": 2}),
@@ -197,9 +288,9 @@ def main(argv: list[str] | None = None) -> None:
         impls: dict[str, Callable] = {"torch": torch.matmul}
         if not args.profile:  # Triton's autotuning would launch hundreds of kernels under the profiler
             impls["triton"] = triton_kernels.matmul
-        for label, (kw, cfg) in variants.items():
+        for label, (kw, cfg, *patch) in variants.items():
             try:
-                k = tilec_variant(M, N, K, args.dtype, kw, cfg)
+                k = tilec_variant(M, N, K, args.dtype, kw, cfg, *patch)
                 if args.dump:
                     Path(args.dump).mkdir(parents=True, exist_ok=True)
                     Path(args.dump, f"{label.replace(' ', '_')}_{n}.cu").write_text(k.get_kernel_source())

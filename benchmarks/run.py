@@ -3,11 +3,12 @@
     python benchmarks/run.py [--quick] [--only gemm,attention,...] [--json PATH]
 
 Timing: CUDA events through ``triton.testing.do_bench`` (L2 flushed before every repetition), median of the
-repetitions after warm-up, fresh random inputs rotated between calls (enough sets that they span twice the L2, at
-most 8); the implementations of a case take turns over a warm-up round and three timed rounds, and a row's time is
-the median of its rounds (``_measure``). Every implementation's output is compared with a float64 reference on the
-first set. Each tilec kernel is built twice, cold (an empty disk cache, nothing compiled in this process) and from
-the disk cache; both times go in its row. Peers that are not installed are skipped with a note.
+repetitions after a warm-up of 200 ms of the same implementation (``WARMUP_MS``), fresh random inputs rotated
+between calls (enough sets that they span twice the L2, at most 8); the implementations of a case take turns over a
+warm-up round and three timed rounds, and a row's time is the median of its rounds (``_measure``). Every
+implementation's output is compared with a float64 reference on the first set. Each tilec kernel is built twice,
+cold (an empty disk cache, nothing compiled in this process) and from the disk cache; both times go in its row.
+Peers that are not installed are skipped with a note.
 """
 
 from __future__ import annotations
@@ -48,12 +49,16 @@ class Row:
 
 
 ROUNDS = 3  # timed rounds per group of implementations (after one that warms the GPU up)
+# each timing's warm-up (do_bench's), ms: long enough that the clock under the 700 W cap has settled for that
+# implementation, whatever ran before it (perf notes AS: 10 ms left a round's spread at 2-9 % at 8192³, 200 ms 0.4-2 %)
+WARMUP_MS = 200
 
 
 def _bench(fn: Callable, quick: bool, warming: bool = False) -> float:
     from triton.testing import do_bench
 
-    return do_bench(fn, warmup=25 if quick else 10, rep=100 if quick else 40 if warming else 80, return_mode="median")
+    return do_bench(fn, warmup=25 if quick else WARMUP_MS, rep=100 if quick else 40 if warming else 80,
+                    return_mode="median")
 
 
 def _rel(out: Any, ref: Any) -> float:
@@ -190,9 +195,9 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
                     persistent=True),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
-                    persistent=True, panel=8),
+                    persistent=True, panel=16),  # panels of 16 rows: the fewest DRAM bytes a round (perf notes AS)
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
-                    persistent=True, panel=8, stream_k=True),
+                    persistent=True, panel=16, stream_k=True),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
                     cluster=2),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
@@ -509,6 +514,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         ap.error(f"--only: unknown case(s) {', '.join(unknown)}; the cases are {', '.join(CASES)}")
     start = time.perf_counter()
+    result = {"date": datetime.date.today().isoformat(), "environment": environment(), "notes": notes, "rows": []}
     for name in selected:
         t0 = time.perf_counter()
         try:
@@ -516,9 +522,10 @@ def main(argv: list[str] | None = None) -> None:
         except Exception as e:  # noqa: BLE001
             notes.append(f"case {name} failed: {type(e).__name__}: {e}")
         print(f"# case {name}: {time.perf_counter() - t0:.1f} s", flush=True)
+        result["rows"] = [asdict(r) for r in rows]
+        if args.json:  # after every case, so that a run stopped by a time limit keeps the cases it finished
+            Path(args.json).write_text(json.dumps(result, indent=1))
     notes.append(f"wall time of the cases: {time.perf_counter() - start:.0f} s")
-    result = {"date": datetime.date.today().isoformat(), "environment": environment(), "notes": notes,
-              "rows": [asdict(r) for r in rows]}
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     from report import render_table
