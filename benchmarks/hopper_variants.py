@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -61,53 +60,6 @@ def no_epilogue(source: str) -> str:
     j = source.index('asm volatile("bar.sync 1, 256;"', i)
     k = source.index("    }\n    // T.tma_store_wait(C_f_stage)", j)
     return source[:j] + "if (C_f[0] == 1.5e-38f && C_f[127] == 2.5e-38f) {\n" + source[j:k] + "}\n" + source[k:]
-
-
-def deferred_epilogue(source: str, spread: bool = False) -> str:
-    """Hand patch: the persistent GEMM's consumers pack a finished tile's accumulators into half2 registers and store
-    them (staging tile, TMA) during the next tile's second k-step, its wgmma groups in flight (``spread``: chunk c
-    of four during k-step c + 1); the last tile's after the loop. fp16 outputs only."""
-    lines = source.split("\n")
-    start = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line)
-    loop = start + 1
-    m = re.match(r"    for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[loop])
-    assert m, lines[loop]
-    trips = m.group(1)
-    kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
-    kend = next(i for i in range(kl, len(lines)) if lines[i] == "      }")
-    commit = next(i for i in range(kl, kend) if "wgmma.commit_group" in lines[i])
-    tend = next(i for i in range(kend, len(lines)) if lines[i] == "    }")
-    epi = lines[kend + 1:tend]
-    drain = [line for line in epi
-             if "wgmma.wait_group.sync.aligned 0" in line or line.lstrip().startswith('asm volatile("" : "+f"')]
-    store = [line for line in epi if line not in drain]
-    text = "\n".join(store)
-    pair = re.compile(r"(vec_\d+)\[0\] = static_cast<half>\(C_f\[(\d+)\]\);\n\s*"
-                      r"\1\[1\] = static_cast<half>\(C_f\[(\d+)\]\);")
-
-    def sub(mm: re.Match) -> str:
-        a, b = int(mm.group(2)), int(mm.group(3))
-        assert b == a + 1 and a % 2 == 0
-        return f"*reinterpret_cast<__half2*>(&{mm.group(1)}[0]) = C_h2[{a // 2}];"
-    text, n = pair.subn(sub, text)
-    assert n == 64, n
-    assert not any("C_f[" in line and "//" not in line for line in text.split("\n"))
-    inner = re.sub(r"\btile\b", "(tile - 1)", text)
-    last = re.sub(r"\btile\b", "tile_last", text)
-    if spread:  # chunk c of the staging tile's stores at k-step c + 1
-        marks = [i for i, line in enumerate(inner.split("\n")) if "T.tma_store_wait(C_f_stage[" in line]
-        parts = inner.split("\n")
-        chunks = ["\n".join(parts[a:b]) for a, b in zip(marks, marks[1:] + [len(parts)])]
-        assert marks[0] == 0 and len(chunks) == 4, marks
-        during = [f"        if (k == {c + 1} && tile > 0) {{\n{chunk}\n        }}" for c, chunk in enumerate(chunks)]
-    else:
-        during = ["        if (k == 1 && tile > 0) {", inner, "        }"]
-    pack = [f"      C_h2[{i}] = __floats2half2_rn(C_f[{2 * i}], C_f[{2 * i + 1}]);" for i in range(64)]
-    out = (lines[:loop] + ["    __half2 C_h2[64];"] + lines[loop:commit + 1] + during
-           + lines[commit + 1:kend + 1] + drain + pack + lines[tend:tend + 1]
-           + [f"    if ({trips} > 0) {{", f"      const int tile_last = {trips} - 1;", last, "    }"]
-           + lines[tend + 1:])
-    return "\n".join(out)
 
 
 def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[float, float, float]:
@@ -245,10 +197,6 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws persistent": (big, {**ws, "persistent": True}),
         "tma ws persistent panel8": ({**big, "panel": 8}, {**ws, "persistent": True}),
         "tma ws persistent panel8 no epilogue": ({**big, "panel": 8}, {**ws, "persistent": True}, no_epilogue),
-        "tma ws persistent panel8 deferred epilogue": ({**big, "panel": 8}, {**ws, "persistent": True},
-                                                       deferred_epilogue),
-        "tma ws persistent panel8 spread epilogue": ({**big, "panel": 8}, {**ws, "persistent": True},
-                                                     lambda src: deferred_epilogue(src, spread=True)),
         "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent cluster2": (big, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent stream-k": (big, {**ws, "persistent": True, "stream_k": True}),
