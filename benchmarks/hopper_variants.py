@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -62,63 +61,6 @@ def no_epilogue(source: str, n: int) -> str:
     j = source.index('asm volatile("bar.sync 1, 256;"', i)
     k = source.index("    }\n    // T.tma_store_wait(C_f_stage)", j)
     return source[:j] + "if (C_f[0] == 1.5e-38f && C_f[127] == 2.5e-38f) {\n" + source[j:k] + "}\n" + source[k:]
-
-
-def _args(call: str) -> list[str]:
-    """Top-level comma-separated arguments of the first call in ``call``."""
-    i = call.index("(") + 1
-    depth, cur, out = 0, "", []
-    for ch in call[i:]:
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            if depth == 0:
-                out.append(cur.strip())
-                return out
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    raise ValueError(call)
-
-
-def direct_epilogue(source: str, n: int) -> str:
-    """Hand patch: the persistent GEMM's consumers pack a finished tile's accumulators into half2 registers and
-    store them straight to global memory (4-byte stores, no staging tile, no TMA) during the next tile's second
-    k-step, its wgmma groups in flight; the last tile's after the loop. fp16, whole tiles only."""
-    lines = source.split("\n")
-    start = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line)
-    loop = start + 1
-    m = re.match(r"    for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[loop])
-    assert m, lines[loop]
-    trips = m.group(1)
-    kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
-    kend = next(i for i in range(kl, len(lines)) if lines[i] == "      }")
-    commit = next(i for i in range(kl, kend) if "wgmma.commit_group" in lines[i])
-    tend = next(i for i in range(kend, len(lines)) if lines[i] == "    }")
-    epi = lines[kend + 1:tend]
-    drain = [line for line in epi
-             if "wgmma.wait_group.sync.aligned 0" in line or line.lstrip().startswith('asm volatile("" : "+f"')]
-    call = next(line for line in epi if "tl::tma_store_2d(&C_tmap2, C_f_stage + 0," in line)
-    col, row = _args(call.strip())[2:4]
-
-    def store(t: str) -> str:
-        c0, r0 = re.sub(r"\btile\b", t, col), re.sub(r"\btile\b", t, row)
-        body = [f"          half* Cg = C + (long long)({r0} + tx / 32 * 16 + tx / 4 % 8) * {n} + ({c0}) + tx % 4 * 2;"]
-        for j in range(32):
-            body.append(f"          *reinterpret_cast<__half2*>(Cg + {8 * j}) = C_h2[{2 * j}];")
-            body.append(f"          *reinterpret_cast<__half2*>(Cg + {8 * n + 8 * j}) = C_h2[{2 * j + 1}];")
-        return "\n".join(["        {"] + body + ["        }"])
-
-    pack = [f"      C_h2[{i}] = __floats2half2_rn(C_f[{2 * i}], C_f[{2 * i + 1}]);" for i in range(64)]
-    out = (lines[:loop] + ["    __half2 C_h2[64];"] + lines[loop:commit + 1]
-           + ["        if (k == 1 && tile > 0) {", store("(tile - 1)"), "        }"]
-           + lines[commit + 1:kend + 1] + drain + pack + lines[tend:tend + 1]
-           + [f"    if ({trips} > 0) {{", f"      const int tile_last = {trips} - 1;", store("tile_last"), "    }"]
-           + lines[tend + 1:])
-    return "\n".join(out)
 
 
 def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[float, float, float]:
@@ -258,8 +200,6 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws persistent panel8 no epilogue": ({**big, "panel": 8}, {**ws, "persistent": True}, no_epilogue),
         "tma ws persistent panel8 direct stores": ({**big, "panel": 8}, {**ws, "persistent": True,
                                                                          "stage_epilogue": False}),
-        "tma ws persistent panel8 deferred direct stores": ({**big, "panel": 8}, {**ws, "persistent": True},
-                                                            direct_epilogue),
         "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent cluster2": (big, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent stream-k": (big, {**ws, "persistent": True, "stream_k": True}),

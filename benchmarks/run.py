@@ -122,6 +122,11 @@ def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable
         if len(ts) > 1:
             row.extra["rounds_ms"] = [round(t, 5) for t in times[name]]
     rows.extend(out_rows.values())
+    if CHECKPOINT is not None:
+        CHECKPOINT(rows)
+
+
+CHECKPOINT: Callable[[list[Row]], None] | None = None  # called with the rows after every measured group (main's)
 
 
 def tilec_kernel(make: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
@@ -515,6 +520,14 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--only: unknown case(s) {', '.join(unknown)}; the cases are {', '.join(CASES)}")
     start = time.perf_counter()
     result = {"date": datetime.date.today().isoformat(), "environment": environment(), "notes": notes, "rows": []}
+
+    def save(rows: list[Row]) -> None:
+        result["rows"] = [asdict(r) for r in rows]
+        if args.json:  # after every group of rows too, so that a run stopped by a time limit keeps what it measured
+            Path(args.json).write_text(json.dumps(result, indent=1))
+
+    global CHECKPOINT
+    CHECKPOINT = save
     for name in selected:
         t0 = time.perf_counter()
         try:
@@ -522,12 +535,8 @@ def main(argv: list[str] | None = None) -> None:
         except Exception as e:  # noqa: BLE001
             notes.append(f"case {name} failed: {type(e).__name__}: {e}")
         print(f"# case {name}: {time.perf_counter() - t0:.1f} s", flush=True)
-        result["rows"] = [asdict(r) for r in rows]
-        if args.json:  # after every case, so that a run stopped by a time limit keeps the cases it finished
-            Path(args.json).write_text(json.dumps(result, indent=1))
     notes.append(f"wall time of the cases: {time.perf_counter() - start:.0f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+    save(rows)
     from report import render_table
 
     print(render_table(result))
