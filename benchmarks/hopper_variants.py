@@ -4,8 +4,9 @@
 
 An exploration tool for docs/perf-notes.md: pass-config variants of the same example kernels, checked against a
 float64 reference and timed in one process beside cuBLAS and Triton; ``--sustain`` also runs each back to back and
-reads the SM clock and power (NVML), ``--profile`` runs each twice untimed for ``ncu``. (Perf notes L and M timed
-hand-patched generated sources with an earlier version of this script; see the git history.)
+reads the SM clock and power (NVML), ``--profile`` runs each twice untimed for ``ncu``, ``--warmup`` sets each
+timing's warm-up. A variant may patch its generated CUDA first (``no epilogue``: what the epilogue costs); the
+patches of perf notes L, M and AT are in the git history.
 """
 
 from __future__ import annotations
