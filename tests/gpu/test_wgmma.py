@@ -19,6 +19,19 @@ def _rel(out, ref):
     return (torch.linalg.norm(out - ref) / torch.linalg.norm(ref)).item()
 
 
+def _tol(dtype: str) -> float:
+    return 3e-3 if dtype == "float16" else 1e-2
+
+
+def _ws_gemm(examples, M, N, K, dtype="float16", panel=0, **passes):
+    """The example GEMM in 128x256x64 tiles on two consumer warpgroups, warp-specialized (wgmma fed by TMA from a
+    producer warpgroup), with ``passes`` on top."""
+    kernel = examples["01_gemm"].matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256, dtype=dtype,
+                                           panel=panel)
+    return tilec.JITKernel(kernel, "cuda", [-1],
+                           pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, **passes})
+
+
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 @pytest.mark.parametrize("feed", ["cp.async", "tma", "tma ws"])
 @pytest.mark.parametrize("cfg", [(128, 128, 64, 3, 128), (128, 256, 64, 3, 256), (64, 64, 32, 2, 128)])
@@ -65,15 +78,11 @@ def test_persistent_gemm_fresh_and_from_the_disk_cache(examples, tmp_path, monke
 
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     M, N, K = mnk
-    g = examples["01_gemm"]
-    make = lambda: tilec.JITKernel(g.matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256,  # noqa: E731
-                                               dtype=dtype, panel=panel), "cuda", [-1],
-                                   pass_configs={"wgmma": True, "tma": True, "warp_specialize": True,
-                                                 "persistent": True})
+    make = lambda: _ws_gemm(examples, M, N, K, dtype, panel, persistent=True)  # noqa: E731
     tdt = getattr(torch, dtype)
     a, b = torch.randn(M, K, device="cuda").to(tdt), torch.randn(K, N, device="cuda").to(tdt)
     ref = a.double() @ b.double()
-    tol = 3e-3 if dtype == "float16" else 1e-2
+    tol = _tol(dtype)
     k = make()
     assert "persistent" in k.report() and "of its own" in k.report()
     assert _rel(k(a, b), ref) < tol
@@ -94,17 +103,12 @@ def test_stream_k_gemm(examples, mnk, panel, blocks, note, dtype):
     the module's workspace, added by the block that ran each tile's last iterations; launched three times in a row on
     fresh inputs (every flag must be clear again after a launch), outputs poisoned."""
     M, N, K = mnk
-    g = examples["01_gemm"]
-    k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256, dtype=dtype,
-                                    panel=panel), "cuda", [-1],
-                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": blocks,
-                                      "stream_k": True})
+    k = _ws_gemm(examples, M, N, K, dtype, panel, persistent=blocks, stream_k=True)
     assert note in k.report()
     tdt = getattr(torch, dtype)
-    tol = 3e-3 if dtype == "float16" else 1e-2
     for _ in range(3):
         a, b = torch.randn(M, K, device="cuda").to(tdt), torch.randn(K, N, device="cuda").to(tdt)
-        assert _rel(k(a, b), a.double() @ b.double()) < tol
+        assert _rel(k(a, b), a.double() @ b.double()) < _tol(dtype)
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
@@ -113,9 +117,7 @@ def test_stream_k_gemm(examples, mnk, panel, blocks, note, dtype):
 def test_cluster_gemm(examples, mnk, n):
     """Clusters of n blocks along M sharing B's tiles by TMA multicast (pass config cluster)."""
     M, N, K = mnk
-    g = examples["01_gemm"]
-    k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256), "cuda", [-1],
-                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "cluster": n})
+    k = _ws_gemm(examples, M, N, K, cluster=n)
     assert f"clusters of {n} blocks along grid dimension 1" in k.report()
     a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
     assert _rel(k(a, b), a.double() @ b.double()) < 3e-3
@@ -132,16 +134,12 @@ def test_persistent_cluster_gemm(examples, mnk, n, panel, blocks, dtype):
     outputs poisoned, so a tile no block takes shows. (Clusters of 4 with a block per SM are refused: they do not
     all fit at once.)"""
     M, N, K = mnk
-    g = examples["01_gemm"]
-    k = tilec.JITKernel(g.matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256, dtype=dtype,
-                                    panel=panel), "cuda", [-1],
-                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": blocks,
-                                      "cluster": n})
+    k = _ws_gemm(examples, M, N, K, dtype, panel, persistent=blocks, cluster=n)
     assert f"in clusters of {n} blocks whose tiles neighbour along grid dimension 1" in k.report()
     assert f"clusters of {n} blocks along grid dimension 0 (x); B_s multicast" in k.report()
     tdt = getattr(torch, dtype)
     a, b = torch.randn(M, K, device="cuda").to(tdt), torch.randn(K, N, device="cuda").to(tdt)
-    assert _rel(k(a, b), a.double() @ b.double()) < (3e-3 if dtype == "float16" else 1e-2)
+    assert _rel(k(a, b), a.double() @ b.double()) < _tol(dtype)
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
@@ -164,7 +162,7 @@ def test_persistent_gemm_consumer_copies(examples, mnk, dtype, cluster, panel, b
     assert k.state.artifacts["thread_ir"].threads == 384
     tdt = getattr(torch, dtype)
     a, b = torch.randn(M, K, device="cuda").to(tdt), torch.randn(K, N, device="cuda").to(tdt)
-    assert _rel(k(a, b), a.double() @ b.double()) < (3e-3 if dtype == "float16" else 1e-2)
+    assert _rel(k(a, b), a.double() @ b.double()) < _tol(dtype)
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
