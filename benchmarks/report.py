@@ -31,14 +31,27 @@ def _best_tilec(rows: list[dict]) -> dict | None:
     return min(mine, key=lambda r: r["ms"]) if mine else None
 
 
+def _paired(peer: dict, best: dict) -> tuple[float, float] | None:
+    """The least and greatest of the peer's time over the best tilec row's within each round (the suite times
+    every implementation once a round, in turn, so a round's pair shares the GPU's clock of that moment), or None
+    where the rows carry no rounds."""
+    a, b = peer["extra"].get("rounds_ms"), best["extra"].get("rounds_ms")
+    if not a or not b or len(a) != len(b) or len(a) < 2:
+        return None
+    ratios = [x / y for x, y in zip(a, b)]
+    return min(ratios), max(ratios)
+
+
 def render_table(result: dict) -> str:
-    """Markdown: one table of timed kernels with the best tilec config's ratio to each peer, then host rows."""
+    """Markdown: one table of timed kernels with the best tilec config's ratio to each peer (the ratio of the
+    medians, then the range of the ratios round by round where the rows carry their rounds), then host rows."""
     lines = [f"Benchmarks of {result.get('date', '?')} on {result.get('environment', {}).get('gpu', '?')}", ""]
     env = result.get("environment", {})
     lines.append(", ".join(f"{k} {v}" for k, v in env.items()))
     lines.append("")
     compiles = any("compile_cold_s" in r["extra"] and r["ms"] is not None for r in result["rows"])
-    head = "| kernel | shape | implementation | ms | TFLOP/s | GB/s | rel. error | best tilec ÷ this (speed-up) |"
+    head = ("| kernel | shape | implementation | ms | TFLOP/s | GB/s | rel. error | best tilec ÷ this (speed-up; "
+            "least-greatest of the rounds) |")
     rule = "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
     lines += [head + (" compile s, cold / cached |" if compiles else ""), rule + (" ---: |" if compiles else "")]
     host: list[dict] = []
@@ -51,6 +64,8 @@ def render_table(result: dict) -> str:
             ratio = ""
             if best is not None and r["ms"] and not r["impl"].startswith("tilec"):
                 ratio = f"{r['ms'] / best['ms']:.2f}x"
+                span = _paired(r, best)
+                ratio += f" ({span[0]:.2f}-{span[1]:.2f})" if span else ""
             note = f" ({r['note']})" if r["note"] else ""
             line = (f"| {kernel} | {shape} | {r['impl']}{note} | {_fmt(r['ms'], '.3f')} | {_fmt(r['tflops'])} | "
                     f"{_fmt(r['gbs'], '.0f')} | {_fmt(r['error'], '.1e')} | {ratio} |")

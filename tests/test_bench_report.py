@@ -53,6 +53,17 @@ def test_ratios_and_missing_values(report):
     assert "note: peer X skipped" in text
 
 
+def test_ratio_range_over_paired_rounds(report):
+    row = {"kernel": "k", "shape": "s", "tflops": 1.0, "gbs": None, "error": 1e-4, "note": ""}
+    result = {"rows": [dict(row, impl="tilec a", ms=1.0, extra={"rounds_ms": [1.0, 0.9, 1.1]}),
+                       dict(row, impl="peer", ms=1.05, extra={"rounds_ms": [1.02, 1.05, 1.0]}),
+                       dict(row, impl="peer without rounds", ms=2.0, extra={})]}
+    text = report.render_table(result)
+    # round by round: 1.02 / 1.0, 1.05 / 0.9, 1.0 / 1.1, not the rounds sorted on their own
+    assert "| k | s | peer | 1.050 | 1.0 | — | 1.0e-04 | 1.05x (0.91-1.17) |" in text
+    assert "| peer without rounds | 2.000 | 1.0 | — | 1.0e-04 | 2.00x |" in text
+
+
 def test_compile_times_get_their_column(report):
     row = {"kernel": "k", "shape": "s", "ms": 1.0, "tflops": 1.0, "gbs": None, "error": 1e-4, "note": ""}
     result = {"rows": [dict(row, impl="tilec a", extra={"compile_cold_s": 0.25, "compile_cached_s": 0.002}),
