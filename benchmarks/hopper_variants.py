@@ -1,6 +1,7 @@
 """Variants of tilec's Hopper GEMM (and flash attention) timed side by side with cuBLAS and Triton.
 
-    python benchmarks/hopper_variants.py [--sizes 4096,8192] [--attention] [--sustain S] [--profile] [--json PATH]
+    python benchmarks/hopper_variants.py [--sizes 4096,8192] [--attention [--attention-shapes BxHxSxD,...]]
+        [--sustain S] [--profile] [--json PATH]
 
 An exploration tool for docs/perf-notes.md: pass-config variants of the same example kernels, checked against a
 float64 reference and timed in one process beside cuBLAS and Triton; ``--sustain`` also runs each back to back and
@@ -106,27 +107,32 @@ def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[f
     return flops / ms / 1e9, sum(c for c, _ in samples) / n, sum(p for _, p in samples) / n / 1000
 
 
-def attention(rows: list, dims: tuple[int, ...] = (128, 64)) -> None:
-    """Flash attention (8, 16, 2048, D), causal or not: the wgmma kernel fed by TMA without a producer warpgroup,
-    the warp-specialized one, persistent, with V on a ring of its own (``split_rings``, the default) or K and V in
-    one ring, and with 176-key tiles, beside SDPA's backends. (The variants of earlier perf notes, the rotated loop
-    and the warpgroups' turns on and off, Q loaded by the producer or not, the PV wait anchored, clusters: see the
-    git history.)"""
+def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str = "",
+              causal: tuple[bool, ...] = (False, True)) -> None:
+    """Flash attention of these (batch, heads, seq, D) shapes, causal or not: the wgmma kernel fed by TMA without a
+    producer warpgroup, the warp-specialized one, persistent, with V on a ring of its own (``split_rings``, the
+    default) or K and V in one ring, and with 160-, 176- and 192-key tiles (non-causal), beside SDPA's backends.
+    (The variants of earlier perf notes, the rotated loop and the warpgroups' turns on and off, Q loaded by the
+    producer or not, the PV wait anchored, clusters: see the git history.)"""
     fa = __import__("03_flash_attention")
-    b, h, n = 8, 16, 2048
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
     variants = {  # label -> (block_M, block_N, threads, pass configs and "stages" when not 2)
         "128x128 tma": (128, 128, 256, {"wgmma": True, "tma": True}),
         "128x128 ws persistent": (128, 128, 256, {**ws, "persistent": True}),
         "128x128 ws persistent one ring": (128, 128, 256, {**ws, "persistent": True, "split_rings": False}),
+        "128x160 ws persistent": (128, 160, 256, {**ws, "persistent": True}),
         "128x176 ws persistent": (128, 176, 256, {**ws, "persistent": True}),
+        "128x192 ws persistent": (128, 192, 256, {**ws, "persistent": True}),  # O stored directly (no room)
         "128x128 ws": (128, 128, 256, ws),
     }
-    for d in dims:
-        attention_dim(rows, fa, b, h, n, d, variants)
+    if only:
+        variants = {k: v for k, v in variants.items() if k in only.split(",")}
+    for b, h, n, d in shapes:
+        attention_shape(rows, fa, b, h, n, d, dtype, variants, causal)
 
 
-def attention_dim(rows: list, fa: object, b: int, h: int, n: int, d: int, variants: dict) -> None:
+def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtype: str, variants: dict,
+                    causals: tuple[bool, ...]) -> None:
     import torch
     import torch.nn.functional as F
     from run import _measure, input_sets
@@ -134,8 +140,9 @@ def attention_dim(rows: list, fa: object, b: int, h: int, n: int, d: int, varian
 
     import tilec
 
-    for causal in (False, True):
-        sets = input_sets(lambda: tuple(torch.randn(b, h, n, d, device="cuda").half() for _ in range(3)))
+    tdt = getattr(torch, dtype)
+    for causal in causals:
+        sets = input_sets(lambda: tuple(torch.randn(b, h, n, d, device="cuda", dtype=tdt) for _ in range(3)))
         q, k, v = sets[0]
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
 
@@ -145,23 +152,25 @@ def attention_dim(rows: list, fa: object, b: int, h: int, n: int, d: int, varian
                     return F.scaled_dot_product_attention(*qkv, is_causal=causal)
             return run
 
-        impls = {"sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION), "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
+        impls = {"sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
         for label, (bm, bn, th, cfg) in variants.items():
+            if causal and bn != bm:  # the causal diagonal wants square tiles
+                continue
             cfg = dict(cfg)
             stages = cfg.pop("stages", 2)
             try:
                 impls[label] = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
-                                                                     num_stages=stages, threads=th), "cuda", [3],
-                                               pass_configs=cfg).compile()
+                                                                     num_stages=stages, threads=th, dtype=dtype),
+                                               "cuda", [3], pass_configs=cfg).compile()
             except Exception as e:  # noqa: BLE001
                 print(f"{label}: build failed: {type(e).__name__}: {str(e)[:400]}")
         start = len(rows)
         flops = 4.0 * b * h * n * n * d * (0.5 if causal else 1.0)
-        _measure(rows, f"attention{' causal' if causal else ''} d{d}", f"{b}x{h}x{n}x{d}", impls, sets, ref, flops, 0,
-                 False)
+        _measure(rows, f"attention{' causal' if causal else ''} {dtype}", f"{b}x{h}x{n}x{d}", impls, sets, ref,
+                 flops, 0, False)
         for r in rows[start:]:
-            print(f"{r.kernel:<21} {r.impl:<30} " + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}"
-                                                     if r.ms else r.note), flush=True)
+            print(f"{r.kernel:<25} {r.shape:<14} {r.impl:<30} "
+                  + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}" if r.ms else r.note), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -173,7 +182,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dump", default=None, help="folder to write the patched sources to")
     ap.add_argument("--profile", action="store_true", help="run each implementation twice, untimed (for ncu)")
     ap.add_argument("--attention", action="store_true", help="also time the flash-attention variants")
-    ap.add_argument("--dims", default="128,64", help="the flash-attention head dims")
+    ap.add_argument("--attention-shapes", default="8x16x2048x128,8x16x2048x64",
+                    help="the flash-attention shapes BxHxSxD (comma-separated); --dtype sets their dtype")
+    ap.add_argument("--attention-only", default="", help="only the flash-attention variants of these labels")
+    ap.add_argument("--non-causal", action="store_true", help="flash attention without its causal cases")
     ap.add_argument("--only", default="", help="only the GEMM variants of these labels (comma-separated)")
     ap.add_argument("--warmup", type=float, default=None, help="each timing's warm-up in ms (run.py's WARMUP_MS)")
     ap.add_argument("--sustain", type=float, default=0.0,
@@ -267,7 +279,8 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{n!s:>6} {label:<24} sustained {tf:7.1f} TFLOP/s at {mhz:5.0f} MHz, {watts:4.0f} W", flush=True)
                 steady.append({"shape": n, "impl": label, "sustained_tflops": tf, "mhz": mhz, "watts": watts})
     if args.attention:
-        attention(rows, tuple(int(d) for d in args.dims.split(",")))
+        attention(rows, [tuple(int(x) for x in s.split("x")) for s in args.attention_shapes.split(",")], args.dtype,
+                  args.attention_only, (False,) if args.non_causal else (False, True))
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": [asdict(r) for r in rows], "sustained": steady}, indent=1))
 

@@ -565,6 +565,27 @@ def test_persistent_attention(rng, causal, heads, blocks, order):
                  scale=float(np.abs(v.astype(np.float64)).max()))
 
 
+@pytest.mark.parametrize(("block_N", "n", "store"), [
+    (176, 300, "O_f goes out through shared memory of its own (O_f_stage, 128 x 64, 2 chunks)"),
+    (192, 400, "the accumulator is stored directly: a staging tile of 128 x 64 needs 16384 bytes of shared memory, "
+               "944 are free")])
+def test_persistent_attention_wide_key_tiles(rng, block_N, n, store):
+    """D=128 with 176 or 192 keys a tile (FA3's non-causal choice): the K/V stages leave room for one version of
+    Q only, and at 192 for no staging tile of O, which then leaves from registers (with the reason in the report);
+    the last key block of each row partial, two heads over three blocks."""
+    fa = load_example("03_flash_attention")
+    kernel = tilec.JITKernel(fa.flash_attention(1, 2, n, 128, False, block_M=128, block_N=block_N, threads=256,
+                                                num_stages=2).prim_func, "simt:sm_90a", [3],
+                             pass_configs={**WS, "persistent": 3})
+    report = kernel.report()
+    assert f"wgmma (m64n{block_N}k16, 2 warpgroup(s) along M)" in report
+    assert "loads 'Q_s' by TMA (32768 bytes) before the loop, again once the consumers are done with it" in report
+    assert store in report
+    q, k, v = (randn(rng, (1, 2, n, 128), "float16") for _ in range(3))
+    assert_close(kernel(q, k, v), fa.reference(q, k, v, False), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
 def test_releasing_q_before_its_last_read_is_a_race(rng):
     """The consumers release Q (``pre_empty``) once its last QK^T completed; released right after its wait instead,
     the producer's next TMA copy of Q may land while the gemms still read it. The interpreter orders each consumer
