@@ -111,7 +111,8 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
               causal: tuple[bool, ...] = (False, True)) -> None:
     """Flash attention of these (batch, heads, seq, D) shapes, causal or not: the wgmma kernel fed by TMA without a
     producer warpgroup, the warp-specialized one, persistent, with V on a ring of its own (``split_rings``, the
-    default) or K and V in one ring, and with 160-, 176- and 192-key tiles (non-causal), beside SDPA's backends.
+    default) or K and V in one ring, and with 160-, 176- and 192-key tiles (non-causal), with the producer's
+    registers cut to 24 (``producer_regs``), beside SDPA's backends.
     (The variants of earlier perf notes, the rotated loop and the warpgroups' turns on and off, Q loaded by the
     producer or not, the PV wait anchored, clusters: see the git history.)"""
     fa = __import__("03_flash_attention")
@@ -123,6 +124,10 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
         "128x160 ws persistent": (128, 160, 256, {**ws, "persistent": True}),
         "128x176 ws persistent": (128, 176, 256, {**ws, "persistent": True}),
         "128x192 ws persistent": (128, 192, 256, {**ws, "persistent": True}),  # O stored directly (no room)
+        # the producer's 24 registers a thread, the consumers' 240 (192 keys spill 48 bytes at the default 232)
+        "128x128 ws persistent regs24": (128, 128, 256, {**ws, "persistent": True, "producer_regs": 24}),
+        "128x176 ws persistent regs24": (128, 176, 256, {**ws, "persistent": True, "producer_regs": 24}),
+        "128x192 ws persistent regs24": (128, 192, 256, {**ws, "persistent": True, "producer_regs": 24}),
         "128x128 ws": (128, 128, 256, ws),
     }
     if only:
@@ -223,6 +228,9 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws persistent panel8 stream-k": ({**big, "panel": 8}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent panel4": ({**big, "panel": 4}, {**ws, "persistent": True}),
         "tma ws persistent panel16": ({**big, "panel": 16}, {**ws, "persistent": True}),
+        "tma ws persistent panel16 regs24": ({**big, "panel": 16}, {**ws, "persistent": True, "producer_regs": 24}),
+        "tma ws persistent panel16 stream-k regs24": ({**big, "panel": 16}, {**ws, "persistent": True,
+                                                                             "stream_k": True, "producer_regs": 24}),
         "tma ws persistent panel32": ({**big, "panel": 32}, {**ws, "persistent": True}),
         "tma ws persistent cluster2 panel8": ({**big, "panel": 8}, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent cluster2 panel16": ({**big, "panel": 16}, {**ws, "persistent": True, "cluster": 2}),

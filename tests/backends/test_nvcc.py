@@ -117,6 +117,15 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
                                                               {"wgmma": True, "tma": True, "warp_specialize": True,
                                                                "persistent": True},
                                                               ("HGMMA.64x128x16.F32", "UTMALDG.4D", "UTMASTG.4D")),
+    # 192 keys a tile (O from registers: no room to stage it): the consumers need the 240 registers a producer of
+    # 24 leaves them (ptxas spills 48 bytes at the default 232; the producer's code fits in 24)
+    "flash attention 2x16x8192x128 128x192 ws persistent": ("03_flash_attention", "flash_attention",
+                                                            (2, 16, 8192, 128, False),
+                                                            {"block_M": 128, "block_N": 192, "threads": 256,
+                                                             "num_stages": 2},
+                                                            {"wgmma": True, "tma": True, "warp_specialize": True,
+                                                             "persistent": True, "producer_regs": 24},
+                                                            ("HGMMA.64x192x16.F32", "UTMALDG.4D", "USETMAXREG")),
     # Hopper has no fp8 mma.sync unit: ptxas runs m16n8k32 e4m3 as conversions and two fp16 HMMAs
     "fp8 gemm 4096^3 128x128x64 mma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096), {"threads": 256},
                                        {"wgmma": False, "tma": False}, "HMMA.16816.F32"),

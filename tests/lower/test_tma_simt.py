@@ -371,18 +371,30 @@ def test_tma_hazards_are_named(rng, case):
 
 # ---------------------------------------------------------------------------------------- warp specialization
 
-def test_ws_registers_move_to_the_consumers():
-    """Two consumer warpgroups: 168 registers a thread at launch (384 threads), 40 for the producer, 232 for them."""
+@pytest.mark.parametrize(("configs", "producer", "consumer"), [({}, 40, 232), ({"producer_regs": 24}, 24, 240),
+                                                            ({"producer_regs": 56}, 56, 224)])
+def test_ws_registers_move_to_the_consumers(configs, producer, consumer):
+    """Two consumer warpgroups: 168 registers a thread at launch (384 threads), 40 for the producer, 232 for them;
+    pass config ``producer_regs`` moves the split (the consumers' share capped at 240)."""
     from tilec.lower.tir import Roles
 
     g = load_example("01_gemm").matmul(256, 256, 256, block_M=128, block_N=256, block_K=64, threads=256,
                                        num_stages=3).prim_func
-    kernel = tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs=WS)
+    kernel = tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs={**WS, **configs})
     roles = next(n for n in _walk(kernel.state.artifacts["thread_ir"].body) if isinstance(n, Roles))
-    assert (roles.producer_regs, roles.consumer_regs) == (40, 232)
+    assert (roles.producer_regs, roles.consumer_regs) == (producer, consumer)
     src = kernel.get_kernel_source()
-    assert "__launch_bounds__(384, 1)" in src and "setmaxnreg.inc.sync.aligned.u32 232" in src
+    assert "__launch_bounds__(384, 1)" in src and f"setmaxnreg.inc.sync.aligned.u32 {consumer};" in src
+    assert f"setmaxnreg.dec.sync.aligned.u32 {producer};" in src
     assert "__syncthreads" not in src.split("the producer warpgroup")[1]  # after the split: named barriers only
+
+
+@pytest.mark.parametrize("value", [20, 44, 264, True, "24"])
+def test_producer_regs_must_be_a_setmaxnreg_count(value):
+    g = load_example("01_gemm").matmul(256, 256, 256, block_M=128, block_N=256, block_K=64, threads=256).prim_func
+    with pytest.raises(tilec.TilecValueError, match=r"pass config 'producer_regs' takes a multiple of 8 from 24 to "
+                                                    rf"256, got {value!r}"):
+        tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs={**WS, "producer_regs": value})
 
 
 def test_ws_needs_the_loop_at_the_top_level():

@@ -269,7 +269,6 @@ def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
     return If(keep if t.edge is True else binop("or", keep, unop("not", t.edge)), bar)
 
 
-PRODUCER_REGS = 40  # a TMA-issuing warpgroup needs few registers; the consumers get the rest
 REGISTERS = 65536  # per SM (every Hopper part)
 
 
@@ -279,7 +278,8 @@ def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TS
     consumers = lw.T * s.copies
     threads = consumers + s.producer_threads
     at_launch = min(255, REGISTERS // threads) // 8 * 8
-    consumer = min(240, (REGISTERS - PRODUCER_REGS * s.producer_threads) // consumers // 8 * 8)
+    regs = lw.producer_regs  # pass config producer_regs; the consumers get the rest
+    consumer = min(240, (REGISTERS - regs * s.producer_threads) // consumers // 8 * 8)
     lw.issuer = consumers
     try:
         producer = lower(s.then_body)
@@ -293,7 +293,7 @@ def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TS
         local = Var(f"{lw.tx.name}_copy", lw.tx.dtype)
         body = substitute(body, {lw.tx: local})
     lw.producer_threads, lw.copies = s.producer_threads, s.copies
-    return Roles(producer, body, consumers, s.producer_threads, PRODUCER_REGS if at_launch > PRODUCER_REGS else 0,
+    return Roles(producer, body, consumers, s.producer_threads, regs if at_launch > regs else 0,
                  consumer if consumer > at_launch else 0, s.copies, s.copy, local)
 
 

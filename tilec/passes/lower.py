@@ -298,6 +298,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     lw = Lowerer(func, plan, target)
     lw.anchor_waits = (options or {}).get("wgmma_wait_anchor", False)
     lw.store_exchange = (options or {}).get("store_exchange", True)
+    lw.producer_regs = (options or {}).get("producer_regs", lw.producer_regs)
     launch = func.launch
     hw = [Var(f"block_{c}") for c in "xyz"[: len(launch.grid)]]
     for v, h, g in zip(launch.block_vars, hw, launch.grid):
