@@ -112,7 +112,7 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
     """Flash attention of these (batch, heads, seq, D) shapes, causal or not: the wgmma kernel fed by TMA without a
     producer warpgroup, the warp-specialized one, persistent, with V on a ring of its own (``split_rings``, the
     default) or K and V in one ring, and with 160-, 176- and 192-key tiles (non-causal), with the producer's
-    registers cut to 24 (``producer_regs``), beside SDPA's backends.
+    registers cut to 24 (``producer_regs``), beside SDPA's cuDNN backend.
     (The variants of earlier perf notes, the rotated loop and the warpgroups' turns on and off, Q loaded by the
     producer or not, the PV wait anchored, clusters: see the git history.)"""
     fa = __import__("03_flash_attention")
