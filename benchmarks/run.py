@@ -1,12 +1,15 @@
 """tilec's benchmark suite: tilec against torch (cuBLAS, SDPA), Triton and TileLang, side by side in one run.
 
-    python benchmarks/run.py [--quick] [--only gemm,attention,...] [--json PATH]
+    python benchmarks/run.py [--quick] [--only gemm,attention,...] [--impls persistent,torch,...] [--rounds N]
+        [--json PATH]
 
 Timing: CUDA events through ``triton.testing.do_bench`` (L2 flushed before every repetition), median of the
 repetitions after a warm-up of 200 ms of the same implementation (``WARMUP_MS``), fresh random inputs rotated
 between calls (enough sets that they span twice the L2, at most 8); the implementations of a case take turns over a
 warm-up round and three timed rounds, and a row's time is the median of its rounds (``_measure``). Every
-implementation's output is compared with a float64 reference on the first set. Each tilec kernel is built twice,
+implementation's output is compared with a float64 reference on the first set. ``--impls`` keeps the
+implementations whose label contains one of its strings, ``--rounds`` sets the timed rounds (more rounds narrow a
+ratio's median where the targets are near, at the time they cost). Each tilec kernel is built twice,
 cold (an empty disk cache, nothing compiled in this process) and from the disk cache; both times go in its row.
 Peers that are not installed are skipped with a note.
 """
@@ -48,7 +51,8 @@ class Row:
     extra: dict = field(default_factory=dict)
 
 
-ROUNDS = 3  # timed rounds per group of implementations (after one that warms the GPU up)
+ROUNDS = 3  # timed rounds per group of implementations (after one that warms the GPU up); --rounds
+SELECT: tuple[str, ...] = ()  # --impls: an implementation runs when its label contains one of these (all when empty)
 # each timing's warm-up (do_bench's), ms: long enough that the clock under the 700 W cap has settled for that
 # implementation, whatever ran before it (perf notes AS: 10 ms left a round's spread at 2-9 % at 8192³, 200 ms 0.4-2 %)
 WARMUP_MS = 200
@@ -59,6 +63,11 @@ def _bench(fn: Callable, quick: bool, warming: bool = False) -> float:
 
     return do_bench(fn, warmup=25 if quick else WARMUP_MS, rep=100 if quick else 40 if warming else 80,
                     return_mode="median")
+
+
+def wanted(label: str) -> bool:
+    """Whether ``--impls`` selects the implementation of this label (the cases skip building the rest)."""
+    return not SELECT or any(s in label for s in SELECT)
 
 
 def _rel(out: Any, ref: Any) -> float:
@@ -90,7 +99,7 @@ def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable
     1.6 GHz at its 700 W cap, so whichever implementation ran first on a cool GPU ran faster (perf notes AE)."""
     out_rows: dict[str, Row] = {}
     calls: dict[str, Callable] = {}
-    for name, fn in impls.items():
+    for name, fn in ((n, f) for n, f in impls.items() if wanted(n)):
         row = out_rows[name] = Row(kernel, shape, name, extra=dict((compile_times or {}).get(name, {})))
         try:
             out = fn(*sets[0])
@@ -218,6 +227,8 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             times: dict[str, dict] = {}
             for cfg in configs:
                 cfg, passes, tag = _tilec_config(cfg)
+                if not wanted(tag):
+                    continue
                 impls[tag], times[tag] = tilec_kernel(lambda M=M, N=N, K=K, cfg=cfg, passes=passes, dt=dtype:
                                                       tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dt, **cfg), "cuda",
                                                                       [-1], pass_configs=passes))
@@ -257,6 +268,8 @@ def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
         times: dict[str, dict] = {}
         for cfg in configs:
             cfg, passes, tag = _tilec_config(cfg)
+            if not wanted(tag):
+                continue
             impls[tag], times[tag] = tilec_kernel(lambda M=M, N=N, K=K, cfg=cfg, passes=passes: tilec.JITKernel(
                 fp8.fp8_matmul.fn(M, N, K, **cfg), "cuda", [-1], pass_configs=passes))
         if "triton" in peers:
@@ -309,6 +322,8 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             for bm, bn, st, th, wg, tma, ws in kernels:
                 tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}{' ws' if ws else ''}" \
                     + (" persistent" if ws == "persistent" else "")
+                if not wanted(tag):
+                    continue
                 impls[tag], times[tag] = tilec_kernel(
                     lambda b=b, h=h, n=n, d=d, causal=causal, bm=bm, bn=bn, st=st, th=th, wg=wg, tma=tma, ws=ws,
                     dtype=dtype:
@@ -350,6 +365,8 @@ def case_mla(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                                 (2, True, True, False), (2, True, True, True)):
             tag = f"tilec 64x64 {st} stage{'s' if st > 1 else ''}{' wgmma' if wg else ''}{' tma' if tma else ''}"
             tag += " ws" if ws else ""
+            if not wanted(tag):
+                continue
             impls[tag], times[tag] = tilec_kernel(lambda batch=batch, st=st, wg=wg, tma=tma, ws=ws: tilec.JITKernel(
                 mla.mla_decode.fn(batch, heads, kvh, s, num_stages=st), "cuda", [4],
                 pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": ws}))
@@ -507,11 +524,18 @@ def environment() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    global CHECKPOINT, ROUNDS, SELECT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--only", default="", help="comma-separated cases: " + ",".join(CASES))
     ap.add_argument("--json", default="", help="write the results here")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"timed rounds per case (default {ROUNDS})")
+    ap.add_argument("--impls", default="", help="only the implementations whose label contains one of these "
+                    "comma-separated strings (e.g. 'persistent,torch,triton,tilelang')")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds: expected a count of at least 1, got {args.rounds}")
+    ROUNDS, SELECT = args.rounds, tuple(s for s in args.impls.split(",") if s)
     peers, notes = _peers()
     rows: list[Row] = []
     selected = [c for c in (args.only.split(",") if args.only else CASES) if c]
@@ -526,7 +550,6 @@ def main(argv: list[str] | None = None) -> None:
         if args.json:  # after every group of rows too, so that a run stopped by a time limit keeps what it measured
             Path(args.json).write_text(json.dumps(result, indent=1))
 
-    global CHECKPOINT
     CHECKPOINT = save
     for name in selected:
         t0 = time.perf_counter()

@@ -129,3 +129,21 @@ def test_implementations_take_turns_over_rounds(harness, monkeypatch):
     assert order == [("a", True), ("b", True), ("c", True), ("b", False), ("c", False), ("a", False),
                      ("c", False), ("a", False), ("b", False), ("a", False), ("b", False), ("c", False)]
     assert [r.ms for r in rows] == [2.0, 5.0, 8.0] and rows[0].extra["rounds_ms"] == [3.0, 1.0, 2.0]
+
+
+def test_impls_and_rounds_select_what_is_timed(harness, monkeypatch):
+    """``--impls`` keeps the implementations whose label contains one of its strings (the rest get no row and are
+    never called); ``--rounds`` sets how many timed rounds follow the warm-up round."""
+    called: list[str] = []
+    monkeypatch.setattr(harness, "_bench", lambda fn, quick, warming=False: fn() or 1.0)
+    monkeypatch.setattr(harness, "SELECT", ("persistent", "torch"))
+    monkeypatch.setattr(harness, "ROUNDS", 5)
+    impls = {n: (lambda t, n=n: called.append(n)) for n in ("torch", "tilec ws", "tilec ws persistent", "triton")}
+    rows: list = []
+    harness._measure(rows, "k", "s", impls, [(_FakeTensor(1, 0),)], None, 1e9, 0, False)
+    assert [r.impl for r in rows] == ["torch", "tilec ws persistent"]
+    assert set(called) == {"torch", "tilec ws persistent"} and len(called) == 2 * (1 + 1 + 5)
+    assert len(rows[1].extra["rounds_ms"]) == 5
+    assert harness.wanted("tilec 128x256x64 wgmma tma ws persistent panel16") and not harness.wanted("triton")
+    with pytest.raises(SystemExit):
+        harness.main(["--rounds", "0"])
