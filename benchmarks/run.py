@@ -6,10 +6,10 @@
 Timing: CUDA events through ``triton.testing.do_bench`` (L2 flushed before every repetition), median of the
 repetitions after a warm-up of 200 ms of the same implementation (``WARMUP_MS``), fresh random inputs rotated
 between calls (enough sets that they span twice the L2, at most 8); the implementations of a case take turns over a
-warm-up round and three timed rounds, and a row's time is the median of its rounds (``_measure``). Every
+warm-up round and three timed rounds (``--rounds``), and a row's time is the median of its rounds (``_measure``). Every
 implementation's output is compared with a float64 reference on the first set. ``--impls`` keeps the
-implementations whose label contains one of its strings, ``--rounds`` sets the timed rounds (more rounds narrow a
-ratio's median where the targets are near, at the time they cost). Each tilec kernel is built twice,
+implementations whose label contains one of its strings (more rounds of fewer rows narrow a ratio's median where
+a target is near). Each tilec kernel is built twice,
 cold (an empty disk cache, nothing compiled in this process) and from the disk cache; both times go in its row.
 Peers that are not installed are skipped with a note.
 """
