@@ -6,8 +6,9 @@
 An exploration tool for docs/perf-notes.md: pass-config variants of the same example kernels, checked against a
 float64 reference and timed in one process beside cuBLAS and Triton; ``--sustain`` also runs each back to back and
 reads the SM clock and power (NVML), ``--profile`` runs each twice untimed for ``ncu``, ``--warmup`` sets each
-timing's warm-up. A variant may patch its generated CUDA first (``no epilogue``: what the epilogue costs); the
-patches of perf notes L, M and AT are in the git history.
+timing's warm-up. A variant may patch its generated CUDA first (``no epilogue``: what the epilogue costs; the
+``probe`` variants: what moving each operand into shared memory, or the tensor cores' reads of A, cost, computed on
+stale or constant data, so wrong by design); the patches of perf notes L, M and AT are in the git history.
 """
 
 from __future__ import annotations
@@ -63,6 +64,53 @@ def no_epilogue(source: str, n: int) -> str:
     j = source.index('asm volatile("bar.sync 1, 256;"', i)
     k = source.index("    }\n    // T.tma_store_wait(C_f_stage)", j)
     return source[:j] + "if (C_f[0] == 1.5e-38f && C_f[127] == 2.5e-38f) {\n" + source[j:k] + "}\n" + source[k:]
+
+
+def _first_ring_only(source: str, tmap: str, kept_bytes: int) -> str:
+    """The producer loads the operand of ``tmap`` in the first ring of stages only (expecting ``kept_bytes`` a
+    stage after it): later k-steps compute on stale data. What the operand's TMA writes to shared memory (and its
+    reads from L2) cost the k-loop, as a wrong-results probe."""
+    lines, first = source.splitlines(keepends=True), "(tile * 64 + k < 4)"
+    for i, line in enumerate(lines):
+        if f"tl::tma_load_2d(&{tmap}," in line:
+            lines[i] = line.replace("tl::tma_load_2d(", f"if {first} tl::tma_load_2d(", 1)
+        elif "tl::mbar_arrive_tx(k_full" in line and ", 49152);" in line:
+            lines[i] = line.replace(", 49152);", f", {first} ? 49152 : {kept_bytes});")
+    return "".join(lines)
+
+
+def no_a_loads(source: str, n: int) -> str:
+    """A loaded in the first ring only (16 KB of the 48 KB a k-step no longer written to shared memory)."""
+    return _first_ring_only(source, "A_tmap0", 32768)
+
+
+def no_b_loads(source: str, n: int) -> str:
+    """B loaded in the first ring only (32 KB of the 48 KB a k-step no longer written to shared memory)."""
+    return _first_ring_only(source, "B_tmap1", 16384)
+
+
+def a_from_registers(source: str, n: int) -> str:
+    """Each wgmma takes A from four constant registers (the RS form) instead of shared memory: A's TMA loads stay,
+    only the tensor cores' reads of A (2 KB of the 10 KB a m64n256k16 reads) go. Wrong results; what shared
+    memory's read bandwidth costs the k-loop."""
+    import re
+
+    name = re.search(r"wgmma_m64n256k16_ss_\w+_t1", source).group(0)  # f16 or bf16
+    i = source.index(f"__device__ __forceinline__ void {name}(")
+    j = source.index("}\n", source.index('"l"(da), "l"(db));', i)) + 2
+    rs = source[i:j].replace(name, "wgmma_m64n256k16_rs").replace(
+        "unsigned long long da,", "const unsigned* a,").replace('"l"(da), "l"(db)',
+                                                               '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)')
+    rs = rs.replace("%128, %129, p, 1, 1, 0, 1;", "{%128, %129, %130, %131}, %132, p, 1, 1, 1;")
+    assert "%132" in rs, "the SS wgmma's operand list changed"
+    out = source[:j] + rs + source[j:]
+    regs = "    const unsigned ra[4] = {0x3c003c00u ^ (unsigned)tx, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};"
+    grow = 'asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\\n");'
+    out = out.replace(grow, grow + "\n" + regs, 1)
+    out, count = re.subn(rf"tl::{name}\(C_f \+ 0, tl::wgmma_desc\(A_s, .*?, 16, 1024, 1\), ",
+                         "tl::wgmma_m64n256k16_rs(C_f + 0, ra, ", out)
+    assert count == 4 and "ra[4]" in out, (count, "the consumer's wgmma calls changed")
+    return out
 
 
 def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[float, float, float]:
@@ -219,6 +267,9 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws persistent panel8 direct stores": ({**big, "panel": 8}, {**ws, "persistent": True,
                                                                          "stage_epilogue": False}),
         "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
+        "panel16 probe no A loads": ({**big, "panel": 16}, {**ws, "persistent": True}, no_a_loads),
+        "panel16 probe no B loads": ({**big, "panel": 16}, {**ws, "persistent": True}, no_b_loads),
+        "panel16 probe A from registers": ({**big, "panel": 16}, {**ws, "persistent": True}, a_from_registers),
         "tma ws persistent cluster2": (big, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent stream-k": (big, {**ws, "persistent": True, "stream_k": True}),
         "tma ws 128 blocks panel8": ({**big, "panel": 8}, {**ws, "persistent": 128}),  # whole rounds at 4096³, 8192³
