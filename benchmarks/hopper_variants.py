@@ -29,16 +29,21 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def tilec_variant(M: int, N: int, K: int, dtype: str, kw: dict, configs: dict,
                   patch: Callable[[str, int], str] | None = None) -> object:
     """The example GEMM with these kernel arguments and pass configs, compiled; ``patch(source, N)`` edits its
-    generated CUDA first (a measurement of what a change would bring before the compiler makes it; built outside the
-    disk cache)."""
-    import os
-    import tempfile
-
+    generated CUDA first (a measurement of what a change would bring before the compiler makes it)."""
     import tilec
-    from tilec.backends.cuda.runtime import CudaExecutable, load
 
     gemm = __import__("01_gemm")
     jk = tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dtype, **kw), "cuda", out_idx=[-1], pass_configs=configs)
+    return compiled(jk, None if patch is None else lambda src: patch(src, N))
+
+
+def compiled(jk: object, patch: Callable[[str], str] | None = None) -> object:
+    """``jk`` compiled, from its generated CUDA edited by ``patch`` first if given (built outside the disk cache)."""
+    import os
+    import tempfile
+
+    from tilec.backends.cuda.runtime import CudaExecutable, load
+
     if patch is None:
         return jk.compile()
     state, old = jk.state, os.environ.get("TILEC_CACHE_DIR")
@@ -46,8 +51,8 @@ def tilec_variant(M: int, N: int, K: int, dtype: str, kw: dict, configs: dict,
         os.environ["TILEC_CACHE_DIR"] = d
         try:
             func = state.artifacts["input_func"]
-            jk._exe = CudaExecutable(load(state.artifacts["thread_ir"], patch(state.artifacts["source"], N),
-                                          state.target, func, configs), func)
+            jk._exe = CudaExecutable(load(state.artifacts["thread_ir"], patch(state.artifacts["source"]),
+                                          state.target, func, jk.pass_configs), func)
         finally:
             if old is None:
                 os.environ.pop("TILEC_CACHE_DIR")
@@ -113,6 +118,25 @@ def a_from_registers(source: str, n: int) -> str:
     return out
 
 
+def q_from_registers(source: str) -> str:
+    """Flash attention's QK^T wgmmas take Q from four constant registers (the RS form) instead of shared memory: Q's
+    loads stay, only the tensor cores' reads of Q (a third of QK^T's operand bytes at D=128) go. Wrong results; the
+    most keeping Q in registers could bring (perf notes, sixteenth session)."""
+    import re
+
+    rs = re.search(r"__device__ __forceinline__ void (wgmma_m64n\d+k16_rs_\w+_t1)\(.*?\n}\n", source, re.S)
+    assert rs is not None, "no RS wgmma (PV's) to copy"
+    qk = rs.group(0).replace(rs.group(1), "wgmma_qk_probe").replace("p, 1, 1, 1;", "p, 1, 1, 0;")
+    assert qk != rs.group(0) and "p, 1, 1, 0;" in qk, "the RS wgmma's immediates changed"
+    out = source[:rs.end()] + qk + source[rs.end():]
+    out, grown = re.subn(r"(\n  const int tx = threadIdx\.x;)", r"\1\n  const unsigned ra[4] = {0x3c003c00u ^ "
+                         r"(unsigned)tx, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};", out, count=1)
+    out, count = re.subn(r"tl::wgmma_m64n\d+k16_ss_\w+_t0\(S \+ 0, tl::wgmma_desc\(Q_s, .*?\), (?=tl::wgmma_desc\(K_s)",
+                         "tl::wgmma_qk_probe(S + 0, ra, ", out)
+    assert grown == 1 and count > 0, (grown, count, "the kernel's thread index or QK^T calls changed")
+    return out
+
+
 def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[float, float, float]:
     """(TFLOP/s, mean SM clock in MHz, mean power in W) of ``fn`` called back to back on rotating inputs for
     ``seconds`` (the clock and power sampled by NVML over the second half)."""
@@ -156,16 +180,17 @@ def sustained(fn: Callable, sets: list, flops: float, seconds: float) -> tuple[f
 
 
 def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str = "",
-              causal: tuple[bool, ...] = (False, True)) -> None:
+              causal: tuple[bool, ...] = (False, True), sustain: float = 0.0, steady: list | None = None) -> None:
     """Flash attention of these (batch, heads, seq, D) shapes, causal or not: the wgmma kernel fed by TMA without a
     producer warpgroup, the warp-specialized one, persistent, with V on a ring of its own (``split_rings``, the
     default) or K and V in one ring, and with 160-, 176- and 192-key tiles (non-causal), with the producer's
-    registers cut to 24 (``producer_regs``), beside SDPA's cuDNN backend.
+    registers cut to 24 (``producer_regs``), and a probe with Q's reads by the tensor cores taken away (``probe Q
+    from registers``, wrong by design), beside SDPA's cuDNN backend; ``sustain`` as for the GEMMs.
     (The variants of earlier perf notes, the rotated loop and the warpgroups' turns on and off, Q loaded by the
     producer or not, the PV wait anchored, clusters: see the git history.)"""
     fa = __import__("03_flash_attention")
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
-    variants = {  # label -> (block_M, block_N, threads, pass configs and "stages" when not 2)
+    variants = {  # label -> (block_M, block_N, threads, pass configs and "stages" when not 2[, a source patch])
         "128x128 tma": (128, 128, 256, {"wgmma": True, "tma": True}),
         "128x128 ws persistent": (128, 128, 256, {**ws, "persistent": True}),
         "128x128 ws persistent one ring": (128, 128, 256, {**ws, "persistent": True, "split_rings": False}),
@@ -177,15 +202,17 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
         "128x176 ws persistent regs24": (128, 176, 256, {**ws, "persistent": True, "producer_regs": 24}),
         "128x192 ws persistent regs24": (128, 192, 256, {**ws, "persistent": True, "producer_regs": 24}),
         "128x128 ws": (128, 128, 256, ws),
+        "128x128 ws persistent probe Q from registers": (128, 128, 256, {**ws, "persistent": True}, q_from_registers),
+        "128x128 tma probe Q from registers": (128, 128, 256, {"wgmma": True, "tma": True}, q_from_registers),
     }
     if only:
         variants = {k: v for k, v in variants.items() if k in only.split(",")}
     for b, h, n, d in shapes:
-        attention_shape(rows, fa, b, h, n, d, dtype, variants, causal)
+        attention_shape(rows, fa, b, h, n, d, dtype, variants, causal, sustain, steady)
 
 
 def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtype: str, variants: dict,
-                    causals: tuple[bool, ...]) -> None:
+                    causals: tuple[bool, ...], sustain: float = 0.0, steady: list | None = None) -> None:
     import torch
     import torch.nn.functional as F
     from run import _measure, input_sets
@@ -206,15 +233,16 @@ def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtyp
             return run
 
         impls = {"sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
-        for label, (bm, bn, th, cfg) in variants.items():
+        for label, (bm, bn, th, cfg, *patch) in variants.items():
             if causal and bn != bm:  # the causal diagonal wants square tiles
                 continue
             cfg = dict(cfg)
             stages = cfg.pop("stages", 2)
             try:
-                impls[label] = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn,
-                                                                     num_stages=stages, threads=th, dtype=dtype),
-                                               "cuda", [3], pass_configs=cfg).compile()
+                impls[label] = compiled(tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm,
+                                                                              block_N=bn, num_stages=stages,
+                                                                              threads=th, dtype=dtype),
+                                                        "cuda", [3], pass_configs=cfg), *patch)
             except Exception as e:  # noqa: BLE001
                 print(f"{label}: build failed: {type(e).__name__}: {str(e)[:400]}")
         start = len(rows)
@@ -224,6 +252,12 @@ def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtyp
         for r in rows[start:]:
             print(f"{r.kernel:<25} {r.shape:<14} {r.impl:<30} "
                   + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}" if r.ms else r.note), flush=True)
+        for label, fn in impls.items() if sustain else ():
+            tf, mhz, watts = sustained(fn, sets, flops, sustain)
+            print(f"{n!s:>6} {label:<24} sustained {tf:7.1f} TFLOP/s at {mhz:5.0f} MHz, {watts:4.0f} W", flush=True)
+            if steady is not None:
+                steady.append({"shape": f"{b}x{h}x{n}x{d}", "causal": causal, "impl": label,
+                               "sustained_tflops": tf, "mhz": mhz, "watts": watts})
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -339,7 +373,7 @@ def main(argv: list[str] | None = None) -> None:
                 steady.append({"shape": n, "impl": label, "sustained_tflops": tf, "mhz": mhz, "watts": watts})
     if args.attention:
         attention(rows, [tuple(int(x) for x in s.split("x")) for s in args.attention_shapes.split(",")], args.dtype,
-                  args.attention_only, (False,) if args.non_causal else (False, True))
+                  args.attention_only, (False,) if args.non_causal else (False, True), args.sustain, steady)
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": [asdict(r) for r in rows], "sustained": steady}, indent=1))
 

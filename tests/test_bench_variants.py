@@ -1,0 +1,54 @@
+"""The source patches of ``benchmarks/hopper_variants.py`` still apply to the CUDA tilec generates (no GPU needed):
+a probe whose patch no longer matches the generated code must fail here, not on the device machine."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import tilec
+from tilec.target import Target
+
+ROOT = Path(__file__).resolve().parents[1]
+WS = {"wgmma": True, "tma": True, "warp_specialize": True}
+
+
+@pytest.fixture(scope="module")
+def hv():
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples")]
+    import hopper_variants
+
+    yield hopper_variants
+    del sys.path[:2]
+
+
+def _gemm_source(dtype: str) -> str:
+    gemm = __import__("01_gemm")
+    fn = gemm.matmul.fn(512, 512, 512, block_M=128, block_N=256, block_K=64, num_stages=3, threads=256,
+                        dtype=dtype, panel=16)
+    return tilec.JITKernel(fn, Target("cuda", "sm_90a"), [-1],
+                           pass_configs={**WS, "persistent": True}).get_kernel_source()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gemm_feed_probes_apply(hv, dtype):
+    src = _gemm_source(dtype)
+    for probe, kept in ((hv.no_a_loads, "32768"), (hv.no_b_loads, "16384")):
+        out = probe(src, 512)
+        assert f"(tile * 64 + k < 4) ? 49152 : {kept});" in out
+        assert out.count("if (tile * 64 + k < 4) tl::tma_load_2d(") == (1 if kept == "32768" else 4)
+    out = hv.a_from_registers(src, 512)
+    assert out.count("tl::wgmma_m64n256k16_rs(C_f + 0, ra, ") == 4 and "{%128, %129, %130, %131}, %132" in out
+    assert "tl::wgmma_desc(A_s" not in out
+
+
+@pytest.mark.parametrize("dim,causal,configs", [(128, False, {**WS, "persistent": True}),
+                                                 (64, True, {"wgmma": True, "tma": True})])
+def test_attention_q_probe_applies(hv, dim, causal, configs):
+    fa = __import__("03_flash_attention")
+    fn = fa.flash_attention.fn(1, 2, 512, dim, causal, block_M=128, block_N=128, num_stages=2, threads=256)
+    src = tilec.JITKernel(fn, Target("cuda", "sm_90a"), [3], pass_configs=configs).get_kernel_source()
+    out = hv.q_from_registers(src)
+    calls = out.count("tl::wgmma_qk_probe(S + 0, ra, ")
+    assert calls == src.count("tl::wgmma_desc(Q_s") and calls >= dim // 16
+    assert "tl::wgmma_desc(Q_s" not in out and "p, 1, 1, 0;" in out
