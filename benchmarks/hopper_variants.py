@@ -108,13 +108,19 @@ def a_from_registers(source: str, n: int) -> str:
                                                                '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)')
     rs = rs.replace("%128, %129, p, 1, 1, 0, 1;", "{%128, %129, %130, %131}, %132, p, 1, 1, 1;")
     assert "%132" in rs, "the SS wgmma's operand list changed"
-    out = source[:j] + rs + source[j:]
-    regs = "    const unsigned ra[4] = {0x3c003c00u ^ (unsigned)tx, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};"
-    grow = 'asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\\n");'
-    out = out.replace(grow, grow + "\n" + regs, 1)
     out, count = re.subn(rf"tl::{name}\(C_f \+ 0, tl::wgmma_desc\(A_s, .*?, 16, 1024, 1\), ",
-                         "tl::wgmma_m64n256k16_rs(C_f + 0, ra, ", out)
-    assert count == 4 and "ra[4]" in out, (count, "the consumer's wgmma calls changed")
+                         "tl::wgmma_m64n256k16_rs(C_f + 0, ra, ", _constant_a(source[:j] + rs + source[j:]))
+    assert count == 4, (count, "the consumer's wgmma calls changed")
+    return out
+
+
+def _constant_a(source: str) -> str:
+    """``ra``: four registers of constant halves (1.0 in fp16) in every thread, an RS wgmma's A operand for a probe."""
+    import re
+
+    out, count = re.subn(r"(\n  const int tx = threadIdx\.x;)", r"\1\n  const unsigned ra[4] = {0x3c003c00u ^ "
+                         r"(unsigned)tx, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};", source, count=1)
+    assert count == 1, "the kernel's thread index changed"
     return out
 
 
@@ -128,12 +134,9 @@ def q_from_registers(source: str) -> str:
     assert rs is not None, "no RS wgmma (PV's) to copy"
     qk = rs.group(0).replace(rs.group(1), "wgmma_qk_probe").replace("p, 1, 1, 1;", "p, 1, 1, 0;")
     assert qk != rs.group(0) and "p, 1, 1, 0;" in qk, "the RS wgmma's immediates changed"
-    out = source[:rs.end()] + qk + source[rs.end():]
-    out, grown = re.subn(r"(\n  const int tx = threadIdx\.x;)", r"\1\n  const unsigned ra[4] = {0x3c003c00u ^ "
-                         r"(unsigned)tx, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};", out, count=1)
     out, count = re.subn(r"tl::wgmma_m64n\d+k16_ss_\w+_t0\(S \+ 0, tl::wgmma_desc\(Q_s, .*?\), (?=tl::wgmma_desc\(K_s)",
-                         "tl::wgmma_qk_probe(S + 0, ra, ", out)
-    assert grown == 1 and count > 0, (grown, count, "the kernel's thread index or QK^T calls changed")
+                         "tl::wgmma_qk_probe(S + 0, ra, ", _constant_a(source[:rs.end()] + qk + source[rs.end():]))
+    assert count > 0, "the QK^T calls changed"
     return out
 
 
@@ -254,7 +257,8 @@ def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtyp
                   + (f"{r.ms:.4f} ms {r.tflops:7.1f} TFLOP/s err {r.error:.1e}" if r.ms else r.note), flush=True)
         for label, fn in impls.items() if sustain else ():
             tf, mhz, watts = sustained(fn, sets, flops, sustain)
-            print(f"{n!s:>6} {label:<24} sustained {tf:7.1f} TFLOP/s at {mhz:5.0f} MHz, {watts:4.0f} W", flush=True)
+            print(f"{b}x{h}x{n}x{d}{' causal' if causal else ''} {label:<24} sustained {tf:7.1f} TFLOP/s at "
+                  f"{mhz:5.0f} MHz, {watts:4.0f} W", flush=True)
             if steady is not None:
                 steady.append({"shape": f"{b}x{h}x{n}x{d}", "causal": causal, "impl": label,
                                "sustained_tflops": tf, "mhz": mhz, "watts": watts})
