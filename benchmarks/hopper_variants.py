@@ -187,13 +187,15 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
     """Flash attention of these (batch, heads, seq, D) shapes, causal or not: the wgmma kernel fed by TMA without a
     producer warpgroup, the warp-specialized one, persistent, with V on a ring of its own (``split_rings``, the
     default) or K and V in one ring, and with 160-, 176- and 192-key tiles (non-causal), with the producer's
-    registers cut to 24 (``producer_regs``), and a probe with Q's reads by the tensor cores taken away (``probe Q
-    from registers``, wrong by design), beside SDPA's cuDNN backend; ``sustain`` as for the GEMMs.
+    registers cut to 24 (``producer_regs``), with Q in registers (the example's ``q_registers``), and a probe with
+    Q's reads by the tensor cores taken away (``probe Q from registers``, wrong by design), beside SDPA's cuDNN
+    backend; ``sustain`` as for the GEMMs.
     (The variants of earlier perf notes, the rotated loop and the warpgroups' turns on and off, Q loaded by the
     producer or not, the PV wait anchored, clusters: see the git history.)"""
     fa = __import__("03_flash_attention")
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
-    variants = {  # label -> (block_M, block_N, threads, pass configs and "stages" when not 2[, a source patch])
+    variants = {  # label -> (block_M, block_N, threads, pass configs, "stages" when not 2 and the example's
+        # "q_registers"[, a source patch])
         "128x128 tma": (128, 128, 256, {"wgmma": True, "tma": True}),
         "128x128 ws persistent": (128, 128, 256, {**ws, "persistent": True}),
         "128x128 ws persistent one ring": (128, 128, 256, {**ws, "persistent": True, "split_rings": False}),
@@ -206,6 +208,7 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
         "128x192 ws persistent regs24": (128, 192, 256, {**ws, "persistent": True, "producer_regs": 24}),
         "128x128 ws": (128, 128, 256, ws),
         "128x128 ws persistent probe Q from registers": (128, 128, 256, {**ws, "persistent": True}, q_from_registers),
+        "128x128 ws persistent Q in registers": (128, 128, 256, {**ws, "persistent": True, "q_registers": True}),
         "128x128 tma probe Q from registers": (128, 128, 256, {"wgmma": True, "tma": True}, q_from_registers),
     }
     if only:
@@ -240,11 +243,12 @@ def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtyp
             if causal and bn != bm:  # the causal diagonal wants square tiles
                 continue
             cfg = dict(cfg)
-            stages = cfg.pop("stages", 2)
+            stages, q_registers = cfg.pop("stages", 2), cfg.pop("q_registers", False)
             try:
                 impls[label] = compiled(tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm,
                                                                               block_N=bn, num_stages=stages,
-                                                                              threads=th, dtype=dtype),
+                                                                              threads=th, dtype=dtype,
+                                                                              q_registers=q_registers),
                                                         "cuda", [3], pass_configs=cfg), *patch)
             except Exception as e:  # noqa: BLE001
                 print(f"{label}: build failed: {type(e).__name__}: {str(e)[:400]}")

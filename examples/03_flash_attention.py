@@ -13,7 +13,7 @@ import tilec.language as T
 
 @tilec.jit(out_idx=[3])
 def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1, threads=128,
-                    dtype="float16"):
+                    dtype="float16", q_registers=False):
     scale = (1.0 / dim) ** 0.5 * 1.4426950408889634  # softmax in base 2
     shape = (batch, heads, seq_len, dim)
     acc = "float32"
@@ -36,6 +36,10 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
             l = T.alloc_fragment((block_M,), acc)
 
             T.copy(Q[bz, by, bx * block_M : (bx + 1) * block_M, :], Q_s)
+            Q_x = Q_s
+            if q_registers:  # QK^T takes Q from registers (wgmma's RS form) instead of shared memory
+                Q_x = T.alloc_fragment((block_M, dim), dtype)
+                T.copy(Q_s, Q_x)
             T.fill(O_f, 0)
             T.fill(l, 0)
             T.fill(m, -T.infinity(acc))
@@ -52,7 +56,7 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
                         S[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(acc))
                 else:
                     T.clear(S)
-                T.gemm(Q_s, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(Q_x, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
                 T.copy(m, m_prev)
                 T.reduce_max(S, m, dim=1, clear=False)
                 for i in T.Parallel(block_M):

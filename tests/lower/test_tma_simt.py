@@ -577,6 +577,31 @@ def test_persistent_attention(rng, causal, heads, blocks, order):
                  scale=float(np.abs(v.astype(np.float64)).max()))
 
 
+@pytest.mark.parametrize(("causal", "configs", "note"), [
+    (False, {**WS, "persistent": 3}, "read into 'Q_x' there, again once the consumers are done with it"),
+    (True, {**WS, "persistent": 3}, "read into 'Q_x' there, again once the consumers are done with it"),
+    (False, WS, "read into 'Q_x' there"),
+    (True, TMA, None)])
+def test_attention_with_q_in_registers(rng, causal, configs, note):
+    """Q taken into registers before the loop (``q_registers``: QK^T in wgmma's RS form): with a producer
+    warpgroup it still loads Q by TMA, into one version of Q_s (swizzled as TMA writes it), and the consumers
+    release it as soon as their copy into registers is done, so the producer loads the next tile's while this one's
+    loop runs; the interpreter would name a release before the copies' reads. Without one, the block's threads load
+    Q themselves, as with Q in shared memory."""
+    fa = load_example("03_flash_attention")
+    kernel = tilec.JITKernel(fa.flash_attention(1, 2, 300, 64, causal, block_M=128, block_N=64, threads=256,
+                                                num_stages=2, q_registers=True).prim_func, "simt:sm_90a", [3],
+                             pass_configs=configs)
+    report = kernel.report()
+    assert "wgmma (m64n64k16, 2 warpgroup(s) along M)" in report
+    assert (note is None) == ("loads 'Q_s' by TMA" not in report)
+    assert note is None or note in report
+    assert "two versions" not in report  # released after the copy: the next tile's Q needs no second buffer
+    q, k, v = (randn(rng, (1, 2, 300, 64), "float16") for _ in range(3))
+    assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
 @pytest.mark.parametrize(("block_N", "n", "store"), [
     (176, 300, "O_f goes out through shared memory of its own (O_f_stage, 128 x 64, 2 chunks)"),
     (192, 400, "the accumulator is stored directly: a staging tile of 128 x 64 needs 16384 bytes of shared memory, "

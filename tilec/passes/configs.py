@@ -55,8 +55,9 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "True or False", _flag),
     PassConfig("pingpong", True, "with rotate: the consumer warpgroups take turns issuing their gemms (one's "
                "statements between them beside the others' gemms)", "True or False", _flag),
-    PassConfig("preload", True, "with warp_specialize: tile copies before the loop that only its wgmma gemms read "
-               "(flash attention's Q) are TMA loads by the producer", "True or False", _flag),
+    PassConfig("preload", True, "with warp_specialize: tile copies before the loop that only its wgmma gemms read, "
+               "or copies into fragments before it (flash attention's Q, in shared memory or taken into registers), "
+               "are TMA loads by the producer", "True or False", _flag),
     PassConfig("producer_regs", 40, "with warp_specialize: the producer warpgroup's registers a thread after "
                "setmaxnreg, the consumers taking the rest (at most 240); ptxas spills the producer's code if it needs "
                "more", "a multiple of 8 from 24 to 256", lambda v: not isinstance(v, bool) and isinstance(v, int)

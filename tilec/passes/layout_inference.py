@@ -27,7 +27,7 @@ from tilec import dtypes as dt
 from tilec.errors import LayoutConflictError, SourceLoc
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load, Var
-from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store
+from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store, TmaCopy
 from tilec.ir.visit import walk
 from tilec.layout import (
     Fragment,
@@ -331,20 +331,27 @@ class _Inference:
         return True
 
     def free_shared(self) -> None:
-        """A 2-D shared tile written from a fragment and otherwise unconstrained: the XOR swizzle of tensor-core
-        operands, under which a warp's stores of accumulator rows (8 rows apart in row-major order: one bank)
-        spread over all banks, while 16-byte runs along a row stay contiguous for vector reads."""
+        """A 2-D shared tile written from a fragment, or by TMA, and otherwise unconstrained: the XOR swizzle of
+        tensor-core operands, under which a warp's stores of accumulator rows (8 rows apart in row-major order: one
+        bank) spread over all banks, while 16-byte runs along a row stay contiguous for vector reads; it is the
+        layout TMA's boxes write (a tile that only fragment copies read, such as Q taken into registers)."""
         for op in self.ops:
-            if isinstance(op, Copy) and op.src.buffer.scope == "fragment" and op.dst.buffer.scope == "shared":
-                buf = op.dst.buffer
-                shape = buf.static_shape
-                if buf in self.plan.shared or shape is None or not (
-                        op.dst.is_full() if len(shape) == 2 else  # or one version of a stack of them, whole
-                        len(shape) == 3 and tuple(int(e) for e in op.dst.extents) == (1,) + shape[1:]):
-                    continue
-                if swizzle_bytes(shape[-2:], buf.dtype) is not None:
-                    self.set_shared(buf, operand_layout(shape, buf.dtype), "free", op,
-                                    f"written from fragment {op.src.buffer.name}: swizzled against bank conflicts")
+            if not isinstance(op, Copy) or op.dst.buffer.scope != "shared":
+                continue
+            if op.src.buffer.scope == "fragment":
+                why = f"written from fragment {op.src.buffer.name}: swizzled against bank conflicts"
+            elif isinstance(op, TmaCopy):
+                why = "written by TMA: the swizzle of its boxes"
+            else:
+                continue
+            buf = op.dst.buffer
+            shape = buf.static_shape
+            if buf in self.plan.shared or shape is None or not (
+                    op.dst.is_full() if len(shape) == 2 else  # or one version of a stack of them, whole
+                    len(shape) == 3 and tuple(int(e) for e in op.dst.extents) == (1,) + shape[1:]):
+                continue
+            if swizzle_bytes(shape[-2:], buf.dtype) is not None:
+                self.set_shared(buf, operand_layout(shape, buf.dtype), "free", op, why)
 
     def free_loops(self) -> None:
         """Loops still open: around a fragment they index by some of their variables (a row vector broadcast

@@ -682,11 +682,13 @@ class _Pipeliner:
 
     def preload(self, stmts: list[Stmt], key: int, inits: list[Stmt],
                 producer: Stmt) -> tuple[list[Stmt], Stmt, list[Stmt]]:
-        """Tile copies before the specialized loop ``stmts[key]`` that only its wgmma gemms read (flash attention's
-        Q) move to the producer warpgroup: a TMA copy on an mbarrier of their own, waited for by the consumers just
-        before the loop, issued while the block's threads start up. In a persistent kernel the consumers release the
-        tile (an ``empty`` barrier) once the gemms reading it are done (before a rotated loop's last part), and the
-        producer loads the next tile's from then on; where shared memory holds two versions, the next tile's goes
+        """Tile copies before the specialized loop ``stmts[key]`` that only its wgmma gemms read, or copies into
+        fragments between them and the loop (flash attention's Q, or Q taken into registers), move to the producer
+        warpgroup: a TMA copy on an mbarrier of their own, waited for by the consumers just before their first read,
+        issued while the block's threads start up. In a persistent kernel the consumers release the tile (an
+        ``empty`` barrier) once its reads are done: after the copies into fragments when only those read it, else
+        once the gemms reading it are done (before a rotated loop's last part); the producer loads the next tile's
+        from then on. Where gemms in the loop read it and shared memory holds two versions, the next tile's goes
         into the other one while this one is read. (inits, producer, consumer statements)."""
         from tilec.ir.stmt import Gemm
 
@@ -695,7 +697,9 @@ class _Pipeliner:
             return inits, producer, stmts
         block_vars = {id(v) for v in self.func.launch.block_vars}
         moved: list[Copy] = []
-        for c in stmts[:key]:
+        early: list[Stmt] = []  # the copies of moved tiles into fragments before the loop
+        in_loop = False  # whether gemms in the loop read a moved tile
+        for i, c in enumerate(stmts[:key]):
             if type(c) is not Copy or c.src.buffer.scope != "global" or c.dst.buffer.scope != "shared" or \
                     not c.dst.is_full() or c.dst.buffer in self.replaced or tma_box_refusal(c) is not None:
                 continue
@@ -705,24 +709,30 @@ class _Pipeliner:
                 continue
             readers = [g for g in walk(loop) if isinstance(g, Stmt) and id(x) in _reads(g)
                        and not isinstance(g, (SeqStmt, For, IfThenElse))]
-            if not readers or any(type(g) is not Gemm or x not in (g.A.buffer, g.B.buffer) for g in readers) or \
-                    any(id(x) in _reads(o) for o in stmts if o is not loop):
+            before = [o for o in stmts if o is not loop and id(x) in _reads(o)]
+            if not readers and not before or \
+                    any(type(g) is not Gemm or x not in (g.A.buffer, g.B.buffer) for g in readers) or \
+                    any(not _into_fragment(o, x) or not any(o is b for b in stmts[i + 1:key]) for o in before):
                 continue
             moved.append(c)
+            early += [o for o in before if all(o is not e for e in early)]
+            in_loop = in_loop or bool(readers)
         if not moved:
             return inits, producer, stmts
         self.preloaded = True
         loc = moved[0].loc
         tx = sum(_numel(c.dst) * c.dst.dtype.bits // 8 for c in moved)
-        # a persistent block loads the next tile's into a second version while the consumers work on this one's
+        # a persistent block loads the next tile's into a second version while the consumers' gemms read this one's
         current = {id(b): (b, 0, int(nb.shape[0])) for b, nb in self.replaced.items()}
-        nv = 2 if self.persistent and _shared_bytes(self.func, current) + tx <= smem_limit(self.target) else 1
-        originals = list(moved)
+        nv = 2 if self.persistent and in_loop and \
+            _shared_bytes(self.func, current) + tx <= smem_limit(self.target) else 1
+        originals, swap = list(moved), {id(o): o for o in early}
         if nv > 1:
             versions = {id(c.dst.buffer): (c.dst.buffer, 0, nv) for c in moved}
             self.ring(versions)
             moved = [self.remap(c, self.tile, versions) for c in moved]
             loop = self.remap(loop, self.tile, versions)
+            swap = {id(o): self.remap(o, self.tile, versions) for o in early}
         full = Buffer("pre_full", (nv,), dt.uint64, "shared", loc=loc)
         empty = Buffer("pre_empty", (nv,), dt.uint64, "shared", loc=loc)
         at, one = (binop("%", self.tile, nv) if nv > 1 else const(0),), (1,)
@@ -731,10 +741,22 @@ class _Pipeliner:
             if self.persistent else []
         pre += [BarrierArrive(Region(full, at, one), tx, loc=loc)]
         pre += [TmaCopy(c.src, c.dst, Region(full, at, one), loc=c.loc) for c in moved]
-        consumer = [s for s in stmts[:key] if all(s is not c for c in originals)]
-        consumer.append(BarrierWait(Region(full, at, one), parity, loc=loc))
-        if self.persistent:  # released once the gemms reading it are done: a rotated loop's late part runs after
-            free = _release(Region(empty, at, one), loc)
+        wait = BarrierWait(Region(full, at, one), parity, loc=loc)
+        free = _release(Region(empty, at, one), loc) if self.persistent else None
+        consumer: list[Stmt] = []
+        for s in stmts[:key]:  # the wait goes before the first copy into a fragment, or else before the loop
+            if any(s is c for c in originals):
+                continue
+            if id(s) in swap and not any(t is wait for t in consumer):
+                consumer.append(wait)
+            consumer.append(swap.get(id(s), s))
+        if not any(t is wait for t in consumer):
+            consumer.append(wait)
+        if free is not None and not in_loop:  # only the copies into fragments read it: free once they are done
+            last = max(i for i, s in enumerate(consumer) if any(s is e for e in swap.values()))
+            consumer.insert(last + 1, free)
+            consumer.append(loop)
+        elif free is not None:  # released once the gemms reading it are done: a rotated loop's late part runs after
             parts = list(loop.stmts) if id(stmts[key]) in self.head_done else [loop]
             cut = self.head_done.get(id(stmts[key]), 1)
             consumer.append(SeqStmt(tuple(parts[:cut]) + (free,) + tuple(parts[cut:])))
@@ -744,8 +766,10 @@ class _Pipeliner:
         self.new_allocs += [full] + ([empty] if self.persistent else [])
         inits = list(inits) + self.ring_inits(full, empty if self.persistent else None, loc)
         names = ", ".join(repr(c.dst.buffer.name) for c in moved)
+        where = "before the loop" if not early else "before the loop, read into " + ", ".join(
+            repr(e.dst.buffer.name) for e in early if isinstance(e, Copy)) + " there"
         self.notes.append(f"T.copy at line {loc.line if loc else 0}: the producer warpgroup loads {names} by TMA "
-                          f"({tx} bytes) before the loop"
+                          f"({tx} bytes) {where}"
                           + ("" if not self.persistent else ", the next tile's beside this one's (two versions)"
                              if nv > 1 else ", again once the consumers are done with it"))
         return inits, SeqStmt(tuple(pre) + (producer,)), consumer
@@ -820,6 +844,11 @@ def smem_limit(target: Target) -> int:
     from tilec.arch import table_model
 
     return table_model(target.arch).smem_per_block
+
+
+def _into_fragment(s: Stmt, x: Buffer) -> bool:
+    """Whether ``s`` copies all of shared tile ``x`` into a fragment (Q taken into registers before the loop)."""
+    return type(s) is Copy and s.src.buffer is x and s.src.is_full() and s.dst.buffer.scope == "fragment"
 
 
 def _release(slot: Region, loc: Any, after: tuple[Buffer, ...] = ()) -> Stmt:
