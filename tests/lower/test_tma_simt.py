@@ -587,7 +587,7 @@ def test_attention_with_q_in_registers(rng, causal, configs, note):
     warpgroup it still loads Q by TMA, into one version of Q_s (swizzled as TMA writes it), and the consumers
     release it as soon as their copy into registers is done, so the producer loads the next tile's while this one's
     loop runs; the interpreter would name a release before the copies' reads. Without one, the block's threads load
-    Q themselves, as with Q in shared memory."""
+    Q themselves, as with Q in shared memory (into the same swizzle, against bank conflicts in the fragment copy)."""
     fa = load_example("03_flash_attention")
     kernel = tilec.JITKernel(fa.flash_attention(1, 2, 300, 64, causal, block_M=128, block_N=64, threads=256,
                                                 num_stages=2, q_registers=True).prim_func, "simt:sm_90a", [3],

@@ -331,10 +331,11 @@ class _Inference:
         return True
 
     def free_shared(self) -> None:
-        """A 2-D shared tile written from a fragment, or by TMA, and otherwise unconstrained: the XOR swizzle of
-        tensor-core operands, under which a warp's stores of accumulator rows (8 rows apart in row-major order: one
-        bank) spread over all banks, while 16-byte runs along a row stay contiguous for vector reads; it is the
-        layout TMA's boxes write (a tile that only fragment copies read, such as Q taken into registers)."""
+        """A 2-D shared tile written from a fragment, written by TMA or read into a fragment, and otherwise
+        unconstrained: the XOR swizzle of tensor-core operands, under which a warp's accesses to fragment rows (8
+        rows apart in row-major order: one bank) spread over all banks, while 16-byte runs along a row stay
+        contiguous for vector copies; it is also the layout TMA's boxes write (a tile that only copies into
+        fragments read, such as Q taken into registers)."""
         for op in self.ops:
             if not isinstance(op, Copy) or op.dst.buffer.scope != "shared":
                 continue
@@ -342,6 +343,9 @@ class _Inference:
                 why = f"written from fragment {op.src.buffer.name}: swizzled against bank conflicts"
             elif isinstance(op, TmaCopy):
                 why = "written by TMA: the swizzle of its boxes"
+            elif any(isinstance(r, Copy) and r.src.buffer is op.dst.buffer and r.dst.buffer.scope == "fragment"
+                     for r in self.ops):
+                why = "read into a fragment: swizzled against bank conflicts"
             else:
                 continue
             buf = op.dst.buffer
