@@ -336,6 +336,8 @@ class _Inference:
         rows apart in row-major order: one bank) spread over all banks, while 16-byte runs along a row stay
         contiguous for vector copies; it is also the layout TMA's boxes write (a tile that only copies into
         fragments read, such as Q taken into registers)."""
+        read_into_fragments = {id(r.src.buffer) for r in self.ops
+                               if isinstance(r, Copy) and r.dst.buffer.scope == "fragment"}
         for op in self.ops:
             if not isinstance(op, Copy) or op.dst.buffer.scope != "shared":
                 continue
@@ -343,8 +345,7 @@ class _Inference:
                 why = f"written from fragment {op.src.buffer.name}: swizzled against bank conflicts"
             elif isinstance(op, TmaCopy):
                 why = "written by TMA: the swizzle of its boxes"
-            elif any(isinstance(r, Copy) and r.src.buffer is op.dst.buffer and r.dst.buffer.scope == "fragment"
-                     for r in self.ops):
+            elif id(op.dst.buffer) in read_into_fragments:
                 why = "read into a fragment: swizzled against bank conflicts"
             else:
                 continue

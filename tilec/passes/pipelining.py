@@ -697,7 +697,7 @@ class _Pipeliner:
             return inits, producer, stmts
         block_vars = {id(v) for v in self.func.launch.block_vars}
         moved: list[Copy] = []
-        early: list[Stmt] = []  # the copies of moved tiles into fragments before the loop
+        early: list[Copy] = []  # the copies of moved tiles into fragments before the loop
         in_loop = False  # whether gemms in the loop read a moved tile
         for i, c in enumerate(stmts[:key]):
             if type(c) is not Copy or c.src.buffer.scope != "global" or c.dst.buffer.scope != "shared" or \
@@ -743,20 +743,13 @@ class _Pipeliner:
         pre += [TmaCopy(c.src, c.dst, Region(full, at, one), loc=c.loc) for c in moved]
         wait = BarrierWait(Region(full, at, one), parity, loc=loc)
         free = _release(Region(empty, at, one), loc) if self.persistent else None
-        consumer: list[Stmt] = []
-        for s in stmts[:key]:  # the wait goes before the first copy into a fragment, or else before the loop
-            if any(s is c for c in originals):
-                continue
-            if id(s) in swap and not any(t is wait for t in consumer):
-                consumer.append(wait)
-            consumer.append(swap.get(id(s), s))
-        if not any(t is wait for t in consumer):
-            consumer.append(wait)
+        kept = [s for s in stmts[:key] if all(s is not c for c in originals)]
+        reads = [i for i, s in enumerate(kept) if id(s) in swap]  # the copies into fragments
+        consumer = [swap.get(id(s), s) for s in kept]
         if free is not None and not in_loop:  # only the copies into fragments read it: free once they are done
-            last = max(i for i, s in enumerate(consumer) if any(s is e for e in swap.values()))
-            consumer.insert(last + 1, free)
-            consumer.append(loop)
-        elif free is not None:  # released once the gemms reading it are done: a rotated loop's late part runs after
+            consumer.insert(reads[-1] + 1, free)
+        consumer.insert(reads[0] if reads else len(consumer), wait)  # before the first read, or else the loop
+        if free is not None and in_loop:  # freed once the gemms reading it are done (a rotated loop's late part after)
             parts = list(loop.stmts) if id(stmts[key]) in self.head_done else [loop]
             cut = self.head_done.get(id(stmts[key]), 1)
             consumer.append(SeqStmt(tuple(parts[:cut]) + (free,) + tuple(parts[cut:])))
@@ -766,8 +759,8 @@ class _Pipeliner:
         self.new_allocs += [full] + ([empty] if self.persistent else [])
         inits = list(inits) + self.ring_inits(full, empty if self.persistent else None, loc)
         names = ", ".join(repr(c.dst.buffer.name) for c in moved)
-        where = "before the loop" if not early else "before the loop, read into " + ", ".join(
-            repr(e.dst.buffer.name) for e in early if isinstance(e, Copy)) + " there"
+        where = "before the loop" + ("" if not early else ", read into " + ", ".join(
+            repr(e.dst.buffer.name) for e in early) + " there")
         self.notes.append(f"T.copy at line {loc.line if loc else 0}: the producer warpgroup loads {names} by TMA "
                           f"({tx} bytes) {where}"
                           + ("" if not self.persistent else ", the next tile's beside this one's (two versions)"
