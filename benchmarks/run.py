@@ -286,19 +286,22 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import tilec
 
     fa = importlib.import_module("03_flash_attention")
-    configs = ((64, 64, 2, 128, False, False, False),
-               (64, 64, 2, 128, False, True, False),
-               (128, 64, 2, 128, False, True, False),
-               (128, 64, 2, 256, True, False, False),
-               (128, 64, 2, 256, True, True, False),
-               (128, 128, 2, 256, True, True, False),
-               (128, 128, 2, 256, True, True, True),  # ws: rotated, turns
-               (128, 128, 2, 256, True, True, "persistent"))
+    configs = ((64, 64, 2, 128, False, False, False, False),
+               (64, 64, 2, 128, False, True, False, False),
+               (128, 64, 2, 128, False, True, False, False),
+               (128, 64, 2, 256, True, False, False, False),
+               (128, 64, 2, 256, True, True, False, False),
+               (128, 128, 2, 256, True, True, False, False),
+               (128, 128, 2, 256, True, True, False, True),  # Q in registers (QK^T in wgmma's RS form)
+               (128, 128, 2, 256, True, True, True, False),  # ws: rotated, turns
+               (128, 128, 2, 256, True, True, "persistent", False),
+               (128, 128, 2, 256, True, True, "persistent", True))
+    hopper = configs[5:7] + configs[-2:]  # the rest of the grid: the kernels that win somewhere, Q in SMEM or not
     grid = ((2, 8192, 128, "bfloat16"), (2, 8192, 64, "float16"), (2, 8192, 64, "bfloat16"), (8, 2048, 64, "bfloat16"))
     shapes = [(8, 16, 2048, 128, "float16", configs)] + ([] if quick else [
         (8, 16, 2048, 128, "bfloat16", configs), (2, 16, 8192, 128, "float16", configs),
-        (8, 16, 2048, 64, "float16", configs)] +  # the rest of the Hopper issue's grid: its three Hopper kernels
-        [(b, 16, n, d, dtype, configs[-3:]) for b, n, d, dtype in grid])  # beside SDPA only (the run's 570 s)
+        (8, 16, 2048, 64, "float16", configs)] +  # the rest of the Hopper issue's grid: its Hopper kernels
+        [(b, 16, n, d, dtype, hopper) for b, n, d, dtype in grid])  # beside SDPA only (the run's 570 s)
     for b, h, n, d, dtype, kernels in shapes:
         tdt = getattr(torch, dtype)
         for causal in (False, True):
@@ -319,16 +322,16 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             impls: dict[str, Callable] = {"sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION),
                                           "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
             times: dict[str, dict] = {}
-            for bm, bn, st, th, wg, tma, ws in kernels:
+            for bm, bn, st, th, wg, tma, ws, qreg in kernels:
                 tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}{' ws' if ws else ''}" \
-                    + (" persistent" if ws == "persistent" else "")
+                    + (" persistent" if ws == "persistent" else "") + (" q-regs" if qreg else "")
                 if not wanted(tag):
                     continue
                 impls[tag], times[tag] = tilec_kernel(
                     lambda b=b, h=h, n=n, d=d, causal=causal, bm=bm, bn=bn, st=st, th=th, wg=wg, tma=tma, ws=ws,
-                    dtype=dtype:
+                    dtype=dtype, qreg=qreg:
                     tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn, num_stages=st,
-                                                          threads=th, dtype=dtype), "cuda", [3],
+                                                          threads=th, dtype=dtype, q_registers=qreg), "cuda", [3],
                                     pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": bool(ws),
                                                   "persistent": ws == "persistent"}))
             if "triton" in peers and kernels is configs:

@@ -212,17 +212,20 @@ def test_persistent_flash_attention(examples, n, d, causal):
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize(("d", "dtype"), [(64, "float16"), (128, "bfloat16")])
-def test_persistent_flash_attention_q_in_registers(examples, d, dtype, causal):
-    """Q taken into registers (``q_registers``: QK^T in wgmma's RS form): the producer still loads each tile's Q by
-    TMA, into one version that the consumers release once their copy into registers is done; S = 1000 (the last
-    row and key blocks partial)."""
+@pytest.mark.parametrize(("d", "dtype", "ws"), [(64, "float16", True), (128, "bfloat16", True),
+                                                (128, "float16", False)])
+def test_flash_attention_q_in_registers(examples, d, dtype, ws, causal):
+    """Q taken into registers (``q_registers``: QK^T in wgmma's RS form). In the persistent warp-specialized kernel
+    the producer still loads each tile's Q by TMA, into one version that the consumers release once their copy into
+    registers is done; without a producer the block's threads load it. S = 1000 (the last row and key blocks
+    partial)."""
     fa = examples["03_flash_attention"]
     b, h, n = 2, 16, 1000
     k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=128, block_N=128, threads=256,
                                               num_stages=2, dtype=dtype, q_registers=True), "cuda", [3],
-                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": True})
-    assert f"loads 'Q_s' by TMA ({128 * d * 2} bytes) before the loop, read into 'Q_x' there" in k.report()
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": ws, "persistent": ws})
+    loads = f"loads 'Q_s' by TMA ({128 * d * 2} bytes) before the loop, read into 'Q_x' there"
+    assert (loads in k.report()) == ws
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").to(getattr(torch, dtype)) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
     assert _rel(k(q, k_, v), ref) < (3e-3 if dtype == "float16" else 1e-2)
