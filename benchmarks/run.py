@@ -292,11 +292,10 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                (128, 64, 2, 256, True, False, False, False),
                (128, 64, 2, 256, True, True, False, False),
                (128, 128, 2, 256, True, True, False, False),
-               (128, 128, 2, 256, True, True, False, True),  # Q in registers (QK^T in wgmma's RS form)
                (128, 128, 2, 256, True, True, True, False),  # ws: rotated, turns
                (128, 128, 2, 256, True, True, "persistent", False),
-               (128, 128, 2, 256, True, True, "persistent", True))
-    hopper = configs[5:7] + configs[-2:]  # the rest of the grid: the kernels that win somewhere, Q in SMEM or not
+               (128, 128, 2, 256, True, True, "persistent", True))  # Q in registers (QK^T in wgmma's RS form)
+    hopper = configs[5:6] + configs[-2:]  # the rest of the grid: the kernels that win somewhere
     grid = ((2, 8192, 128, "bfloat16"), (2, 8192, 64, "float16"), (2, 8192, 64, "bfloat16"), (8, 2048, 64, "bfloat16"))
     shapes = [(8, 16, 2048, 128, "float16", configs)] + ([] if quick else [
         (8, 16, 2048, 128, "bfloat16", configs), (2, 16, 8192, 128, "float16", configs),
