@@ -209,6 +209,8 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
         "128x128 ws": (128, 128, 256, ws),
         "128x128 ws persistent probe Q from registers": (128, 128, 256, {**ws, "persistent": True}, q_from_registers),
         "128x128 ws persistent Q in registers": (128, 128, 256, {**ws, "persistent": True, "q_registers": True}),
+        "128x128 ws persistent Q in registers no pdl": (128, 128, 256, {**ws, "persistent": True, "q_registers": True,
+                                                                        "pdl": False}),
         "128x128 tma probe Q from registers": (128, 128, 256, {"wgmma": True, "tma": True}, q_from_registers),
     }
     if only:
@@ -321,6 +323,7 @@ def main(argv: list[str] | None = None) -> None:
         "tma ws persistent panel8 stream-k": ({**big, "panel": 8}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent panel4": ({**big, "panel": 4}, {**ws, "persistent": True}),
         "tma ws persistent panel16": ({**big, "panel": 16}, {**ws, "persistent": True}),
+        "tma ws persistent panel16 no pdl": ({**big, "panel": 16}, {**ws, "persistent": True, "pdl": False}),
         "tma ws persistent panel16 regs24": ({**big, "panel": 16}, {**ws, "persistent": True, "producer_regs": 24}),
         "tma ws persistent panel16 stream-k regs24": ({**big, "panel": 16}, {**ws, "persistent": True,
                                                                              "stream_k": True, "producer_regs": 24}),

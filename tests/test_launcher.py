@@ -130,3 +130,37 @@ def test_poison_fills_with_what_shows_an_unwritten_element():
         _poison(a, "cupy", d)
     assert np.isnan(f16).all() and (i32 == np.iinfo(np.int32).min).all() and np.isnan(f8.astype(np.float32)).all()
 
+
+
+def test_dependent_kernel_launches_through_cuLaunchKernelEx(monkeypatch, fakes):
+    """A kernel compiled as a programmatic dependent (PDL, sm_90) goes through the dependent launcher, with the
+    kernel, stream and argument block as ints; its failure names cuLaunchKernelEx."""
+    from tilec.errors import TilecRuntimeError
+
+    calls, status = [], [0]
+    monkeypatch.setattr("tilec.backends.cuda.driver.dependent_launcher",
+                        lambda: lambda *a: calls.append(a) or status[0])
+    func = gemm_kernel(64, 96, 64, 32, 32, 32, "float16", "float32")
+    from tilec.backends.cuda.runtime import _grid_fn, grid_code
+    from tilec.runtime.launcher import build_fast_launcher
+
+    compiled = types.SimpleNamespace(function=5, threads=128, smem=1024, align=(), dependent=True,
+                                     grid=_grid_fn(grid_code(func.launch.grid, func.dyn_vars)), tensor_maps=())
+    launch = build_fast_launcher(func, compiled, 0, lambda *args: "checked")
+    a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
+    launch(a, b, c)
+    fn, gx, gy, gz, tx, ty, tz, smem, stream, params, extra = calls[-1]
+    assert (fn, gx, gy, gz, tx, smem, stream, extra) == (5, 3, 2, 1, 128, 1024, 77, 0)
+    status[0] = 700
+    with pytest.raises(TilecRuntimeError, match="cuLaunchKernelEx failed with error 700"):
+        launch(a, b, c)
+
+
+def test_launch_config_structures_match_cuda_h():
+    """``CUlaunchAttribute`` is 72 bytes with its value at offset 8; ``CUlaunchConfig`` has the stream at 32, the
+    attributes at 40 and their count at 48 (cuda.h of CUDA 12 and 13)."""
+    from tilec.backends.cuda.driver import LaunchAttribute, LaunchConfig
+
+    assert ctypes.sizeof(LaunchAttribute) == 72 and LaunchAttribute.value.offset == 8
+    assert (LaunchConfig.stream.offset, LaunchConfig.attrs.offset, LaunchConfig.n_attrs.offset) == (32, 40, 48)
+    assert ctypes.sizeof(LaunchConfig) == 56

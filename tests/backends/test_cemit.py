@@ -46,3 +46,27 @@ def test_the_interpreter_divides_as_numpy_does(rng):
     z = tilec.JITKernel(_scale_rows("float32"), "cpu", out_idx=[2])(x, y)
     ref = x.astype(np.float64) / y[:, None] + 1.0 / y[:, None]
     np.testing.assert_allclose(z, ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("target", "configs", "dependent"), [
+    ("cuda:sm_90a", {}, True), ("cuda:sm_90a", {"pdl": False}, False), ("cuda:sm_80", {}, False),
+    ("hip:gfx90a", {}, False)])
+def test_programmatic_dependent_launch_waits_before_the_first_statement(target, configs, dependent):
+    """On sm_90 a kernel is launched as a programmatic dependent of the stream's previous kernel (PDL): its body
+    starts by waiting for that kernel (before any memory is touched) and letting the next one launch; the report
+    says so. ``pdl=False``, older GPUs and HIP: neither."""
+    kernel = tilec.JITKernel(_scale_rows("float32"), target, out_idx=[2], pass_configs=configs)
+    body = kernel.get_kernel_source()
+    body = body[body.index('extern "C"'):]
+    assert ("griddepcontrol" in body) == dependent
+    assert ("programmatic dependent (PDL)" in kernel.report()) == dependent
+    if dependent:
+        lines = [s.strip() for s in body.splitlines()]
+        wait = lines.index('asm volatile("griddepcontrol.wait;" ::: "memory");')
+        assert lines[wait + 1] == 'asm volatile("griddepcontrol.launch_dependents;");'
+        assert not any(re.search(r"\b[XYZ]\[", s) for s in lines[:wait]), lines[:wait]  # no global access before
+
+
+def test_pdl_pass_config_takes_a_flag():
+    with pytest.raises(tilec.errors.TilecValueError, match="pass config 'pdl' takes True or False, got 1"):
+        tilec.JITKernel(_scale_rows("float32"), "cuda:sm_90a", out_idx=[2], pass_configs={"pdl": 1})

@@ -226,3 +226,56 @@ def test_fast_launch_path_with_dynamic_sizes(monkeypatch):
     assert k._fast
     with pytest.raises(ValueError):
         k(torch.randn(8, 65, device="cuda"))
+
+
+@tilec.jit(target="cuda")
+def _affine(n, scale, shift):
+    @T.prim_func
+    def main(X: T.Tensor((n,), "float32"), Y: T.Tensor((n,), "float32")):
+        with T.Kernel(T.ceildiv(n, 1024), threads=256) as bx:
+            for i in T.Parallel(1024):
+                Y[bx * 1024 + i] = X[bx * 1024 + i] * scale + shift
+
+    return main
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_programmatic_dependent_launches_see_the_previous_kernels_writes(monkeypatch, fast):
+    """On sm_90 tilec kernels launch as programmatic dependents (PDL): each starts launching while the previous
+    one runs and must wait for it before reading. A chain of kernels, each reading what the one before it wrote
+    into a buffer just poisoned with NaN, comes out exact, launched from the fast path (torch tensors, no poison
+    fill) or the checked one, directly and replayed from a CUDA graph."""
+    if fast:
+        monkeypatch.delenv("TILEC_POISON")
+    n = 1 << 24
+    k1, k2 = _affine(n, 2.0, 1.0), _affine(n, 0.5, -3.0)
+    sm90 = torch.cuda.get_device_capability() >= (9, 0)
+    assert ("programmatic dependent (PDL)" in k1.report()) == sm90
+    x = torch.randn(n, device="cuda")
+    ys = [torch.empty(n, device="cuda") for _ in range(4)]
+
+    def chain():
+        for y in ys:
+            y.fill_(float("nan"))
+        k1(x, ys[0])
+        for a, b in zip(ys, ys[1:]):  # each reads the buffer the previous kernel wrote
+            (k2 if b is ys[1] else k1)(a, b)
+
+    def expected():  # float32 step by step: each kernel's multiply is exact, its add rounds once
+        y = x * 2 + 1
+        y = y * 0.5 - 3
+        return (y * 2 + 1) * 2 + 1
+
+    for _ in range(3):
+        chain()
+        assert torch.equal(ys[-1], expected())
+    g = torch.cuda.CUDAGraph()
+    chain()  # warm up outside the capture
+    with torch.cuda.graph(g):
+        chain()
+    for y in ys:
+        y.zero_()
+    x.copy_(torch.randn(n, device="cuda"))
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(ys[-1], expected())

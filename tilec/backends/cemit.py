@@ -75,6 +75,8 @@ class CTable:
     # a statement telling the compiler {cond} holds (the thread index's range); none for HIP, where hipcc then
     # hoisted more and spilled (MLA decode 399 -> 512 VGPRs and 68 bytes of scratch, gfx90a)
     assume: str = ""
+    # a programmatic dependent launch's (wait for the previous kernel, let the next one launch); none on HIP
+    grid_dependency: tuple[str, str] = ()
 
 
 EMIT_RULES: dict[type, Callable[[CEmitter, Any, int], None]] = {}
@@ -214,6 +216,10 @@ class CEmitter:
             out.append("  " + self.t.assume.format(cond=f"{tx} >= 0 && {tx} < {k.threads}"))
         for v, b in zip(k.block_idx, self.t.block_idx):
             out.append(f"  const int {self.names(v)} = {b};")
+        if k.dependent_launch:
+            if not self.t.grid_dependency:
+                raise TilecError(f"the {self.t.name} backend has no programmatic dependent launches")
+            out += [f"  {line}" for line in self.t.grid_dependency]
         self.lines = out
         self.stmt(k.body, 1)
         self.lines.append("}")

@@ -511,6 +511,9 @@ class ThreadKernel:
     cluster: tuple[int, int, int] = (1, 1, 1)  # blocks per thread-block cluster along x, y, z
     # global mems the module owns (zero at load; stream-K's partial sums and flags), kept from launch to launch
     statics: tuple[Mem, ...] = ()
+    # launched as a programmatic dependent of the stream's previous kernel (PDL, sm_90): the body waits for that
+    # kernel to complete before its first statement and lets the next kernel start launching right away
+    dependent_launch: bool = False
 
     __hash__ = object.__hash__
 

@@ -85,6 +85,9 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "column chunks alternate between that many buffers of the staging memory (2: each chunk waits for the "
                "store two chunks back, not the one just issued)", "1 or 2", lambda v: not isinstance(v, bool)
                and v in (1, 2)),
+    PassConfig("pdl", "True on sm_90", "NVIDIA sm_90: each launch is a programmatic dependent of the stream's "
+               "previous kernel (it launches while that one finishes, and waits for it before its first statement)",
+               "True or False", _flag),
     PassConfig("tma_store", True, "with tma: staged accumulators leave by TMA stores", "True or False", _flag),
 )}
 

@@ -314,6 +314,11 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     if launch.cluster is not None:
         cluster[launch.cluster[0]] = launch.cluster[1]
     statics = tuple(m for b, m in lw.mems.items() if m.space == "global" and b not in func.params)
+    dependent = target.backend == "cuda" and target.sm >= 90 and (options or {}).get("pdl", True)
+    if dependent:
+        lw.notes.append("launched as a programmatic dependent (PDL): waits for the stream's previous kernel before "
+                        "its first statement, and lets the next one launch while it runs")
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), threads, lw.tx, shared,
                         tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size, tuple(lw.tensor_maps),
-                        _min_blocks(target, nbytes, threads, bool(lw.producer_threads)), tuple(cluster), statics)
+                        _min_blocks(target, nbytes, threads, bool(lw.producer_threads)), tuple(cluster), statics,
+                        dependent)

@@ -27,10 +27,10 @@ def _torch_dtype(name: str) -> Any:
     return getattr(torch, _TORCH_NAMES.get(name, name))
 
 
-def _failed(status: int) -> None:
+def _failed(status: int, call: str = "cuLaunchKernel") -> None:
     from tilec.backends.cuda.driver import check
 
-    check(status, "cuLaunchKernel")
+    check(status, call)
 
 
 def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -> Any | None:
@@ -41,7 +41,9 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
     from tilec.backends.cuda import driver
 
     inputs = [(i, p) for i, p in enumerate(func.params) if i not in func.out_params]
-    launch_fn, int_pointers = driver.launcher()
+    dependent = getattr(compiled, "dependent", False)
+    launch_fn, int_pointers = (driver.dependent_launcher(), True) if dependent else driver.launcher()
+    fail = '_failed(e, "cuLaunchKernelEx")' if dependent else "_failed(e)"
     as_ptr = int if int_pointers else ctypes.c_void_p  # how the launch call takes the kernel, stream and arguments
     stream, extra = ("_stream(_dev)", "0") if int_pointers else ("_vp(_stream(_dev))", "None")
     env: dict[str, Any] = {"_Tensor": torch.Tensor, "_slow": slow, "_launch": launch_fn, "_failed": _failed,
@@ -125,11 +127,11 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
         lines.append(f"    gx, gy, gz = _grid({', '.join(f's_{v.name}' for v in func.dyn_vars)})")
         lines.append("    if gx and gy and gz and (e := _launch(_fn, gx, gy, gz, _T, 1, 1, _smem, "
                      f"{stream}, _ptrs, {extra})):")
-        lines.append("        _failed(e)")
+        lines.append(f"        {fail}")
     elif all(compiled.grid()):  # a static grid is part of the generated code; an empty one launches nothing
         gx, gy, gz = compiled.grid()
         lines.append(f"    if e := _launch(_fn, {gx}, {gy}, {gz}, _T, 1, 1, _smem, {stream}, _ptrs, {extra}):")
-        lines.append("        _failed(e)")
+        lines.append(f"        {fail}")
     out_names = [f"o{i}" for i in func.out_params]
     ret = "None" if not out_names else (out_names[0] if len(out_names) == 1 else "(" + ", ".join(out_names) + ",)")
     lines.append(f"    return {ret}")

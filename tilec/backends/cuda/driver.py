@@ -17,6 +17,21 @@ _ATTR_CC_MAJOR, _ATTR_CC_MINOR, _ATTR_SMEM_OPTIN = 75, 76, 97  # CUdevice_attrib
 _FUNC_NUM_REGS, _FUNC_MAX_DYNAMIC_SMEM = 4, 8  # CUfunction_attribute
 
 _u32, _vp = ctypes.c_uint32, ctypes.c_void_p
+_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CUlaunchAttributeID
+
+
+class LaunchAttribute(ctypes.Structure):
+    """``CUlaunchAttribute``: an id, then a 64-byte union of values at offset 8 (this one's: an int)."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("rest", ctypes.c_char * 60)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """``CUlaunchConfig``: what ``cuLaunchKernelEx`` takes in place of ``cuLaunchKernel``'s arguments."""
+
+    _fields_ = [("grid", _u32 * 3), ("block", _u32 * 3), ("smem", _u32), ("stream", _vp),
+                ("attrs", ctypes.POINTER(LaunchAttribute)), ("n_attrs", _u32)]
 _SIGNATURES: dict[str, list[Any]] = {
     "cuInit": [ctypes.c_uint],
     "cuGetErrorString": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
@@ -31,6 +46,7 @@ _SIGNATURES: dict[str, list[Any]] = {
     "cuFuncSetAttribute": [_vp, ctypes.c_int, ctypes.c_int],
     "cuFuncGetAttribute": [ctypes.POINTER(ctypes.c_int), ctypes.c_int, _vp],
     "cuLaunchKernel": [_vp, _u32, _u32, _u32, _u32, _u32, _u32, _u32, _vp, _vp, _vp],
+    "cuLaunchKernelEx": [_vp, _vp, _vp, _vp],
     "cuTensorMapEncodeTiled": [_vp, ctypes.c_int, _u32, _vp, ctypes.POINTER(ctypes.c_uint64),
                                ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(_u32), ctypes.POINTER(_u32),
                                ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int],
@@ -138,6 +154,36 @@ def launcher() -> tuple[Any, bool]:
         return raw, False
 
 
-def launch(fn: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: int) -> None:
-    """Launch ``fn`` with the argument block at address ``params`` (an array of pointers to each argument)."""
-    check(lib().cuLaunchKernel(fn, *grid, threads, 1, 1, smem, stream, params, None), "cuLaunchKernel")
+def dependent_launcher() -> Any:
+    """A launch function with ``cuLaunchKernel``'s arguments (the kernel, stream and argument block as ints) that
+    launches through ``cuLaunchKernelEx`` as a programmatic dependent of the stream's previous kernel (PDL, sm_90):
+    the kernel may start launching once that kernel's blocks have all run ``griddepcontrol.launch_dependents``,
+    and waits for it to complete (``griddepcontrol.wait``) before touching memory. Returns the status unchecked.
+    Each call makes a configuration of its own, which every launch through the returned function reuses."""
+    raw = type(lib().cuLaunchKernelEx)(("cuLaunchKernelEx", lib()))
+    raw.restype = ctypes.c_int
+    attr = LaunchAttribute(id=_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+    cfg = LaunchConfig(attrs=ctypes.pointer(attr), n_attrs=1)
+    cfg_ptr = ctypes.addressof(cfg)
+
+    last: list[tuple] = [()]
+
+    def launch(fn: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int, stream: int, params: int,
+               extra: int) -> int:
+        if (shape := (gx, gy, gz, bx, by, bz, smem, stream)) != last[0]:  # the same from launch to launch, mostly
+            cfg.grid[:], cfg.block[:], cfg.smem, cfg.stream = shape[:3], shape[3:6], smem, stream
+            last[0] = shape
+        return raw(cfg_ptr, fn, params, None)
+
+    launch._keep = (attr, cfg)  # the configuration lives as long as the function
+    return launch
+
+
+def launch(fn: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: int,
+           dependent: bool = False) -> None:
+    """Launch ``fn`` with the argument block at address ``params`` (an array of pointers to each argument);
+    ``dependent``: as a programmatic dependent of the stream's previous kernel (:func:`dependent_launcher`)."""
+    if dependent:
+        check(dependent_launcher()(fn, *grid, threads, 1, 1, smem, stream, params, 0), "cuLaunchKernelEx")
+    else:
+        check(lib().cuLaunchKernel(fn, *grid, threads, 1, 1, smem, stream, params, None), "cuLaunchKernel")

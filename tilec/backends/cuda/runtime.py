@@ -107,6 +107,7 @@ class CompiledKernel:
     align: tuple[tuple[int, int], ...] = ()  # (parameter index, bytes)
     tensor_maps: tuple = ()  # tilec.lower.tir.TensorMap: TMA descriptors passed after the sizes
     warnings: tuple[str, ...] = ()  # ptxas's performance warnings
+    dependent: bool = False  # launched as a programmatic dependent of the stream's previous kernel (PDL)
 
 
 def _maps_to_json(maps: tuple) -> list[dict]:
@@ -185,7 +186,8 @@ def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | No
     fn, regs = _load_module(entry[0], meta["name"], meta["smem"])
     return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(meta["grid"]), regs,
                           meta["spills"], meta["arch"], driver.current_device(), tuple(tuple(a) for a in meta["align"]),
-                          _maps_from_json(meta.get("tensor_maps", [])), tuple(meta.get("warnings", [])))
+                          _maps_from_json(meta.get("tensor_maps", [])), tuple(meta.get("warnings", [])),
+                          meta.get("dependent", False))
 
 
 _BUILT: dict[str, tuple[bytes, int]] = {}  # binaries this process compiled (key -> cubin, spills), newest last
@@ -230,10 +232,11 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
     meta = {"binary": key, "name": name, "smem": kernel.smem_bytes, "threads": kernel.threads, "grid": grid,
             "spills": spills, "arch": arch, "align": [list(a) for a in kernel.align],
             "tensor_maps": _maps_to_json(kernel.tensor_maps),
-            "warnings": list(warnings)}
+            "warnings": list(warnings), "dependent": kernel.dependent_launch}
     cache.put_meta(front_key(func, target, options), json.dumps(meta))
     return CompiledKernel(fn, kernel.smem_bytes, kernel.threads, _grid_fn(grid), regs,
-                          spills, arch, driver.current_device(), kernel.align, kernel.tensor_maps, warnings)
+                          spills, arch, driver.current_device(), kernel.align, kernel.tensor_maps, warnings,
+                          kernel.dependent_launch)
 
 
 class CudaExecutable:
@@ -290,4 +293,4 @@ class CudaExecutable:
         addrs += [m(bound.infos[m.tmap.param].data_ptr) for m in self.tmaps]
         ptrs = (ctypes.c_void_p * max(1, len(addrs)))(*addrs)
         driver.launch(self.ck.function, grid, self.ck.threads, self.ck.smem, self.stream(bound),
-                      ctypes.addressof(ptrs))
+                      ctypes.addressof(ptrs), self.ck.dependent)

@@ -27,6 +27,8 @@ CUDA = CTable(
     },
     header=HEADER,
     assume="__builtin_assume({cond});",
+    grid_dependency=('asm volatile("griddepcontrol.wait;" ::: "memory");',
+                     'asm volatile("griddepcontrol.launch_dependents;");'),
     kernel_prefix="__global__",
     math32=_MATH32 | {"exp2": "tl::exp2", "log2": "tl::log2"},
     math64=_MATH64,
