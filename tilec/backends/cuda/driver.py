@@ -160,8 +160,7 @@ def dependent_launcher() -> Any:
     the kernel may start launching once that kernel's blocks have all run ``griddepcontrol.launch_dependents``,
     and waits for it to complete (``griddepcontrol.wait``) before touching memory. Returns the status unchecked.
     Each call makes a configuration of its own, which every launch through the returned function reuses."""
-    raw = type(lib().cuLaunchKernelEx)(("cuLaunchKernelEx", lib()))
-    raw.restype = ctypes.c_int
+    raw = lib().cuLaunchKernelEx  # argtypes: four pointers, which it takes as ints
     attr = LaunchAttribute(id=_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
     cfg = LaunchConfig(attrs=ctypes.pointer(attr), n_attrs=1)
     cfg_ptr = ctypes.addressof(cfg)
