@@ -187,9 +187,10 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
     """Flash attention of these (batch, heads, seq, D) shapes, causal or not: the wgmma kernel fed by TMA without a
     producer warpgroup, the warp-specialized one, persistent, with V on a ring of its own (``split_rings``, the
     default) or K and V in one ring, and with 160-, 176- and 192-key tiles (non-causal), with the producer's
-    registers cut to 24 (``producer_regs``), with Q in registers (the example's ``q_registers``), and a probe with
-    Q's reads by the tensor cores taken away (``probe Q from registers``, wrong by design), beside SDPA's cuDNN
-    backend; ``sustain`` as for the GEMMs.
+    registers cut to 24 (``producer_regs``), with Q in shared memory (``operand_registers`` off; the
+    warp-specialized kernels take it into registers by default), a probe with Q's reads by the tensor cores taken
+    away (``probe Q from registers``, wrong by design), without programmatic dependent launches (``pdl``), beside
+    SDPA's cuDNN backend; ``sustain`` as for the GEMMs.
     (The variants of earlier perf notes, the rotated loop and the warpgroups' turns on and off, Q loaded by the
     producer or not, the PV wait anchored, clusters: see the git history.)"""
     fa = __import__("03_flash_attention")
@@ -207,10 +208,13 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
         "128x176 ws persistent regs24": (128, 176, 256, {**ws, "persistent": True, "producer_regs": 24}),
         "128x192 ws persistent regs24": (128, 192, 256, {**ws, "persistent": True, "producer_regs": 24}),
         "128x128 ws": (128, 128, 256, ws),
-        "128x128 ws persistent probe Q from registers": (128, 128, 256, {**ws, "persistent": True}, q_from_registers),
-        "128x128 ws persistent Q in registers": (128, 128, 256, {**ws, "persistent": True, "q_registers": True}),
-        "128x128 ws persistent Q in registers no pdl": (128, 128, 256, {**ws, "persistent": True, "q_registers": True,
-                                                                        "pdl": False}),
+        # Q in registers is the warp-specialized kernels' default (pass config operand_registers): these keep it in
+        # shared memory, the probe's patch reading it from four constant registers instead
+        "128x128 ws persistent probe Q from registers": (128, 128, 256, {**ws, "persistent": True,
+                                                                         "operand_registers": False}, q_from_registers),
+        "128x128 ws persistent Q in shared memory": (128, 128, 256, {**ws, "persistent": True,
+                                                                     "operand_registers": False}),
+        "128x128 ws persistent no pdl": (128, 128, 256, {**ws, "persistent": True, "pdl": False}),
         "128x128 tma probe Q from registers": (128, 128, 256, {"wgmma": True, "tma": True}, q_from_registers),
     }
     if only:

@@ -294,7 +294,7 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                (128, 128, 2, 256, True, True, False, False),
                (128, 128, 2, 256, True, True, True, False),  # ws: rotated, turns
                (128, 128, 2, 256, True, True, "persistent", False),
-               (128, 128, 2, 256, True, True, "persistent", True))  # Q in registers (QK^T in wgmma's RS form)
+               (128, 128, 2, 256, True, True, "persistent", True))  # Q kept in shared memory (not in registers)
     hopper = configs[5:6] + configs[-2:]  # the rest of the grid: the kernels that win somewhere
     grid = ((2, 8192, 128, "bfloat16"), (2, 8192, 64, "float16"), (2, 8192, 64, "bfloat16"), (8, 2048, 64, "bfloat16"))
     shapes = [(8, 16, 2048, 128, "float16", configs)] + ([] if quick else [
@@ -321,18 +321,18 @@ def case_attention(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             impls: dict[str, Callable] = {"sdpa flash": sdpa(SDPBackend.FLASH_ATTENTION),
                                           "sdpa cudnn": sdpa(SDPBackend.CUDNN_ATTENTION)}
             times: dict[str, dict] = {}
-            for bm, bn, st, th, wg, tma, ws, qreg in kernels:
+            for bm, bn, st, th, wg, tma, ws, q_smem in kernels:
                 tag = f"tilec {bm}x{bn}{' wgmma' if wg else ''}{' tma' if tma else ''}{' ws' if ws else ''}" \
-                    + (" persistent" if ws == "persistent" else "") + (" q-regs" if qreg else "")
+                    + (" persistent" if ws == "persistent" else "") + (" q-smem" if q_smem else "")
                 if not wanted(tag):
                     continue
                 impls[tag], times[tag] = tilec_kernel(
                     lambda b=b, h=h, n=n, d=d, causal=causal, bm=bm, bn=bn, st=st, th=th, wg=wg, tma=tma, ws=ws,
-                    dtype=dtype, qreg=qreg:
+                    dtype=dtype, q_smem=q_smem:
                     tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm, block_N=bn, num_stages=st,
-                                                          threads=th, dtype=dtype, q_registers=qreg), "cuda", [3],
+                                                          threads=th, dtype=dtype), "cuda", [3],
                                     pass_configs={"wgmma": wg, "tma": tma, "warp_specialize": bool(ws),
-                                                  "persistent": ws == "persistent"}))
+                                                  "persistent": ws == "persistent", "operand_registers": not q_smem}))
             if "triton" in peers and kernels is configs:
                 impls["triton"] = lambda q, k, v, c=causal: peers["triton"].attention(q, k, v, c)
             if "tilelang" in peers and dtype == "float16" and kernels is configs:

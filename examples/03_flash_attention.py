@@ -37,7 +37,8 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
 
             T.copy(Q[bz, by, bx * block_M : (bx + 1) * block_M, :], Q_s)
             Q_x = Q_s
-            if q_registers:  # QK^T takes Q from registers (wgmma's RS form) instead of shared memory
+            if q_registers:  # QK^T takes Q from registers (wgmma's RS form; warp-specialized kernels on sm_90a
+                # do this themselves: pass config operand_registers)
                 Q_x = T.alloc_fragment((block_M, dim), dtype)
                 T.copy(Q_s, Q_x)
             T.fill(O_f, 0)

@@ -42,7 +42,7 @@ def test_gemm_feed_probes_apply(hv, dtype):
     assert "tl::wgmma_desc(A_s" not in out
 
 
-@pytest.mark.parametrize("dim,causal,configs", [(128, False, {**WS, "persistent": True}),
+@pytest.mark.parametrize("dim,causal,configs", [(128, False, {**WS, "persistent": True, "operand_registers": False}),
                                                  (64, True, {"wgmma": True, "tma": True})])
 def test_attention_q_probe_applies(hv, dim, causal, configs):
     fa = __import__("03_flash_attention")

@@ -192,10 +192,10 @@ def test_wgmma_flash_attention(examples, causal, n, feed, block_N):
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n", [1000, 2048])
 def test_persistent_flash_attention(examples, n, d, causal):
-    """One block per SM over 256 / 512 row blocks: the producer loads each tile's Q by TMA (the next one's beside
-    this one's: K and V on rings of two stages each leave room for two), the warpgroups' turns run on from tile to
-    tile; causal tiles (of 1 to 16 key blocks) come from a table balancing the blocks' work, with the rings'
-    iterations counted in a register."""
+    """One block per SM over 256 / 512 row blocks: the producer loads each tile's Q by TMA, which the consumers take
+    into registers for QK^T (``operand_registers``) and release for the next tile's; the warpgroups' turns run on
+    from tile to tile; causal tiles (of 1 to 16 key blocks) come from a table balancing the blocks' work, with the
+    rings' iterations counted in a register."""
     fa = examples["03_flash_attention"]
     b, h = 2, 16
     k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=128, block_N=128, threads=256,
@@ -204,7 +204,8 @@ def test_persistent_flash_attention(examples, n, d, causal):
     report = k.report()
     assert "persistent, 132 blocks loop over the tiles" in report and "take turns" in report
     assert ("in the balanced order" in report) == causal
-    assert "the next tile's beside this one's" in report and "mbarrier pairs for each of 2 rings" in report
+    assert "read into 'Q_s_regs' there, again once the consumers are done with it" in report
+    assert "mbarrier pairs for each of 2 rings" in report
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
     assert _rel(k(q, k_, v), ref) < 3e-3
@@ -214,18 +215,20 @@ def test_persistent_flash_attention(examples, n, d, causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(("d", "dtype", "ws"), [(64, "float16", True), (128, "bfloat16", True),
                                                 (128, "float16", False)])
-def test_flash_attention_q_in_registers(examples, d, dtype, ws, causal):
-    """Q taken into registers (``q_registers``: QK^T in wgmma's RS form). In the persistent warp-specialized kernel
-    the producer still loads each tile's Q by TMA, into one version that the consumers release once their copy into
-    registers is done; without a producer the block's threads load it. S = 1000 (the last row and key blocks
-    partial)."""
+def test_flash_attention_q_in_shared_memory_or_registers(examples, d, dtype, ws, causal):
+    """Where Q sits for QK^T, the other way round from each kernel's default: the persistent warp-specialized kernel
+    with ``operand_registers`` off keeps Q in shared memory (the producer loads the next tile's beside this one's:
+    two versions), the kernel without a producer takes it into registers by the example's ``q_registers`` (the
+    block's threads load it). S = 1000 (the last row and key blocks partial)."""
     fa = examples["03_flash_attention"]
     b, h, n = 2, 16, 1000
     k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=128, block_N=128, threads=256,
-                                              num_stages=2, dtype=dtype, q_registers=True), "cuda", [3],
-                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": ws, "persistent": ws})
-    loads = f"loads 'Q_s' by TMA ({128 * d * 2} bytes) before the loop, read into 'Q_x' there"
-    assert (loads in k.report()) == ws
+                                              num_stages=2, dtype=dtype, q_registers=not ws), "cuda", [3],
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": ws, "persistent": ws,
+                                      "operand_registers": False})
+    report = k.report()
+    assert ("the next tile's beside this one's (two versions)" in report) == ws
+    assert ("Q_s -> Q_x" in report) == (not ws) and "Q_s_regs" not in report
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").to(getattr(torch, dtype)) for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
     assert _rel(k(q, k_, v), ref) < (3e-3 if dtype == "float16" else 1e-2)

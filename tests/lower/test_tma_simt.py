@@ -559,14 +559,16 @@ def test_persistent_refused_when_a_tile_may_run_no_trip(rng):
     (True, 3, 4, "balanced"), (True, 5, 4, "balanced")])
 def test_persistent_attention(rng, causal, heads, blocks, order):
     """Persistent flash attention: blocks over row blocks of 3 key blocks each, or of 5, 4 and 2 when causal (the
-    longest first); the producer loads each tile's Q by TMA, two versions of it in shared memory. A causal tile's
+    longest first); the producer loads each tile's Q by TMA, two versions of it in shared memory (where it stays for
+    QK^T with ``operand_registers`` off; on, see the next test). A causal tile's
     trip count depends on the tile: the ring counts iterations in a register and the tiles come in serpentine order
     (3 heads: 9 tiles over 4 blocks, the last round only partly taken) or from a table balancing the blocks' work
     (where blocks run different numbers of tiles: 15 tiles over 4 blocks)."""
     fa = load_example("03_flash_attention")
     kernel = tilec.JITKernel(fa.flash_attention(1, heads, 300, 64, causal, block_M=128, block_N=64, threads=256,
                                                 num_stages=2).prim_func, "simt:sm_90a", [3],
-                             pass_configs={**WS, "persistent": blocks, "tile_order": order})
+                             pass_configs={**WS, "persistent": blocks, "tile_order": order,
+                                           "operand_registers": False})
     assert f"persistent, {blocks} blocks loop over the tiles" in kernel.report()
     assert ("in serpentine order" in kernel.report()) == (causal and order == "serpentine")
     assert ("in the balanced order" in kernel.report()) == (causal and order == "balanced")
@@ -577,20 +579,23 @@ def test_persistent_attention(rng, causal, heads, blocks, order):
                  scale=float(np.abs(v.astype(np.float64)).max()))
 
 
-@pytest.mark.parametrize(("causal", "configs", "note"), [
-    (False, {**WS, "persistent": 3}, "read into 'Q_x' there, again once the consumers are done with it"),
-    (True, {**WS, "persistent": 3}, "read into 'Q_x' there, again once the consumers are done with it"),
-    (False, WS, "read into 'Q_x' there"),
-    (True, TMA, None)])
-def test_attention_with_q_in_registers(rng, causal, configs, note):
-    """Q taken into registers before the loop (``q_registers``: QK^T in wgmma's RS form): with a producer
-    warpgroup it still loads Q by TMA, into one version of Q_s (swizzled as TMA writes it), and the consumers
-    release it as soon as their copy into registers is done, so the producer loads the next tile's while this one's
-    loop runs; the interpreter would name a release before the copies' reads. Without one, the block's threads load
-    Q themselves, as with Q in shared memory (into the same swizzle, against bank conflicts in the fragment copy)."""
+@pytest.mark.parametrize(("causal", "configs", "explicit", "note"), [
+    (False, {**WS, "persistent": 3}, True, "read into 'Q_x' there, again once the consumers are done with it"),
+    (True, {**WS, "persistent": 3}, True, "read into 'Q_x' there, again once the consumers are done with it"),
+    (False, WS, True, "read into 'Q_x' there"),
+    (True, TMA, True, None),
+    (True, {**WS, "persistent": 3}, False, "read into 'Q_s_regs' there, again once the consumers are done with it"),
+    (False, WS, False, "read into 'Q_s_regs' there")])
+def test_attention_with_q_in_registers(rng, causal, configs, explicit, note):
+    """Q taken into registers before the loop (QK^T in wgmma's RS form), by the example's ``q_registers`` or, in
+    warp-specialized kernels, by the compiler (``operand_registers``): with a producer warpgroup it still loads Q by
+    TMA, into one version of Q_s (swizzled as TMA writes it), and the consumers release it as soon as their copy
+    into registers is done, so the producer loads the next tile's while this one's loop runs; the interpreter would
+    name a release before the copies' reads. Without one, the block's threads load Q themselves, as with Q in shared
+    memory (into the same swizzle, against bank conflicts in the fragment copy)."""
     fa = load_example("03_flash_attention")
     kernel = tilec.JITKernel(fa.flash_attention(1, 2, 300, 64, causal, block_M=128, block_N=64, threads=256,
-                                                num_stages=2, q_registers=True).prim_func, "simt:sm_90a", [3],
+                                                num_stages=2, q_registers=explicit).prim_func, "simt:sm_90a", [3],
                              pass_configs=configs)
     report = kernel.report()
     assert "wgmma (m64n64k16, 2 warpgroup(s) along M)" in report

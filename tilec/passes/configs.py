@@ -58,6 +58,9 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
     PassConfig("preload", True, "with warp_specialize: tile copies before the loop that only its wgmma gemms read, "
                "or copies into fragments before it (flash attention's Q, in shared memory or taken into registers), "
                "are TMA loads by the producer", "True or False", _flag),
+    PassConfig("operand_registers", True, "with warp_specialize: a shared tile loaded before a pipelined loop and "
+               "read in it only as T.gemm's A is copied once into registers, where wgmma reads it (flash attention's "
+               "Q; tilec.passes.operand_registers)", "True or False", _flag),
     PassConfig("producer_regs", 40, "with warp_specialize: the producer warpgroup's registers a thread after "
                "setmaxnreg, the consumers taking the rest (at most 240); ptxas spills the producer's code if it needs "
                "more", "a multiple of 8 from 24 to 256", lambda v: not isinstance(v, bool) and isinstance(v, int)

@@ -66,6 +66,12 @@ def _rewrite(state: CompileState, rewrite: Callable[..., tuple[PrimFunc, list[st
     return state if func is state.func else state.with_(func=func, ftg=build_ftg(func))
 
 
+def _operand_registers(state: CompileState) -> CompileState:
+    from tilec.passes.operand_registers import operands_to_registers
+
+    return _rewrite(state, operands_to_registers)
+
+
 def _pipelining(state: CompileState) -> CompileState:
     from tilec.passes.pipelining import pipeline_loops
 
@@ -124,6 +130,7 @@ def default_pipeline(target: Target) -> list[Stage]:
     if target.kind == "cpu":
         return stages
     return stages + [
+        Stage("operand_registers", _operand_registers, "loop-invariant wgmma A tiles read from registers"),
         Stage("pipelining", _pipelining, "multi-stage cp.async pipelines for T.Pipelined loops"),
         Stage("clusters", _clusters, "thread-block clusters with TMA multicast"),
         Stage("epilogue", _epilogue, "accumulator stores staged through shared memory"),
