@@ -314,7 +314,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     if launch.cluster is not None:
         cluster[launch.cluster[0]] = launch.cluster[1]
     statics = tuple(m for b, m in lw.mems.items() if m.space == "global" and b not in func.params)
-    dependent = target.backend == "cuda" and target.sm >= 90 and (options or {}).get("pdl", True)
+    dependent = target.kind == "cuda" and target.sm >= 90 and (options or {}).get("pdl", True)
     if dependent:
         lw.notes.append("launched as a programmatic dependent (PDL): waits for the stream's previous kernel before "
                         "its first statement, and lets the next one launch while it runs")

@@ -32,6 +32,8 @@ class LaunchConfig(ctypes.Structure):
 
     _fields_ = [("grid", _u32 * 3), ("block", _u32 * 3), ("smem", _u32), ("stream", _vp),
                 ("attrs", ctypes.POINTER(LaunchAttribute)), ("n_attrs", _u32)]
+
+
 _SIGNATURES: dict[str, list[Any]] = {
     "cuInit": [ctypes.c_uint],
     "cuGetErrorString": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
@@ -164,7 +166,6 @@ def dependent_launcher() -> Any:
     attr = LaunchAttribute(id=_ATTR_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
     cfg = LaunchConfig(attrs=ctypes.pointer(attr), n_attrs=1)
     cfg_ptr = ctypes.addressof(cfg)
-
     last: list[tuple] = [()]
 
     def launch(fn: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, smem: int, stream: int, params: int,
