@@ -180,10 +180,10 @@ def dependent_launcher() -> Any:
 
 
 def launch(fn: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: int,
-           dependent: bool = False) -> None:
-    """Launch ``fn`` with the argument block at address ``params`` (an array of pointers to each argument);
-    ``dependent``: as a programmatic dependent of the stream's previous kernel (:func:`dependent_launcher`)."""
-    if dependent:
-        check(dependent_launcher()(fn, *grid, threads, 1, 1, smem, stream, params, 0), "cuLaunchKernelEx")
+           dependent: Any = None) -> None:
+    """Launch ``fn`` with the argument block at address ``params`` (an array of pointers to each argument); through
+    ``dependent`` (a :func:`dependent_launcher`) as a programmatic dependent of the stream's previous kernel."""
+    if dependent is not None:
+        check(dependent(fn, *grid, threads, 1, 1, smem, stream, params, 0), "cuLaunchKernelEx")
     else:
         check(lib().cuLaunchKernel(fn, *grid, threads, 1, 1, smem, stream, params, None), "cuLaunchKernel")

@@ -250,6 +250,7 @@ class CudaExecutable:
         from tilec.runtime.tensor_map import TensorMapCache
 
         self.tmaps = [TensorMapCache(t) for t in compiled.tensor_maps]
+        self.dependent = driver.dependent_launcher() if compiled.dependent else None  # one configuration, reused
 
     def args_of(self, bound: Bound) -> tuple[list[Any], tuple[int, int, int]]:
         args: list[Any] = []
@@ -293,4 +294,4 @@ class CudaExecutable:
         addrs += [m(bound.infos[m.tmap.param].data_ptr) for m in self.tmaps]
         ptrs = (ctypes.c_void_p * max(1, len(addrs)))(*addrs)
         driver.launch(self.ck.function, grid, self.ck.threads, self.ck.smem, self.stream(bound),
-                      ctypes.addressof(ptrs), self.ck.dependent)
+                      ctypes.addressof(ptrs), self.dependent)
