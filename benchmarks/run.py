@@ -252,7 +252,11 @@ def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, overlap=False),
                dict(block_M=128, block_N=128, block_K=128, num_stages=4, threads=128, wgmma=True),
                dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True),
-               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True, ws=True)]
+               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True, ws=True),
+               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
+                    persistent=True, panel=16),
+               dict(block_M=128, block_N=256, block_K=128, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
+                    persistent=True, panel=16, stream_k=True)]
     for M, N, K in shapes:
         def make(M=M, N=N, K=K) -> tuple:
             return ((torch.randn(M, K, device="cuda") * 64).to(torch.float8_e4m3fn),

@@ -62,15 +62,18 @@ def test_fp8_gemm_wgmma(examples, cfg, feed):
 
 
 @pytest.mark.skipif(_cc() != (9, 0), reason="wgmma needs sm_90")
-def test_fp8_gemm_stream_k(examples):
-    """Stream-K on the fp8 gemm: the partial sums are added before the epilogue applies the row and column scales.
-    2000 x 4000 tiles of 128 x 256: 256 tiles on 132 SMs, the last 124 shared out; ragged M and N; launched twice."""
+@pytest.mark.parametrize("stream_k", [False, True])
+def test_fp8_gemm_persistent(examples, stream_k):
+    """Persistent blocks in panels of 4 tile rows (the example's ``panel``), with stream-K or not: the partial sums
+    are added before the epilogue applies the row and column scales. 2000 x 4000 in tiles of 128 x 256: 256 tiles on
+    132 SMs, the last 124 shared out with stream-K; ragged M and N; launched twice."""
     fp8 = examples["06_fp8_gemm"]
     M, N, K = 2000, 4000, 1024
-    k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, block_M=128, block_N=256, block_K=128, threads=256), "cuda", [-1],
-                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": True,
-                                      "stream_k": True})
-    assert "1 round of whole tiles, then the last 124 tiles shared out" in k.report()
+    k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, block_M=128, block_N=256, block_K=128, threads=256, panel=4),
+                        "cuda", [-1], pass_configs={"wgmma": True, "tma": True, "warp_specialize": True,
+                                                    "persistent": True, "stream_k": stream_k})
+    assert "in panels of 4 rows" in k.report()
+    assert ("1 round of whole tiles, then the last 124 tiles shared out" in k.report()) == stream_k
     for _ in range(2):
         args, ref = _inputs(fp8, M, N, K)
         assert _rel(k(*args), ref) < 8e-3
