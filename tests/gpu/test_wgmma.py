@@ -216,17 +216,17 @@ def test_persistent_flash_attention(examples, n, d, causal):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_flash_attention_three_consumer_warpgroups(examples, dtype, causal, persistent):
-    """D=64 in 192-row tiles: three consumer warpgroups taking turns beside the producer (512 threads, Q in shared
-    memory, the producer at 24 registers); 128-key blocks, so the causal diagonal crosses two of a tile's blocks;
-    S = 1000 leaves a partial last tile and key block."""
+    """D=64 in 192-row tiles: three consumer warpgroups taking turns beside the producer (512 threads; by default
+    Q stays in shared memory and the producer gives up all but 24 registers); 128-key blocks, so the causal
+    diagonal crosses two of a tile's blocks; S = 1000 leaves a partial last tile and key block."""
     fa = examples["03_flash_attention"]
     b, h, n, d = 2, 8, 1000, 64
     k = tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=192, block_N=128, threads=384,
                                               num_stages=2, dtype=dtype), "cuda", [3],
-                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": persistent,
-                                      "producer_regs": 24, "operand_registers": False})
+                        pass_configs={"wgmma": True, "tma": True, "warp_specialize": True, "persistent": persistent})
     report = k.report()
-    assert "3 consumer warpgroup(s)" in report and "take turns" in report
+    assert "3 consumer warpgroup(s)" in report and "take turns" in report and "Q_s_regs" not in report
+    assert "setmaxnreg.dec.sync.aligned.u32 24;" in k.get_kernel_source()
     assert ("persistent, 132 blocks loop over the tiles" in report) == persistent
     tdt = getattr(torch, dtype)
     q, k_, v = (torch.randn(b, h, n, d, device="cuda", dtype=tdt) for _ in range(3))

@@ -55,6 +55,17 @@ def test_declines_where_registers_run_short_or_are_not_asked_for(configs, block_
     assert (note is None and "T.copy into 'Q_s'" not in report) or note in report
 
 
+def test_declines_with_three_consumer_warpgroups():
+    """512 threads leave ptxas 128 registers a thread: flash attention at D=64 in 192-row tiles keeps Q in shared
+    memory (with Q in registers it spills 148 bytes; nvcc 13.0)."""
+    fa = load_example("03_flash_attention")
+    fn = fa.flash_attention.fn(2, 16, 2048, 64, False, block_M=192, block_N=128, num_stages=2, threads=384)
+    report = tilec.JITKernel(fn, H100, [3], pass_configs={**WS, "persistent": True}).report()
+    assert "Q_s_regs" not in report
+    assert "'Q_s' stays in shared memory for T.gemm's A (384 consumer threads beside the producer leave ptxas 128 " \
+           "registers a thread, fewer than the 168 this is calibrated at)" in report
+
+
 def test_mla_keeps_its_query_tiles_in_shared_memory():
     """MLA decode's Q (64 heads x 512: too many registers) and Q_pe (64 rows on two warpgroups, which wgmma can
     only split along N, each needing all 64 rows of A from registers) stay in shared memory, and say why."""

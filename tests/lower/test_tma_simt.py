@@ -371,20 +371,22 @@ def test_tma_hazards_are_named(rng, case):
 
 # ---------------------------------------------------------------------------------------- warp specialization
 
-@pytest.mark.parametrize(("configs", "producer", "consumer"), [({}, 40, 232), ({"producer_regs": 24}, 24, 240),
-                                                            ({"producer_regs": 56}, 56, 224)])
-def test_ws_registers_move_to_the_consumers(configs, producer, consumer):
+@pytest.mark.parametrize(("configs", "threads", "producer", "consumer"), [
+    ({}, 256, 40, 232), ({"producer_regs": 24}, 256, 24, 240), ({"producer_regs": 56}, 256, 56, 224),
+    ({}, 384, 24, 160), ({"producer_regs": 40}, 384, 40, 152)])
+def test_ws_registers_move_to_the_consumers(configs, threads, producer, consumer):
     """Two consumer warpgroups: 168 registers a thread at launch (384 threads), 40 for the producer, 232 for them;
-    pass config ``producer_regs`` moves the split (the consumers' share capped at 240)."""
+    pass config ``producer_regs`` moves the split (the consumers' share capped at 240). Three: 128 at launch (512
+    threads), the producer at 24 unless told otherwise."""
     from tilec.lower.tir import Roles
 
-    g = load_example("01_gemm").matmul(256, 256, 256, block_M=128, block_N=256, block_K=64, threads=256,
+    g = load_example("01_gemm").matmul(384, 256, 256, block_M=threads // 2, block_N=256, block_K=64, threads=threads,
                                        num_stages=3).prim_func
     kernel = tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs={**WS, **configs})
     roles = next(n for n in _walk(kernel.state.artifacts["thread_ir"].body) if isinstance(n, Roles))
     assert (roles.producer_regs, roles.consumer_regs) == (producer, consumer)
     src = kernel.get_kernel_source()
-    assert "__launch_bounds__(384, 1)" in src and f"setmaxnreg.inc.sync.aligned.u32 {consumer};" in src
+    assert f"__launch_bounds__({threads + 128}, 1)" in src and f"setmaxnreg.inc.sync.aligned.u32 {consumer};" in src
     assert f"setmaxnreg.dec.sync.aligned.u32 {producer};" in src
     assert "__syncthreads" not in src.split("the producer warpgroup")[1]  # after the split: named barriers only
 

@@ -61,7 +61,7 @@ class Lowerer:
     wait_anchor: Mem | None = None  # the shared word deferred wgmma waits are anchored on (WgmmaWait.after)
     anchor_waits: bool = False  # pass config wgmma_wait_anchor
     store_exchange: bool = True  # pass config store_exchange
-    producer_regs: int = 40  # pass config producer_regs: a TMA-issuing warpgroup needs few registers
+    producer_regs: int = 0  # pass config producer_regs (0: the default, see tilec.lower.tma.producer_registers)
     defer_wgmma: bool = False  # the gemm being lowered may leave its group for the sequence to wait for
     tensor_maps: list[TensorMap] = field(default_factory=list)  # TMA descriptors the kernel takes
     issuer: int = 0  # the thread that issues single-thread ops (TMA, mbarrier arrivals): a producer's first

@@ -270,6 +270,15 @@ def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
 
 
 REGISTERS = 65536  # per SM (every Hopper part)
+PRODUCER_REGS = 40  # a TMA-issuing warpgroup needs few registers (24 measured no faster with two consumers, perf AU)
+PRODUCER_REGS_WIDE = 24  # with three consumer warpgroups or more (512+ threads: ptxas holds every thread to 128)
+
+
+def producer_registers(consumer_threads: int) -> int:
+    """The producer warpgroup's registers after ``setmaxnreg`` when pass config ``producer_regs`` is not given: 24
+    where the consumers are three warpgroups or more (flash attention at D=64 in 192-row tiles spills 48 bytes with
+    the producer at 40, none at 24; nvcc 13.0), else 40."""
+    return PRODUCER_REGS_WIDE if consumer_threads > 256 else PRODUCER_REGS
 
 
 def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TStmt:
@@ -278,7 +287,7 @@ def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TS
     consumers = lw.T * s.copies
     threads = consumers + s.producer_threads
     at_launch = min(255, REGISTERS // threads) // 8 * 8
-    regs = lw.producer_regs  # pass config producer_regs; the consumers get the rest
+    regs = lw.producer_regs or producer_registers(consumers)  # pass config producer_regs; the consumers the rest
     consumer = min(240, (REGISTERS - regs * s.producer_threads) // consumers // 8 * 8)
     lw.issuer = consumers
     try:

@@ -61,10 +61,10 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
     PassConfig("operand_registers", True, "with warp_specialize: a shared tile loaded before a pipelined loop and "
                "read in it only as T.gemm's A is copied once into registers, where wgmma reads it (flash attention's "
                "Q; tilec.passes.operand_registers)", "True or False", _flag),
-    PassConfig("producer_regs", 40, "with warp_specialize: the producer warpgroup's registers a thread after "
-               "setmaxnreg, the consumers taking the rest (at most 240); ptxas spills the producer's code if it needs "
-               "more", "a multiple of 8 from 24 to 256", lambda v: not isinstance(v, bool) and isinstance(v, int)
-               and 24 <= v <= 256 and v % 8 == 0),
+    PassConfig("producer_regs", "40; 24 with three consumer warpgroups or more", "with warp_specialize: the "
+               "producer warpgroup's registers a thread after setmaxnreg, the consumers taking the rest (at most "
+               "240); ptxas spills the producer's code if it needs more", "a multiple of 8 from 24 to 256",
+               lambda v: not isinstance(v, bool) and isinstance(v, int) and 24 <= v <= 256 and v % 8 == 0),
     PassConfig("persistent", False, "with warp_specialize: one block per SM (True) or that many blocks loop over "
                "the tiles", "True, False or a positive int", _blocks),
     PassConfig("stream_k", False, "with persistent: the tiles of the last, partial round of blocks are shared out "

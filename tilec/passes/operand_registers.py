@@ -13,7 +13,9 @@ Only in warp-specialized kernels, whose consumers get the registers the producer
 only while the kernel's register tiles, the new one included, take at most 800 bytes a consumer thread (each
 tile's bytes shared evenly among the threads): flash attention at D=128 with 128-key tiles (S, P, O, Q and the
 row statistics: 778 bytes) compiles to 168 registers without spills, with 160 keys (874 bytes) it spills (nvcc
-13.0). Without a producer the extra registers cost occupancy (perf notes AV: 127 → 140 registers left one block an
+13.0). Not with three consumer warpgroups or more: 512 threads leave ptxas 128 registers a thread whatever
+``setmaxnreg`` gives later, and flash attention at D=64 in 192-row tiles spills 148 bytes with Q in registers, none
+without. Without a producer the extra registers cost occupancy (perf notes AV: 127 → 140 registers left one block an
 SM where there were two, 5-25 % slower). The report says which tiles moved and why others stayed.
 """
 
@@ -29,6 +31,8 @@ from tilec.ir.visit import transform, walk
 from tilec.target import Target
 
 MAX_BYTES_PER_THREAD = 800  # the register tiles' share of a consumer thread's registers, this one's included
+MIN_REGISTERS = 168  # what the budget above was calibrated at: two consumer warpgroups beside the producer
+REGISTERS = 65536  # per SM (every Hopper part)
 
 
 def operands_to_registers(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
@@ -53,6 +57,12 @@ def operands_to_registers(func: PrimFunc, target: Target, options: dict | None =
         while name in names:
             name += "_"
         frag = Buffer(name, shared.shape, shared.dtype, "fragment", loc=shared.loc)
+        regs = min(255, REGISTERS // (launch.num_threads + 128)) // 8 * 8  # ptxas's bound, the producer beside
+        if regs < MIN_REGISTERS:
+            notes.append(f"{where}: {shared.name!r} stays in shared memory for T.gemm's A ({launch.num_threads} "
+                         f"consumer threads beside the producer leave ptxas {regs} registers a thread, fewer than "
+                         f"the {MIN_REGISTERS} this is calibrated at)")
+            continue
         nbytes = _bytes_per_thread(frag, launch.num_threads)
         total = sum(_bytes_per_thread(b, launch.num_threads) for b in (*launch.allocs, *moved.values(), frag)
                     if b.scope in ("fragment", "local"))
