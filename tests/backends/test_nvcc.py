@@ -126,6 +126,15 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
                                                             {"wgmma": True, "tma": True, "warp_specialize": True,
                                                              "persistent": True, "producer_regs": 24},
                                                             ("HGMMA.64x192x16.F32", "UTMALDG.4D", "USETMAXREG")),
+    # three consumer warpgroups (512 threads: 128 registers a thread for ptxas): by default Q stays in shared memory
+    # and the producer keeps 24 registers, which holds D=64's tiles without spills (48 bytes with the producer at 40)
+    "flash attention 2x16x8192x64 192x128 ws persistent": ("03_flash_attention", "flash_attention",
+                                                           (2, 16, 8192, 64, True),
+                                                           {"block_M": 192, "block_N": 128, "threads": 384,
+                                                            "num_stages": 2},
+                                                           {"wgmma": True, "tma": True, "warp_specialize": True,
+                                                            "persistent": True},
+                                                           ("HGMMA.64x128x16.F32", "UTMALDG.4D", "USETMAXREG")),
     # Hopper has no fp8 mma.sync unit: ptxas runs m16n8k32 e4m3 as conversions and two fp16 HMMAs
     "fp8 gemm 4096^3 128x128x64 mma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096), {"threads": 256},
                                        {"wgmma": False, "tma": False}, "HMMA.16816.F32"),
