@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tilec.arch import table_model
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load
 from tilec.ir.kernel import PrimFunc
@@ -32,7 +33,6 @@ from tilec.target import Target
 
 MAX_BYTES_PER_THREAD = 800  # the register tiles' share of a consumer thread's registers, this one's included
 MIN_REGISTERS = 168  # what the budget above was calibrated at: two consumer warpgroups beside the producer
-REGISTERS = 65536  # per SM (every Hopper part)
 
 
 def operands_to_registers(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
@@ -41,6 +41,7 @@ def operands_to_registers(func: PrimFunc, target: Target, options: dict | None =
     if target.arch != "sm_90a" or not (opts.get("wgmma") and opts.get("tma") and opts.get("warp_specialize")) \
             or not opts.get("operand_registers", True):
         return func, []
+    regs_per_sm = table_model(target.arch).regs_per_sm
     launch = func.launch
     stmts = launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)
     names = {b.name for b in launch.allocs}
@@ -57,7 +58,7 @@ def operands_to_registers(func: PrimFunc, target: Target, options: dict | None =
         while name in names:
             name += "_"
         frag = Buffer(name, shared.shape, shared.dtype, "fragment", loc=shared.loc)
-        regs = min(255, REGISTERS // (launch.num_threads + 128)) // 8 * 8  # ptxas's bound, the producer beside
+        regs = min(255, regs_per_sm // (launch.num_threads + 128)) // 8 * 8  # ptxas's bound, the producer beside
         if regs < MIN_REGISTERS:
             notes.append(f"{where}: {shared.name!r} stays in shared memory for T.gemm's A ({launch.num_threads} "
                          f"consumer threads beside the producer leave ptxas {regs} registers a thread, fewer than "
