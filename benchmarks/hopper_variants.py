@@ -220,6 +220,9 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
         # which holds the kernel without spills with Q in shared memory and the producer at 24 (the defaults there)
         "192x128 ws persistent": (192, 128, 384, {**ws, "persistent": True}),
         "192x128 ws": (192, 128, 384, ws),
+        # D=128 in 192-row tiles: 64-key tiles keep S, P and O within 128 registers (no spills; prepared, not timed)
+        "192x64 ws persistent": (192, 64, 384, {**ws, "persistent": True}),
+        "192x64 ws persistent 3 stages": (192, 64, 384, {**ws, "persistent": True, "stages": 3}),
     }
     if only:
         variants = {k: v for k, v in variants.items() if k in only.split(",")}
