@@ -575,6 +575,25 @@ def test_persistent_refused_when_a_tile_may_run_no_trip(rng):
     assert_close(kernel(a, b), ref, "float16")
 
 
+@pytest.mark.parametrize(("d", "block_N"), [(64, 128), (128, 64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_with_three_consumer_warpgroups(rng, d, block_N, causal):
+    """192-row tiles on three consumer warpgroups taking turns (named barriers for three), persistent on 3 blocks:
+    S = 520 gives 3 row tiles, the last partial, and key blocks whose last is partial; Q stays in shared memory
+    (512 threads leave too few registers for it) and the producer keeps 24 registers."""
+    fa = load_example("03_flash_attention")
+    kernel = tilec.JITKernel(fa.flash_attention(1, 2, 520, d, causal, block_M=192, block_N=block_N, threads=384,
+                                                num_stages=2).prim_func, "simt:sm_90a", [3],
+                             pass_configs={**WS, "persistent": 3})
+    report = kernel.report()
+    assert "3 consumer warpgroup(s)" in report and "the 3 consumer warpgroups take turns" in report
+    assert "'Q_s' stays in shared memory" in report
+    assert "setmaxnreg.dec.sync.aligned.u32 24;" in kernel.get_kernel_source()
+    q, k, v = (randn(rng, (1, 2, 520, d), "float16") for _ in range(3))
+    assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
 @pytest.mark.parametrize(("causal", "heads", "blocks", "order"), [
     (False, 1, 2, "balanced"), (True, 1, 2, "serpentine"), (True, 3, 4, "serpentine"), (True, 1, 2, "balanced"),
     (True, 3, 4, "balanced"), (True, 5, 4, "balanced")])
