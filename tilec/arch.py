@@ -118,6 +118,11 @@ class DeviceModel:
 
     # ------------------------------------------------------------------------------------------- derived
 
+    def regs_at_launch(self, threads: int) -> int:
+        """The registers a thread of a ``threads``-thread block alone on its SM may use: what ptxas compiles the whole
+        kernel to under ``__launch_bounds__(threads, 1)`` (``setmaxnreg`` moves registers later, not ptxas's bound)."""
+        return min(self.regs_per_thread, self.regs_per_sm // threads) // 8 * 8
+
     @property
     def clock_hz(self) -> float:
         return self.clock_ghz * 1e9

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from tilec.arch import table_model
 from tilec.backends.cemit import EMIT_RULES, CEmitter, asm_rule, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.buffer import Buffer, Region
@@ -269,7 +270,6 @@ def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
     return If(keep if t.edge is True else binop("or", keep, unop("not", t.edge)), bar)
 
 
-REGISTERS = 65536  # per SM (every Hopper part)
 PRODUCER_REGS = 40  # a TMA-issuing warpgroup needs few registers (24 measured no faster with two consumers, perf AU)
 PRODUCER_REGS_WIDE = 24  # with three consumer warpgroups or more (512+ threads: ptxas holds every thread to 128)
 
@@ -286,9 +286,10 @@ def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TS
     block is alone on its SM (launch bounds ask for that)."""
     consumers = lw.T * s.copies
     threads = consumers + s.producer_threads
-    at_launch = min(255, REGISTERS // threads) // 8 * 8
+    model = table_model(lw.target.arch)
+    at_launch = model.regs_at_launch(threads)
     regs = lw.producer_regs or producer_registers(consumers)  # pass config producer_regs; the consumers the rest
-    consumer = min(240, (REGISTERS - regs * s.producer_threads) // consumers // 8 * 8)
+    consumer = min(240, (model.regs_per_sm - regs * s.producer_threads) // consumers // 8 * 8)
     lw.issuer = consumers
     try:
         producer = lower(s.then_body)

@@ -41,7 +41,7 @@ def operands_to_registers(func: PrimFunc, target: Target, options: dict | None =
     if target.arch != "sm_90a" or not (opts.get("wgmma") and opts.get("tma") and opts.get("warp_specialize")) \
             or not opts.get("operand_registers", True):
         return func, []
-    regs_per_sm = table_model(target.arch).regs_per_sm
+    model = table_model(target.arch)
     launch = func.launch
     stmts = launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)
     names = {b.name for b in launch.allocs}
@@ -58,7 +58,7 @@ def operands_to_registers(func: PrimFunc, target: Target, options: dict | None =
         while name in names:
             name += "_"
         frag = Buffer(name, shared.shape, shared.dtype, "fragment", loc=shared.loc)
-        regs = min(255, regs_per_sm // (launch.num_threads + 128)) // 8 * 8  # ptxas's bound, the producer beside
+        regs = model.regs_at_launch(launch.num_threads + 128)  # the producer warpgroup beside the consumers
         if regs < MIN_REGISTERS:
             notes.append(f"{where}: {shared.name!r} stays in shared memory for T.gemm's A ({launch.num_threads} "
                          f"consumer threads beside the producer leave ptxas {regs} registers a thread, fewer than "
