@@ -46,6 +46,10 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
     "fp8 gemm 4096^3 128x256x128 wgmma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096),
                                           {"block_N": 256, "block_K": 128, "threads": 256},
                                           {"wgmma": True, "tma": False}, "QGMMA.64x256x32.F32.E4M3.E4M3"),
+    "fp8 gemm 4096^3 128x256x128 wgmma e5m2": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096),
+                                               {"block_N": 256, "block_K": 128, "threads": 256,
+                                                "dtype": "float8_e5m2"},
+                                               {"wgmma": True, "tma": False}, "QGMMA.64x256x32.F32.E5M2.E5M2"),
     # TMA pipelines: the copies are UTMALDG (tensor rank as in the source), the wgmma the same as with cp.async
     "gemm 4096^3 128x256x64 wgmma tma": ("01_gemm", "matmul", (4096, 4096, 4096),
                                          {"block_N": 256, "block_K": 64, "threads": 256}, {"wgmma": True, "tma": True},

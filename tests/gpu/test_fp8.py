@@ -77,3 +77,28 @@ def test_fp8_gemm_persistent(examples, stream_k):
     for _ in range(2):
         args, ref = _inputs(fp8, M, N, K)
         assert _rel(k(*args), ref) < 8e-3
+
+
+@pytest.mark.skipif(_cc() != (9, 0), reason="wgmma needs sm_90")
+def test_fp8_e5m2_gemm_warp_specialized(examples):
+    """Both operands in e5m2 (the example's ``dtype``), quantized to e5m2's range: ``wgmma...e5m2.e5m2`` fed by TMA
+    from a producer warpgroup, ragged M and N."""
+    import ml_dtypes
+
+    fp8 = examples["06_fp8_gemm"]
+    M, N, K = 1000, 1008, 1024
+    k = tilec.JITKernel(fp8.fp8_matmul.fn(M, N, K, block_M=128, block_N=256, block_K=128, threads=256,
+                                          dtype="float8_e5m2"),
+                        "cuda", [-1], pass_configs={"wgmma": True, "tma": True, "warp_specialize": True})
+    assert "e5m2" in k.get_kernel_source() and "wgmma (m64n" in k.report()
+    rng = np.random.default_rng()
+    q, s = [], []
+    for rows in (M, N):
+        x = rng.standard_normal((rows, K))
+        scale = (np.abs(x).max(axis=1) / 57344.0).astype(np.float32)  # 57344: the largest e5m2 value
+        q.append((x / scale[:, None]).astype(ml_dtypes.float8_e5m2))
+        s.append(scale)
+    ref = (q[0].astype(np.float64) @ q[1].astype(np.float64).T) * s[0][:, None] * s[1][None, :]
+    dev = [torch.from_numpy(x.view(np.uint8)).cuda().view(torch.float8_e5m2) for x in q]
+    out = k(*dev, *(torch.from_numpy(x).cuda() for x in s))
+    assert _rel(out, torch.from_numpy(ref)) < 8e-3
