@@ -14,9 +14,10 @@ stale or constant data, so wrong by design); the patches of perf notes L, M and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -59,6 +60,19 @@ def compiled(jk: object, patch: Callable[[str], str] | None = None) -> object:
             else:
                 os.environ["TILEC_CACHE_DIR"] = old
     return jk
+
+
+@contextlib.contextmanager
+def reduce_chains(n: int | None) -> Iterator[None]:
+    """Kernels built in this block fold their reductions in ``n`` chains a thread (``None``: the compiler's)."""
+    from tilec.lower import reduce
+
+    old = reduce.CHAINS
+    reduce.CHAINS = old if n is None else n
+    try:
+        yield
+    finally:
+        reduce.CHAINS = old
 
 
 def no_epilogue(source: str, n: int) -> str:
@@ -223,6 +237,9 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
         # D=128 in 192-row tiles: 64-key tiles keep S, P and O within 128 registers (no spills; prepared, not timed)
         "192x64 ws persistent": (192, 64, 384, {**ws, "persistent": True}),
         "192x64 ws persistent 3 stages": (192, 64, 384, {**ws, "persistent": True, "stages": 3}),
+        # the row max and sum folded in one chain a thread, as before reductions took four (perf notes BA)
+        "128x128 ws persistent one chain": (128, 128, 256, {**ws, "persistent": True, "chains": 1}),
+        "192x128 ws persistent one chain": (192, 128, 384, {**ws, "persistent": True, "chains": 1}),
     }
     if only:
         variants = {k: v for k, v in variants.items() if k in only.split(",")}
@@ -257,12 +274,16 @@ def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtyp
                 continue
             cfg = dict(cfg)
             stages, q_registers = cfg.pop("stages", 2), cfg.pop("q_registers", False)
+            chains = cfg.pop("chains", None)
+            if chains and not patch:  # built past the disk cache, whose key does not see the module's CHAINS
+                patch = [lambda src: src]
             try:
-                impls[label] = compiled(tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm,
-                                                                              block_N=bn, num_stages=stages,
-                                                                              threads=th, dtype=dtype,
-                                                                              q_registers=q_registers),
-                                                        "cuda", [3], pass_configs=cfg), *patch)
+                with reduce_chains(chains):
+                    impls[label] = compiled(tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm,
+                                                                                  block_N=bn, num_stages=stages,
+                                                                                  threads=th, dtype=dtype,
+                                                                                  q_registers=q_registers),
+                                                            "cuda", [3], pass_configs=cfg), *patch)
             except Exception as e:  # noqa: BLE001
                 print(f"{label}: build failed: {type(e).__name__}: {str(e)[:400]}")
         start = len(rows)
