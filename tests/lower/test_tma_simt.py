@@ -813,6 +813,40 @@ def test_consumer_copies_refused():
         assert kernel.state.artifacts["thread_ir"].threads == kernel.prim_func.launch.num_threads + 128
 
 
+@T.prim_func
+def _first_by_k_tiles(A: T.Tensor((192, 192), "float16"), B: T.Tensor((192, 64), "float16"),
+                      C: T.Tensor((192, 64), "float32")):
+    with T.Kernel(1, 3, threads=128) as (bx, by):
+        A_s = T.alloc_shared((64, 64), "float16")
+        B_s = T.alloc_shared((64, 64), "float16")
+        C_f = T.alloc_fragment((64, 64), "float32")
+        T.clear(C_f)
+        for k in T.Pipelined(by, num_stages=2):  # block row by takes the first by K tiles (row 0: none)
+            T.copy(A[by * 64, k * 64], A_s)
+            T.copy(B[k * 64, bx * 64], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * 64, bx * 64])
+
+
+@pytest.mark.parametrize("extra", [{}, {"stream_k": True}, {"consumers": 2},
+                                   {"cluster": 2, "stream_k": True, "consumers": 2}])
+def test_persistent_refused_for_a_tile_without_trips_drops_what_needs_it(rng, extra):
+    """A trip count that may be zero for a tile refuses the persistent kernel (with its note); stream-K and copies of
+    the consumers, which need one, go with it (they once left the tile counter and the stream-K ring count unbound:
+    a TilecVerifyError), and the kernel is the warp-specialized one of one tile a block."""
+    kernel = tilec.JITKernel(_first_by_k_tiles, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 2, **extra})
+    report = kernel.report()
+    assert "not persistent: the trip count of the T.Pipelined loop at line" in report and "may be zero" in report
+    assert "blocks loop over" not in report and "a producer warpgroup issues TMA copies" in report
+    assert kernel.state.artifacts["thread_ir"].threads == 256
+    a, b = randn(rng, (192, 192), "float16"), randn(rng, (192, 64), "float16")
+    ref = np.zeros((192, 64))
+    for by in range(3):
+        ref[by * 64:by * 64 + 64] = a[by * 64:by * 64 + 64, :by * 64].astype(np.float64) @ \
+            b[:by * 64].astype(np.float64)
+    assert_close(kernel(a, b), ref, "float32")
+
+
 def test_stage_handoff_hazards_are_named(rng):
     """The persistent rotated attention's warpgroups hand O's staging tile to each other by named barriers (the last
     issues its TMA store), with no barrier of all consumers left in the CUDA source; without the handoff's "written"

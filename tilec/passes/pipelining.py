@@ -573,7 +573,8 @@ class _Pipeliner:
         ranges = {v: (0, int(d.value) - 1) for v, d in zip(launch.block_vars, launch.grid) if isinstance(d, Const)}
         low = bounds(loop.extent, ranges)
         if low is None or low[0] < 1:
-            self.persistent = 0
+            # what needs a persistent kernel goes too (its ring counter and tile loop are never made)
+            self.persistent, self.stream_k, self.copies = 0, False, 1
             self.notes.append(f"T.Kernel: not persistent: the trip count of the T.Pipelined loop at line "
                               f"{loop.loc.line if loop.loc else 0} depends on the tile and may be zero")
             return
