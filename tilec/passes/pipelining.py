@@ -338,22 +338,30 @@ class _Pipeliner:
                 if stages[j] > stages[i] and _writes(body[i]) & _reads(body[j]) & set(versions)]
         top_wait = min(gaps) - 1 if gaps else 0
         out: list[Stmt] = [AsyncWait(top_wait, loc=loop.loc)] if async_ok and gaps else []
-        last_producer = max((p for p, i in enumerate(order) if stages[i] == 0), default=-1)
+
+        def is_async(i: int) -> bool:  # a copy that only later stages read: the trip's wait covers it (else a plain
+            # copy: a tile written in parts, or read in its own stage, would be read before a cp.async landed)
+            x = id(body[i].dst.buffer) if self.is_async(body[i]) else None
+            return async_ok and x in versions and not any(
+                x in _reads(o) and stages[j] <= stages[i] for j, o in enumerate(body) if j != i)
+
+        asynchronous = [pos for pos, i in enumerate(order) if is_async(i)]
+        last_async = max(asynchronous, default=-1)  # the trip's async copies are committed as one group
         guarded: list[tuple[Any, Stmt]] = []
         for pos, i in enumerate(order):
             st = stages[i]
             j = binop("-", k, st) if st else k
             cond = _guard(k, st, depth, n)
             src = j
-            if async_ok and st == 0 and self.is_async(body[i]):
+            if pos in asynchronous and st == 0:
                 # Issued every trip, guard-free (one barrier per trip serves all stages); past the end it reloads
                 # the last tile into a version nobody reads, which keeps every address inside the tensor.
                 src, cond = binop("min", k, binop("-", n, 1)), None
             s = self.remap(substitute(body[i], {loop.var: src}), j, versions)
-            if async_ok and self.is_async(s):
+            if pos in asynchronous:
                 s = AsyncCopy(s.src, s.dst, loc=s.loc)
             guarded.append((cond, s))
-            if async_ok and pos == last_producer:
+            if pos == last_async:
                 guarded.append((None, AsyncCommit(loc=loop.loc)))
         out += _merge_guards(guarded)
         line = loop.loc.line if loop.loc else 0
