@@ -871,3 +871,52 @@ def test_stage_handoff_hazards_are_named(rng):
     no_early_wait = _edit(tk, lambda n: Seq(()) if n is waits[0] else None)  # the first: before the last part
     with pytest.raises(RaceError, match="write of shared O_f_stage.* while a TMA store may still read it"):
         _run_thread_ir(kernel, no_early_wait, q, k, v)
+
+
+@T.prim_func
+def _rows_in_two_copies(A: T.Tensor((200, 160), "float16"), B: T.Tensor((160, 136), "float16"),
+                        C: T.Tensor((200, 136), "float32")):
+    with T.Kernel(3, 2, threads=256) as (bx, by):
+        A_s = T.alloc_shared((128, 32), "float16")
+        B_s = T.alloc_shared((32, 64), "float16")
+        C_f = T.alloc_fragment((128, 64), "float32")
+        T.clear(C_f)
+        for k in T.Pipelined(5, num_stages=2):
+            T.copy(A[by * 128, k * 32], A_s[0:64, :])  # A_s in two parts: not a producer, one version
+            T.copy(A[by * 128 + 64, k * 32], A_s[64:128, :])
+            T.copy(B[k * 32, bx * 64], B_s)
+            T.gemm(A_s, B_s, C_f)
+        T.copy(C_f, C[by * 128, bx * 64])
+
+
+@T.prim_func
+def _a_in_registers(A: T.Tensor((200, 160), "float16"), B: T.Tensor((160, 136), "float16"),
+                    C: T.Tensor((200, 136), "float32")):
+    with T.Kernel(3, 2, threads=256) as (bx, by):
+        A_s = T.alloc_shared((128, 32), "float16")
+        A_x = T.alloc_fragment((128, 32), "float16")
+        B_s = T.alloc_shared((32, 64), "float16")
+        C_f = T.alloc_fragment((128, 64), "float32")
+        T.clear(C_f)
+        for k in T.Pipelined(5, num_stages=2):
+            T.copy(A[by * 128, k * 32], A_s)
+            T.copy(B[k * 32, bx * 64], B_s)
+            T.copy(A_s, A_x)  # the gemm's A in registers, rewritten every trip
+            T.gemm(A_x, B_s, C_f)
+        T.copy(C_f, C[by * 128, bx * 64])
+
+
+@pytest.mark.parametrize("configs", [TMA, WS, {**WS, "persistent": 2}, {"wgmma": True, "tma": False}],
+                         ids=["tma", "tma ws", "persistent", "cp.async"])
+@pytest.mark.parametrize(("func", "operand"), [(_rows_in_two_copies, "A_s"), (_a_in_registers, "A_x")],
+                         ids=["tile in two copies", "A in registers"])
+def test_wgmma_group_waits_where_an_operand_is_rewritten_in_place(rng, configs, func, operand):
+    """A gemm whose operand the loop rewrites in one version (a shared tile filled by two copies, A copied into
+    registers) waits for its wgmma group every trip: left in flight into the next trip (wgmma_overlap), the next
+    trip's copy overwrote the operand while the group still read it."""
+    kernel = tilec.JITKernel(func, "simt:sm_90a", [-1], pass_configs=configs)
+    report = kernel.report()
+    assert f"waits for its wgmma group every trip ({operand!r} is rewritten in the loop in one version)" in report
+    assert "overlaps the next trip" not in report and "wgmma (m64n64k16, 2 warpgroup(s) along M)" in report
+    a, b = randn(rng, (200, 160), "float16"), randn(rng, (160, 136), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float32")

@@ -265,6 +265,15 @@ class _Pipeliner:
             if not operands or not all(isinstance(x, int) for x in (m, n, k)) or \
                     wgmma_plan(g, m, n, k, self.func.launch.num_threads) is None:
                 continue
+            # an operand rewritten in the loop in one version (a tile written in parts or in the gemm's own stage,
+            # A in registers): the next trip would overwrite it under the group still in flight
+            fixed = [r.buffer for r in (g.A, g.B) if id(r.buffer) not in versions
+                     and any(id(r.buffer) in _writes(o) for o in body if o is not g)]
+            if fixed:
+                self.notes.append(f"T.Pipelined at line {line}: the gemm at line {g.loc.line if g.loc else 0} waits "
+                                  f"for its wgmma group every trip ({fixed[0].name!r} is rewritten in the loop in "
+                                  "one version)")
+                continue
             extra = {b: (versions[b][0], versions[b][1], versions[b][2] + 1) for b in operands}
             need = _shared_bytes(self.func, {**versions, **extra})
             limit = smem_limit(self.target)
