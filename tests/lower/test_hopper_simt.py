@@ -222,3 +222,38 @@ def test_wgmma_overlap_needs_the_accumulator_to_itself():
                       "simt:sm_90a", [3], wgmma=True)
     assert "overlaps the next trip" not in kernel.report()
     assert "in_flight" not in str(kernel.state.func)
+
+
+@tilec.jit(out_idx=[-1])
+def _sum_of_products(R, M, N, K, num_stages):
+    """C = sum_r A[r] @ B: the pipelined K loop inside an outer serial loop."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((R, M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for r in T.serial(R):
+                for k in T.Pipelined(T.ceildiv(K, 32), num_stages=num_stages):
+                    T.copy(A[r, by * 64, k * 32], A_s)
+                    T.copy(B[k * 32, bx * 64], B_s)
+                    T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 64, bx * 64])
+
+    return main
+
+
+@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize(("K", "num_stages"), [(96, 3), (160, 3), (32, 3), (96, 2)])
+def test_wgmma_group_left_in_flight_is_retired_before_an_outer_loops_next_trip(rng, K, num_stages, tma):
+    """The K loop's last wgmma group, left in flight past the loop (wgmma_overlap), is waited for at the end of each
+    trip of the loop around it: the K loop's next run starts by rewriting the operand versions it reads (the
+    interpreter named the race where the trip count is not a multiple of the versions)."""
+    kernel = tilec.JITKernel(_sum_of_products(3, 100, 72, K, num_stages).prim_func, "simt:sm_90a", [-1],
+                             pass_configs={"wgmma": True, "tma": tma})
+    assert "overlaps the next trip" in kernel.report()
+    a, b = randn(rng, (3, 100, K), "float16"), randn(rng, (K, 72), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64).sum(0) @ b.astype(np.float64), "float32")

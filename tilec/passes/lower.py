@@ -101,6 +101,21 @@ def _drain_wgmma(lw: Lowerer, s: Stmt | None) -> list[TStmt]:
     return [WgmmaWait(0, m) for m in regs.values()]  # one per accumulator: each marks its registers defined
 
 
+def _in_flight_here(body: Stmt) -> bool:
+    """Whether a gemm left in flight into the next trip (``Gemm.in_flight``) is a statement of this loop body itself,
+    not of a loop inside it."""
+    todo = [body]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, Gemm) and n.in_flight:
+            return True
+        if isinstance(n, SeqStmt):
+            todo += n.stmts
+        elif isinstance(n, IfThenElse):
+            todo += [n.then_body] + ([n.else_body] if n.else_body is not None else [])
+    return False
+
+
 _REGISTER_ONLY = (Seq, Group, Loop, If, Decl, Comment, Write, Mma, LdMatrix, Wgmma, WgmmaFence, WgmmaCommit, WgmmaWait,
                   NamedBarrier)
 
@@ -172,6 +187,9 @@ class _Driver:
             lw.ranges[s.var] = (0, int(ext.value) - 1) if hasattr(ext, "value") else None
             lets = [Decl(v, block_expr(lw, e)) for v, e in s.ann("lets", ())]  # bound at the start of each trip
             body = seq(lets + [self.stmt(s.body)])
+            if lw.wgmma_pending and not _in_flight_here(s.body):  # a group an inner loop left in flight: the next
+                # trip starts by rewriting that loop's operand versions (its multi-buffering covers its own trips only)
+                body = seq([body] + _drain_wgmma(lw, None))
             return Loop(s.var, ext, body, unroll=s.kind == "unroll", tiles=bool(s.ann("tiles")), loc=s.loc)
         if isinstance(s, WarpRoles):
             from tilec.lower.tma import lower_roles
