@@ -73,6 +73,41 @@ def test_wgmma_needs_its_pass_config():
     assert "mma (" in _gemm_note(kernel)
 
 
+@pytest.mark.parametrize(("transpose_A", "block_N", "why"), [
+    (True, 64, "not wgmma: transpose_A"),
+    (False, 24, "not wgmma: B's shared tile (32, 24) has no wgmma swizzle layout"),
+])
+def test_wgmma_fallback_says_why(rng, transpose_A, block_N, why):
+    """A gemm wgmma cannot run falls back to mma.sync, and the report's note says what stopped wgmma."""
+    import tilec.language as T
+
+    M, N, K, bM, bK = 128, 96, 64, 64, 32
+    a_shape, as_shape = ((K, M), (bK, bM)) if transpose_A else ((M, K), (bM, bK))
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, bM), threads=128) as (bx, by):
+            A_s = T.alloc_shared(as_shape, "float16")
+            B_s = T.alloc_shared((bK, block_N), "float16")
+            C_f = T.alloc_fragment((bM, block_N), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(K // bK, num_stages=2):
+                if transpose_A:
+                    T.copy(A[k * bK, by * bM], A_s)
+                else:
+                    T.copy(A[by * bM, k * bK], A_s)
+                T.copy(B[k * bK, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_A=transpose_A)
+            T.copy(C_f, C[by * bM, bx * block_N])
+
+    kernel = tilec.JITKernel(main, "simt:sm_90a", [-1], pass_configs=WGMMA)
+    note = _gemm_note(kernel)
+    assert "mma (Square; " in note and why in note, note
+    a, b = randn(rng, a_shape, "float16"), randn(rng, (K, N), "float16")
+    a64 = a.astype(np.float64).T if transpose_A else a.astype(np.float64)
+    assert_close(kernel(a, b), a64 @ b.astype(np.float64), "float16")
+
+
 # ---------------------------------------------------------------------------------------------------------- fp8
 
 

@@ -48,36 +48,58 @@ def _tile(buf: Buffer) -> tuple[int, int]:
 
 
 def wgmma_plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN201 - a GemmPlan or None
-    """The wgmma plan of a gemm, or None when wgmma cannot run it: warpgroups along M where M allows (64 rows
-    each at least), the rest along N (MLA decode's 64-row head blocks on two warpgroups)."""
+    """The wgmma plan of a gemm, or None when wgmma cannot run it (:func:`wgmma_refusal` says why): warpgroups
+    along M where M allows (64 rows each at least), the rest along N (MLA decode's 64-row head blocks on two
+    warpgroups)."""
+    plan = _plan(g, m, n, k, threads)
+    return None if isinstance(plan, str) else plan
+
+
+def wgmma_refusal(g: Gemm, m: int, n: int, k: int, threads: int) -> str | None:
+    """Why wgmma cannot run this gemm (for the report's note on the fallback), or None when it can."""
+    plan = _plan(g, m, n, k, threads)
+    return plan if isinstance(plan, str) else None
+
+
+def _plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN202 - a GemmPlan, or why not (str)
     from tilec.passes.layout_inference import GemmPlan
 
     groups = threads // WARPGROUP
     a, b = g.A.buffer, g.B.buffer
     fp8 = g.A.dtype in _FP8 and g.B.dtype in _FP8
-    if threads % WARPGROUP or not (fp8 or (g.A.dtype in (dt.float16, dt.bfloat16) and g.B.dtype is g.A.dtype)):
-        return None
-    if fp8 and (a.scope != "shared" or not g.transpose_B):  # fp8 operands: K-major, from shared memory
-        return None
+    if threads % WARPGROUP:
+        return f"{threads} threads are not whole warpgroups of {WARPGROUP}"
+    if not (fp8 or (g.A.dtype in (dt.float16, dt.bfloat16) and g.B.dtype is g.A.dtype)):
+        return f"operands {g.A.dtype} x {g.B.dtype} (wgmma takes two float16, two bfloat16 or two float8)"
+    if fp8 and (a.scope != "shared" or not g.transpose_B):
+        return "fp8 operands must both be K-major in shared memory (A stored M x K, B stored N x K: transpose_B)"
     k_atom = 32 if fp8 else 16
-    if g.C.dtype is not dt.float32 or g.C.buffer.scope != "fragment" or not g.C.is_full() or k % k_atom:
-        return None
+    if g.C.dtype is not dt.float32 or g.C.buffer.scope != "fragment" or not g.C.is_full():
+        return "the accumulator must be a whole float32 fragment"
+    if k % k_atom:
+        return f"K={k} is not a multiple of {k_atom}"
+    if g.transpose_A:
+        return "transpose_A (wgmma reads A stored M x K)"
     gm = next((d for d in range(groups, 0, -1) if groups % d == 0 and m % (64 * d) == 0), 0)
-    if not gm or g.transpose_A:
-        return None
+    if not gm:
+        return f"M={m} is not a multiple of 64 rows a warpgroup"
     gn = groups // gm
     tn = n // gn
     if n % gn or tn % 8 or (tn > 256 and tn % 256):
-        return None
+        return f"N={n} on {gn} warpgroup(s) along N: each needs a multiple of 8 columns (of 256 above 256)"
     if a.scope == "fragment" and (m // gm != 64 or gn > 1):  # each warp holds its own 16 rows of A
-        return None
+        return "A in registers needs 64 rows a warpgroup and N not split between warpgroups"
     if a.scope == "shared" and swizzle_bytes(_tile(a), a.dtype) is None:
-        return None
+        return f"A's shared tile {_tile(a)} has no wgmma swizzle layout"
     if b.scope != "shared" or a.scope not in ("shared", "fragment"):
-        return None
+        return "B must be a shared tile and A a shared tile or a fragment"
     sw = swizzle_bytes(_tile(b), b.dtype)
-    if sw is None or (not g.transpose_B and min(tn, 256) % (sw * 8 // b.dtype.bits)):
-        return None
+    if sw is None:
+        return f"B's shared tile {_tile(b)} has no wgmma swizzle layout"
+    panel = sw * 8 // b.dtype.bits
+    if not g.transpose_B and min(tn, 256) % panel:
+        return (f"B stored K x N in tiles {min(tn, 256)} columns wide: not a multiple of its swizzle panel of "
+                f"{panel} columns")
     split = f"{gm} warpgroup(s) along M" + (f" x {gn} along N" if gn > 1 else "")
     return GemmPlan(gm, gn, "wgmma", f"(m64n{min(tn, 256)}k{k_atom}, {split})")
 

@@ -210,12 +210,14 @@ class _Inference:
                 self.set_fragment(buf, frag, "strict", g, f"{tc.name} {'A' if is_a else 'B'} operand")
 
     def partition(self, g: Gemm, m: int, n: int, k: int) -> GemmPlan:
+        not_wgmma = ""
         if self.wgmma:
-            from tilec.lower.wgmma import wgmma_plan
+            from tilec.lower.wgmma import wgmma_plan, wgmma_refusal
 
             plan = wgmma_plan(g, m, n, k, self.T)
             if plan is not None:
                 return plan
+            not_wgmma = f"; not wgmma: {wgmma_refusal(g, m, n, k, self.T)}"
         tc = TENSOR_CORES.get(_INSTR_OF.get(self.target.backend, ""))
         lanes = tc.lanes if tc is not None else 32
         warps = self.T // lanes
@@ -240,8 +242,8 @@ class _Inference:
             if not reasons and tc is not None:
                 reasons.append(f"no {g.policy} partition of {warps} {tc.unit} tiles {m}x{n} in "
                                f"{tc.atom[0]}x{tc.atom[1]} atoms")
-            return GemmPlan(1, 1, "simt", "(fallback: " + ", ".join(reasons) + ")")
-        return GemmPlan(grid[0], grid[1], tc.instr, f"({g.policy})")
+            return GemmPlan(1, 1, "simt", "(fallback: " + ", ".join(reasons) + not_wgmma + ")")
+        return GemmPlan(grid[0], grid[1], tc.instr, f"({g.policy}{not_wgmma})")
 
     # ------------------------------------------------------------------------------------------- common
 
