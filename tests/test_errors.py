@@ -223,6 +223,30 @@ def test_kernel_expression_errors_carry_the_location():
 # ------------------------------------------------------------------------------------- shapes of tile ops
 
 
+def test_a_gemm_tile_no_instruction_spreads_over_the_threads_names_the_gemm():
+    """64 x 128 on three warpgroups: wgmma cannot split N=128 in three, mma.sync has no partition of 12 warps, and
+    the scalar fallback's accumulator does not spread over 384 threads; the error says so at the gemm's line."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 128), "float16"), C: T.Tensor((128, 128), "float32")):
+        with T.Kernel(1, 2, threads=384) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 128), "float16")
+            C_f = T.alloc_fragment((64, 128), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)  # scalar-gemm
+            T.copy(C_f, C[by * 64, 0])
+
+    with pytest.raises(TilecValueError, match=r"fragment 'C_f' \(the accumulator of T.gemm .* not wgmma: N=128 does "
+                                              r"not split evenly over the 3 warpgroups .* cannot be spread evenly "
+                                              r"over 384 threads") as ei:
+        tilec.JITKernel(main, "simt:sm_90a", [-1], pass_configs={"wgmma": True}).report()
+    assert_points_at(ei.value, "scalar-gemm")
+
+
 def test_copy_gemm_reduce_shape_mismatches():
     with pytest.raises(TilecValueError, match=r"T.copy: operand shapes differ: s has extents \(16, 16\), "
                                               r"A\[:8, :16\] has \(8, 16\)") as ei:

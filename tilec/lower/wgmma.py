@@ -85,8 +85,10 @@ def _plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN202 - a Ge
         return f"M={m} is not a multiple of 64 rows a warpgroup"
     gn = groups // gm
     tn = n // gn
-    if n % gn or tn % 8 or (tn > 256 and tn % 256):
-        return f"N={n} on {gn} warpgroup(s) along N: each needs a multiple of 8 columns (of 256 above 256)"
+    if n % gn:
+        return f"N={n} does not split evenly over the {gn} warpgroups that M={m} leaves along N"
+    if tn % 8 or (tn > 256 and tn % 256):
+        return f"N={tn} a warpgroup is not a multiple of 8 (of 256 above 256)"
     if a.scope == "fragment" and (m // gm != 64 or gn > 1):  # each warp holds its own 16 rows of A
         return "A in registers needs 64 rows a warpgroup and N not split between warpgroups"
     if a.scope == "shared" and swizzle_bytes(_tile(a), a.dtype) is None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilec import dtypes as dt
-from tilec.errors import LayoutConflictError, SourceLoc
+from tilec.errors import LayoutConflictError, SourceLoc, TilecValueError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load, Var
 from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store, TmaCopy
@@ -328,9 +328,19 @@ class _Inference:
         buf = max(open_, key=size)  # the first of the largest, in program order
         vec = vector_width(buf.dtype, int(buf.shape[-1])) if buf.shape else 1
         op = next(op for op in self.ops if buf in _fragments_of(op))
-        self.set_fragment(buf, default_fragment(tuple(int(d) for d in buf.shape), self.T, vec), "free", op,
+        gemm = next((g for g, p in self.plan.gemms.items() if g.C.buffer is buf and p.instr == "simt"), None)
+        what = f"fragment {buf.name!r}" + (f" (the accumulator of T.gemm at line {gemm.loc.line if gemm.loc else 0}, "
+                                           f"in scalar code {self.plan.gemms[gemm].why})" if gemm else "")
+        self.set_fragment(buf, self._spread(tuple(int(d) for d in buf.shape), vec, gemm or op, what), "free", op,
                           "spread over the threads")
         return True
+
+    def _spread(self, shape: tuple[int, ...], vec: int, op: Any, what: str) -> Fragment:
+        """``default_fragment``, its error naming ``what`` is spread and where (``op``'s line)."""
+        try:
+            return default_fragment(shape, self.T, vec)
+        except TilecValueError as e:
+            raise TilecValueError(f"{what}: {e.message}", op.loc) from None
 
     def free_shared(self) -> None:
         """A 2-D shared tile written from a fragment, written by TMA or read into a fragment, and otherwise
@@ -376,7 +386,7 @@ class _Inference:
                         self.check_loop(op, loop, b, d)
                     continue
                 vec = _loop_vector(op, shape)
-                self.plan.loops[op] = default_fragment(shape, self.T, vec)
+                self.plan.loops[op] = self._spread(shape, vec, op, "the T.Parallel loop")
                 self.plan.origin[op] = ("free", "spread over the threads")
 
     def run(self) -> LayoutPlan:
