@@ -93,7 +93,8 @@ def reference(q: np.ndarray, q_pe: np.ndarray, kv: np.ndarray, k_pe: np.ndarray)
 
 def main(argv: list[str]) -> None:
     b, h, s = (int(x) for x in argv[:3]) if len(argv) >= 3 else (1, 64, 100)
-    kernel = mla_decode(b, h, 1, s)
+    amd = tilec.target.parse_target(None).backend == "hip"  # 64 KB of LDS a block: 16 heads x 32 keys a tile
+    kernel = mla_decode(b, h, 1, s, **(dict(block_H=16, block_N=32, threads=128) if amd else {}))
     rng = np.random.default_rng()
     q, q_pe = (rng.standard_normal((b, h, d)).astype(np.float16) for d in (512, 64))
     kv, k_pe = (rng.standard_normal((b, s, 1, d)).astype(np.float16) for d in (512, 64))

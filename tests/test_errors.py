@@ -247,6 +247,24 @@ def test_a_gemm_tile_no_instruction_spreads_over_the_threads_names_the_gemm():
     assert_points_at(ei.value, "scalar-gemm")
 
 
+def test_a_kernel_over_the_targets_shared_memory_is_refused_at_compile_time():
+    """The thread interpreter would run it; the GPU would not load it: the error comes from the compiler, with the
+    kernel's line, on every GPU target (sm_80's block may have 163 KB, sm_90a's 227 KB, gfx90a's 64 KB)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((256, 256), "float32"), B: T.Tensor((256, 256), "float32")):
+        with T.Kernel(1, threads=128) as bx:  # big-smem
+            A_s = T.alloc_shared((256, 256), "float32")  # 256 KB
+            T.copy(A, A_s)
+            T.copy(A_s, B)
+
+    for target, limit in (("simt:sm_80", 163 * 1024), ("cuda:sm_90a", 227 * 1024), ("simt:gfx90a", 64 * 1024)):
+        with pytest.raises(TilecValueError, match=rf"needs 262144 bytes of shared memory; a block on "
+                                                  rf"{target.split(':')[1]} may have at most {limit}") as ei:
+            tilec.JITKernel(main, target, [-1]).report()
+        assert_points_at(ei.value, "big-smem")
+
+
 def test_copy_gemm_reduce_shape_mismatches():
     with pytest.raises(TilecValueError, match=r"T.copy: operand shapes differ: s has extents \(16, 16\), "
                                               r"A\[:8, :16\] has \(8, 16\)") as ei:

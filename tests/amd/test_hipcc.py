@@ -31,7 +31,8 @@ CASES = {  # name -> (example, factory, args, kwargs)
     "flash attention 1x8x1000x64": ("03_flash_attention", "flash_attention", (1, 8, 1000, 64, False), {}),
     "flash attention 1x8x1000x128 causal": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, True),
                                             {"num_stages": 2}),
-    "mla decode 64x128x1x8192": ("07_mla_decode", "mla_decode", (64, 128, 1, 8192), {}),
+    "mla decode 64x128x1x8192 16x32": ("07_mla_decode", "mla_decode", (64, 128, 1, 8192),
+                                       {"block_H": 16, "block_N": 32, "threads": 128}),  # 64 KB of LDS a block
 }
 
 

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from tilec import dtypes as dt
-from tilec.errors import TilecError
+from tilec.errors import TilecError, TilecValueError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, Load, Var, binop, const
 from tilec.ir.kernel import PrimFunc
@@ -312,6 +312,19 @@ def _min_blocks(target: Target, smem: int, threads: int, producer: bool) -> int:
     return blocks if blocks >= 2 and blocks * threads * m.regs_per_thread <= m.regs_per_sm else 0
 
 
+def _check_shared(nbytes: int, target: Target, launch: KernelLaunch) -> None:
+    """A kernel needing more shared memory than the target's block may have is refused here, on the CPU too (the
+    thread interpreter would run it; the GPU would not load it)."""
+    if not target.arch:
+        return
+    from tilec.arch import table_model
+
+    limit = table_model(target.arch).smem_per_block
+    if nbytes > limit:
+        raise TilecValueError(f"the kernel needs {nbytes} bytes of shared memory; a block on {target.arch} may have "
+                              f"at most {limit}: use smaller tiles or fewer pipeline stages (num_stages)", launch.loc)
+
+
 def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict | None = None) -> ThreadKernel:
     lw = Lowerer(func, plan, target)
     lw.anchor_waits = (options or {}).get("wgmma_wait_anchor", False)
@@ -326,6 +339,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     params = tuple(lw.mem_of(p) if hasattr(p, "scope") else p for p in func.params)
     body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)] + _drain_wgmma(lw, None))
     shared, nbytes = _place_shared(lw.shared, launch)
+    _check_shared(nbytes, target, launch)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     threads = launch.num_threads * lw.copies + lw.producer_threads
     cluster = [1, 1, 1]
