@@ -49,6 +49,37 @@ def test_reductions(rng, kind, clear, dim, shape):
     assert_close(out, ref, "float32", scale=scale)
 
 
+@pytest.mark.parametrize("dst_scope", ["fragment", "shared"])
+@pytest.mark.parametrize(("red", "dim"), [("sum", 2), ("max", 1)])
+def test_reduce_of_a_shared_region_with_a_unit_dim(rng, dst_scope, red, dim):
+    """The source region ``s[1, :, :]`` keeps its unit dim (``dim`` counts it) while the result has none: the
+    result's coordinates must skip it (they took it as a row: an out-of-bounds read, or every thread storing
+    one shared element)."""
+    n_out = 8 if dim == 2 else 16
+
+    @T.prim_func
+    def main(A: T.Tensor((2, 8, 16), "float32"), B: T.Tensor((n_out,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            s = T.alloc_shared((2, 8, 16), "float32")
+            if dst_scope == "fragment":
+                r = T.alloc_fragment((n_out,), "float32")
+            else:
+                r = T.alloc_shared((n_out,), "float32")
+            T.copy(A, s)
+            if red == "sum":
+                T.reduce_sum(s[1, :, :], r, dim=dim)
+            else:
+                T.reduce_max(s[1, :, :], r, dim=dim)
+            T.copy(r, B)
+
+    a = randn(rng, (2, 8, 16), "float32")
+    b = poisoned((n_out,), "float32")
+    simt(main)(a, b)
+    x = a[1].astype(np.float64)
+    ref = x.sum(axis=dim - 1) if red == "sum" else x.max(axis=dim - 1)
+    assert_close(b, ref, "float32", scale=float(np.abs(x).sum(axis=dim - 1).max()))
+
+
 @pytest.mark.parametrize(("dtype", "layout", "mnk"), [
     ("float16", "NT", (100, 130, 70)),
     ("float16", "TN", (64, 64, 64)),

@@ -258,7 +258,8 @@ def _from_memory(lw: Lowerer, r: Reduce) -> TStmt:
     ext = [int(e) for e in s.extents]
     n = ext[r.dim]
     out_shape = tuple(e for i, e in enumerate(ext) if i != r.dim)
-    D = lw.fragment(r.dst.buffer) if r.dst.buffer.scope == "fragment" else default_fragment(out_shape, lw.T)
+    D = lw.fragment(r.dst.buffer) if r.dst.buffer.scope == "fragment" else \
+        default_fragment(tuple(int(e) for e in r.dst.extents), lw.T)
     work = dt.float32 if r.dst.dtype.is_float else r.dst.dtype
     acc = lw.scratch_reg("red", work, D.num_locals)
     inv = D.inverse()
@@ -266,7 +267,10 @@ def _from_memory(lw: Lowerer, r: Reduce) -> TStmt:
     out: list[TStmt] = []
     for dl in range(D.num_locals):
         env = {inv.symbols[0]: lw.tx, inv.symbols[1]: const(dl)}
-        coords = [to_ir(e, env) for e in inv.exprs[: len(out_shape)]]
+        coords = [to_ir(e, env) for e in inv.exprs[: D.ndim]]
+        if tuple(D.shape) != out_shape:  # the result and the source differ in unit dims (a pipeline's version)
+            it = iter(c for c, e in zip(coords, D.shape) if e != 1)
+            coords = [const(0) if e == 1 else next(it) for e in out_shape]
         k = Var(lw.fresh("k"))
         full = coords[: r.dim] + [k] + coords[r.dim :]
         idx = [binop("+", st, c) for st, c in zip(s.starts, full)]
