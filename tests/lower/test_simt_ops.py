@@ -80,6 +80,61 @@ def test_reduce_of_a_shared_region_with_a_unit_dim(rng, dst_scope, red, dim):
     assert_close(b, ref, "float32", scale=float(np.abs(x).sum(axis=dim - 1).max()))
 
 
+@pytest.mark.parametrize(("op", "dim", "dst_scope"), [
+    ("reduce_sum", 0, "fragment"), ("reduce_max", 1, "fragment"), ("reduce_sum", 1, "shared"),
+    ("cumsum", 0, None), ("cumsum_reverse", 1, None),
+])
+def test_pipelined_tile_reduced_or_scanned_in_the_loop(rng, op, dim, dst_scope):
+    """A tile a T.Pipelined copy fills gets one version per stage (a dim in front); a reduction or scan of it in
+    the loop must still run over the user's ``dim`` (it ran over the version dim, reading the stage a cp.async was
+    filling)."""
+    N, R, C = 96, 8, 16
+    n_out = C if dim == 0 else R
+
+    @T.prim_func
+    def main(A: T.Tensor((N, C), "float32"), Out: T.Tensor((R, C), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            s = T.alloc_shared((R, C), "float32")
+            acc = T.alloc_fragment((R, C), "float32")
+            if dst_scope == "shared":
+                r = T.alloc_shared((n_out,), "float32")
+            else:
+                r = T.alloc_fragment((n_out,), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(1, N // R, num_stages=3):
+                T.copy(A[k * R, 0], s)
+                if op == "reduce_sum":
+                    T.reduce_sum(s, r, dim=dim)
+                elif op == "reduce_max":
+                    T.reduce_max(s, r, dim=dim)
+                else:
+                    T.cumsum(s, dim=dim, reverse=op == "cumsum_reverse")
+                for i, j in T.Parallel(R, C):
+                    if op.startswith("cumsum"):
+                        acc[i, j] += s[i, j]
+                    elif dim == 0:
+                        acc[i, j] += r[j]
+                    else:
+                        acc[i, j] += r[i]
+            T.copy(acc, Out)
+
+    a = randn(rng, (N, C), "float32")
+    out = poisoned((R, C), "float32")
+    simt(main)(a, out)
+    ref = np.zeros((R, C))
+    for k in range(1, N // R):
+        t = a[k * R : k * R + R].astype(np.float64)
+        if op == "reduce_sum":
+            ref += np.expand_dims(t.sum(axis=dim), dim)
+        elif op == "reduce_max":
+            ref += np.expand_dims(t.max(axis=dim), dim)
+        elif op == "cumsum":
+            ref += np.cumsum(t, axis=dim)
+        else:
+            ref += np.flip(np.cumsum(np.flip(t, dim), axis=dim), dim)
+    assert_close(out, ref, "float32", scale=float(np.abs(a).sum(axis=0).max()))
+
+
 @pytest.mark.parametrize(("dtype", "layout", "mnk"), [
     ("float16", "NT", (100, 130, 70)),
     ("float16", "TN", (64, 64, 64)),

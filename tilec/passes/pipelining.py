@@ -53,9 +53,11 @@ from tilec.ir.stmt import (
     BarrierInit,
     BarrierWait,
     Copy,
+    CumSum,
     For,
     IfThenElse,
     KernelLaunch,
+    Reduce,
     SeqStmt,
     Stmt,
     Store,
@@ -790,11 +792,17 @@ class _Pipeliner:
         return type(s) is Copy and s.src.buffer.scope == "global" and s.dst.buffer.scope == "shared"
 
     def remap(self, s: Stmt, j: Any, versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
+        staged: list[Region] = []  # the regions given the version dimension in front by this call
+
         def fn(node: Any) -> Any:
+            if isinstance(node, (Reduce, CumSum)) and any(node.src is r for r in staged):
+                # the reduced / scanned dim counts the source region's dims, which gained the version in front
+                return dataclasses.replace(node, dim=node.dim + 1)
             if isinstance(node, Region) and id(node.buffer) in versions:
                 _, _, nv = versions[id(node.buffer)]
                 ver = binop("%", j, nv)
-                return Region(self.replaced[node.buffer], (ver,) + node.starts, (1,) + node.extents)
+                staged.append(Region(self.replaced[node.buffer], (ver,) + node.starts, (1,) + node.extents))
+                return staged[-1]
             if isinstance(node, (Load, Store)) and id(node.buffer) in versions:
                 _, _, nv = versions[id(node.buffer)]
                 idx = (binop("%", j, nv),) + node.indices
