@@ -448,6 +448,29 @@ def test_launch_rejects_bad_scalars_and_arity():
     assert (out == 3.5).all()
 
 
+@pytest.mark.parametrize(("dtype", "value"), [("int32", 2**31), ("int32", -(2**31) - 1), ("uint8", 256),
+                                              ("uint8", -1), ("int16", np.int64(40000))])
+def test_launch_rejects_an_int_scalar_outside_its_type(dtype, value):
+    """The kernel gets an int parameter in its own width: a value outside it was wrapped silently (2**31 became
+    -2**31, -1 a uint8 255)."""
+    scalar = getattr(T, dtype)
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), n: scalar, B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                B[i] = A[i] * n
+
+    for target in ("cpu", "simt:sm_80"):
+        kernel = tilec.compile(main, target=target, out_idx=[-1])
+        with pytest.raises(TilecValueError, match=rf"argument 'n': {value} does not fit the parameter's type "
+                                                  rf"{dtype} \[-?\d+, \d+\]"):
+            kernel(np.ones(8, np.float32), value)
+        lo = int(np.iinfo(dtype).min)
+        out = kernel(np.ones(8, np.float32), lo)  # the ends of the range pass
+        np.testing.assert_array_equal(out, np.full(8, np.float32(lo)))
+
+
 def test_launch_symbolic_sizes_must_agree():
     M = T.dynamic("M")
 

@@ -100,6 +100,30 @@ def test_anything_unusual_goes_to_the_checked_path(fakes, bad):
     assert not calls
 
 
+def test_an_int_scalar_outside_its_type_goes_to_the_checked_path(fakes):
+    """The generated launcher stores an int parameter in a ctypes cell of its width, which wraps what does not fit:
+    such a value goes to the checked path (which rejects it)."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), n: T.int32, m: T.uint8):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[i] = A[i] * n + m
+
+    _, calls = fakes
+    launch = _launcher(main)
+    a = FakeTensor((64,), "f32", 4096)
+    assert launch(a, 2**31, 1) == "checked"
+    assert launch(a, -(2**31) - 1, 1) == "checked"
+    assert launch(a, 3, 256) == "checked"
+    assert launch(a, 3, -1) == "checked"
+    assert not calls
+    assert launch(a, -(2**31), 255) is None
+    ptrs = _args(calls[-1])
+    assert (ctypes.c_int32.from_address(ptrs[1]).value, ctypes.c_uint8.from_address(ptrs[2]).value) == (-(2**31), 255)
+
+
 def test_dynamic_sizes_outputs_and_alignment(fakes):
     _, calls = fakes
     launch = _launcher(rows_scaled().prim_func, align=((0, 16),))

@@ -109,6 +109,11 @@ def _check_scalar(p: Var, value: Any) -> Any:
     if not ok:
         raise TilecTypeError(f"argument {p.name!r}: expected a Python {p.dtype} scalar, got "
                              f"{type(value).__name__} {value!r}")
+    if p.dtype.is_int and p.dtype.bits >= 8:  # the kernel gets the value in that many bits: never wrapped
+        lo, hi = int(np.iinfo(p.dtype.np).min), int(np.iinfo(p.dtype.np).max)
+        if not lo <= value <= hi:
+            raise TilecValueError(f"argument {p.name!r}: {value} does not fit the parameter's type {p.dtype} "
+                                  f"[{lo}, {hi}]")
     return value
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+import numpy as np
+
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, Var
 from tilec.ir.kernel import PrimFunc
@@ -85,6 +87,9 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
         else:
             kind = "int" if p.dtype.is_int else ("float" if p.dtype.is_float else "bool")
             cond.append(f"type({a}) is {kind}")
+            if p.dtype.is_int and p.dtype.bits >= 8:  # outside the type: the checked path says so (a cell wraps)
+                info = np.iinfo(p.dtype.np)
+                cond.append(f"{int(info.min)} <= {a} <= {int(info.max)}")
     if any(v not in sizes for v in func.dyn_vars):
         return None
     env["_device"] = torch.device("cuda", device)
