@@ -355,6 +355,41 @@ def test_fp8_round_trip(rng, dtype):
     assert npd == np.dtype(ml_dtypes.float8_e4m3fn if dtype == "float8_e4m3" else ml_dtypes.float8_e5m2)
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
+def test_fp8_conversion_saturates_like_cuda(rng, dtype, target):
+    """CUDA converts to fp8 with ``__NV_SATFINITE`` (checked on the host with nvcc's cuda_fp8.h): a value beyond the
+    largest finite one, infinity included, becomes that value (e4m3: 448, e5m2: 57344); NaN stays NaN. The
+    interpreters made it NaN (e4m3) or infinity (e5m2), as numpy's ml_dtypes cast does."""
+    top = 448.0 if dtype == "float8_e4m3" else 57344.0
+
+    @T.prim_func
+    def main(A: T.Tensor((8, 32), "float32"), B: T.Tensor((8, 32), dtype), C: T.Tensor((8, 32), dtype)):
+        with T.Kernel(1, threads=64) as bx:
+            f = T.alloc_fragment((8, 32), "float32")
+            T.copy(A, f)
+            T.copy(f, B)  # a tile copy converting to fp8
+            for i, j in T.Parallel(8, 32):
+                C[i, j] = f[i, j] * 2.0  # an element store converting to fp8
+
+    a = (rng.standard_normal((8, 32)) * top).astype(np.float32)  # about a third beyond the range
+    a[0, :4] = [np.inf, -np.inf, 1e30, -1e30]
+    a[1, 0] = np.nan
+    npd = T.dtype.np.fget(getattr(T, dtype))
+    b, c = np.zeros((8, 32), npd), np.zeros((8, 32), npd)
+    tilec.compile(main, target=target)(a, b, c)
+
+    def ref(x):  # saturate, then round to nearest even (the in-range conversion is ml_dtypes')
+        return np.clip(x, -top, top).astype(npd).astype(np.float64)
+
+    assert (np.abs(a[np.isfinite(a)]) > top).sum() > 20
+    for got, x in ((b, a), (c, a * np.float32(2))):
+        g = got.astype(np.float64)
+        assert np.isnan(g[1, 0]) and np.isnan(g).sum() == 1
+        np.testing.assert_array_equal(g, ref(x))
+        assert np.nanmax(g) == top and np.nanmin(g) == -top
+
+
 @pytest.mark.parametrize("n", [32, 7])
 def test_int4_packed_round_trip(rng, n):
     @T.prim_func

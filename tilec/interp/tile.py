@@ -60,11 +60,23 @@ _CALL = {
 
 
 def typed(x: Any, d: dt.DType) -> np.ndarray:
-    """``x`` as a numpy array (0-d for scalars) of ``d``'s storage type."""
+    """``x`` as a numpy array (0-d for scalars) of ``d``'s storage type. A conversion to fp8 saturates like CUDA's
+    (``__NV_SATFINITE``: beyond the largest finite value, infinities included, it is that value; NaN stays NaN)."""
+    if d.is_float and d.bits == 8:
+        x = np.asarray(x)
+        if x.dtype != d.np:
+            top = float(_fp8_max(d))
+            x = np.clip(x.astype(np.float64 if x.dtype == np.float64 else np.float32), -top, top)
     out = np.asarray(x).astype(d.np, copy=False)
     if d is dt.int4:  # stored in int8: keep the 4-bit two's complement range [-8, 7]
         out = ((out.astype(np.int16) + 8) & 0xF).astype(np.int8) - np.int8(8)
     return out
+
+
+def _fp8_max(d: dt.DType) -> float:
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(d.np).max)
 
 
 def _compute_dtype(d: dt.DType) -> np.dtype:
