@@ -253,6 +253,34 @@ def test_cumsum(rng, reverse, dim):
     assert_close(y, ref, "float32", scale=float(np.abs(x).sum()))
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("direction", ["3d_to_2d", "2d_to_3d"])
+def test_cumsum_between_shared_regions_differing_in_unit_dims(rng, direction, reverse):
+    """``T.cumsum(s[1, :, :], d)`` with a 2-D shared ``d`` (or the other way round): the destination's index took
+    the source's coordinates dim by dim, the unit dim's 0 as d's row (every line landed in row 0)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((2, 8, 16), "float32"), B: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            s3 = T.alloc_shared((2, 8, 16), "float32")
+            s2 = T.alloc_shared((8, 16), "float32")
+            if direction == "3d_to_2d":
+                T.copy(A, s3)
+                T.cumsum(s3[1, :, :], s2, dim=2, reverse=reverse)
+                T.copy(s2, B)
+            else:
+                T.copy(A[1, :, :], s2)
+                T.cumsum(s2, s3[0, :, :], dim=1, reverse=reverse)
+                T.copy(s3[0, :, :], B)
+
+    a = randn(rng, (2, 8, 16), "float32")
+    b = poisoned((8, 16), "float32")
+    simt(main)(a, b)
+    x = a[1].astype(np.float64)
+    ref = np.flip(np.cumsum(np.flip(x, 1), 1), 1) if reverse else np.cumsum(x, 1)
+    assert_close(b, ref, "float32", scale=float(np.abs(x).sum(axis=1).max()))
+
+
 def test_atomic_adds_from_many_blocks(rng):
     nb, M, N = 3, 8, 16
 

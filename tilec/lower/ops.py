@@ -295,6 +295,9 @@ def _scan(lw: Lowerer, s: Region, d: Region, dim: int, reverse: bool, shape: lis
     pos = binop("-", n - 1, k) if reverse else k
     rel = coords[:dim] + [pos] + coords[dim:]
     sidx = [binop("+", st, r) for st, r in zip(s.starts, rel)]
+    if d.ndim != len(rel):  # the regions differ in unit dims (s[1, :, :] into a 2-D tile): match the others
+        it = iter(r for r, e in zip(rel, shape) if e != 1)
+        rel = [const(0) if int(e) == 1 else next(it) for e in d.extents]
     didx = [binop("+", st, r) for st, r in zip(d.starts, rel)]
     acc = lw.scratch_reg("acc", dt.float32, 1)
     val = cast(dt.float32, MemRef(lw.mem_of(s.buffer), _offset(lw, s.buffer, sidx)))
