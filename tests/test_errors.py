@@ -485,6 +485,28 @@ def test_launch_symbolic_sizes_must_agree():
         kernel(np.zeros((3, 4), np.float32), np.zeros((5, 4), np.float32))
 
 
+def test_launch_rejects_a_size_beyond_int32_and_strides_between_elements():
+    """A symbolic size goes to the kernel as int32: 2**31 rows is refused, not wrapped. A field of a packed
+    structured array has byte strides that are no multiple of its element: refused, not read as contiguous."""
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, 4), "float32"), B: T.Tensor((M, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(M, 4):
+                B[i, j] = A[i, j]
+
+    kernel = tilec.compile(main, target="cpu")
+    huge = np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), shape=(2**31, 4), strides=(0, 4))
+    with pytest.raises(TilecValueError, match=r"argument 'A': dimension 0 is 2147483648; the symbolic size M is "
+                                              r"passed to the kernel as int32 \(at most 2147483647\)"):
+        kernel(huge, huge)
+    packed = np.zeros((3, 4), dtype=[("tag", "u1"), ("x", "<f4")])["x"]  # byte strides (20, 5)
+    with pytest.raises(TilecValueError, match=r"argument 'A': byte strides \(20, 5\) are not multiples of the "
+                                              r"4-byte elements"):
+        kernel(packed, np.zeros((3, 4), np.float32))
+
+
 def test_eager_argument_errors():
     @tilec.jit(target="cpu")
     def f(A, scale: float = 1.0):

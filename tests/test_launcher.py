@@ -127,6 +127,8 @@ def test_an_int_scalar_outside_its_type_goes_to_the_checked_path(fakes):
 def test_dynamic_sizes_outputs_and_alignment(fakes):
     _, calls = fakes
     launch = _launcher(rows_scaled().prim_func, align=((0, 16),))
+    assert launch(FakeTensor((2**31, 64), "f32", 4096)) == "checked"  # over int32: the checked path refuses it
+    assert not calls
     y = launch(FakeTensor((300, 64), "f32", 4096))
     assert isinstance(y, FakeTensor) and y.shape == (300, 64) and y.dtype == "f32"
     assert calls[-1][1:4] == (3, 1, 1)

@@ -66,13 +66,20 @@ def _bind_dim(name: str, what: str, want: Any, got: int, sizes: dict[Var, int], 
         if want in sizes and sizes[want] != got:
             raise TilecValueError(f"argument {name!r}: {what} is {got}, but {want.name} = {sizes[want]} from an "
                                   "earlier argument")
+        top = int(np.iinfo(want.dtype.np).max) if want.dtype.is_int else None
+        if top is not None and got > top:  # the kernel gets the size in that type: never wrapped
+            raise TilecValueError(f"argument {name!r}: {what} is {got}; the symbolic size {want.name} is passed to "
+                                  f"the kernel as {want.dtype} (at most {top})")
         sizes[want] = got
     else:
         late.append((name, what, want, got))
 
 
 def _check_array(buf: Buffer, value: Any, device: str, sizes: dict[Var, int], late: list) -> ArrayInfo:
-    info = array_info(value)
+    try:
+        info = array_info(value)
+    except TilecValueError as e:
+        raise TilecValueError(f"argument {buf.name!r}: {e.message}") from None
     if info is None:
         raise TilecTypeError(f"argument {buf.name!r}: expected an array (numpy, torch or cupy), got "
                              f"{type(value).__name__}")

@@ -49,9 +49,8 @@ def array_info(value: Any) -> ArrayInfo | None:
     if fw is None:
         return None
     if fw == "numpy":
-        item = value.itemsize
-        return ArrayInfo(value.shape, _dtype(value.dtype), tuple(s // item for s in value.strides), "cpu", fw,
-                         value.ctypes.data if value.size else 0)
+        return ArrayInfo(value.shape, _dtype(value.dtype), _elements(value.strides, value.itemsize, value.shape),
+                         "cpu", fw, value.ctypes.data if value.size else 0)
     if fw == "torch":
         dev = value.device
         device = "cpu" if dev.type == "cpu" else f"{dev.type}:{dev.index or 0}"
@@ -59,9 +58,19 @@ def array_info(value: Any) -> ArrayInfo | None:
                          value.data_ptr())
     if fw == "hip":
         return _hip_array_info(value)
-    item = value.itemsize
-    return ArrayInfo(value.shape, _dtype(value.dtype), tuple(s // item for s in value.strides),
+    return ArrayInfo(value.shape, _dtype(value.dtype), _elements(value.strides, value.itemsize, value.shape),
                      f"cuda:{value.device.id}", fw, value.data.ptr)
+
+
+def _elements(strides: tuple[int, ...], item: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Byte strides in elements; an array whose elements are not spaced by whole elements (a field of a packed
+    structured array) has no such strides and is refused."""
+    if any(s % item and n > 1 for s, n in zip(strides, shape)):
+        from tilec.errors import TilecValueError
+
+        raise TilecValueError(f"byte strides {tuple(strides)} are not multiples of the {item}-byte elements (a field "
+                              "of a packed structured array?); pass a copy (np.ascontiguousarray)")
+    return tuple(s // item for s in strides)
 
 
 def _hip_array_info(value: Any) -> ArrayInfo:
@@ -73,7 +82,8 @@ def _hip_array_info(value: Any) -> ArrayInfo:
     np_dtype = np.dtype(cai["typestr"])
     shape = tuple(int(d) for d in cai["shape"])
     strides = cai.get("strides")
-    strides = contiguous_strides(shape) if strides is None else tuple(int(s) // np_dtype.itemsize for s in strides)
+    strides = contiguous_strides(shape) if strides is None else \
+        _elements(tuple(int(s) for s in strides), np_dtype.itemsize, shape)
     return ArrayInfo(shape, _dtype(np_dtype), strides, f"cuda:{current_device()}", "hip", int(cai["data"][0]))
 
 

@@ -17,6 +17,7 @@ from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, Var
 from tilec.ir.kernel import PrimFunc
 
+_INT32_MAX = 2**31 - 1  # symbolic sizes travel as int32
 _CTYPES = {"float64": ctypes.c_double, "float32": ctypes.c_float, "int64": ctypes.c_int64, "int32": ctypes.c_int32,
            "int16": ctypes.c_int16, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16,
            "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64, "bool": ctypes.c_bool}
@@ -76,6 +77,7 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
                         cond.append(f"sh{i}[{d}] == {n}")
                     elif isinstance(n, Var) and n not in sizes:
                         sizes[n] = f"sh{i}[{d}]"
+                        cond.append(f"sh{i}[{d}] <= {_INT32_MAX}")  # an int32 cell: larger goes to the checked path
                     elif isinstance(n, Var):
                         cond.append(f"sh{i}[{d}] == {sizes[n]}")
                     else:
