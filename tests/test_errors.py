@@ -471,16 +471,18 @@ def test_launch_rejects_an_int_scalar_outside_its_type(dtype, value):
         np.testing.assert_array_equal(out, np.full(8, np.float32(lo)))
 
 
+_M = T.dynamic("M")
+
+
+@T.prim_func
+def _copy_rows(A: T.Tensor((_M, 4), "float32"), B: T.Tensor((_M, 4), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        for i, j in T.Parallel(_M, 4):
+            B[i, j] = A[i, j]
+
+
 def test_launch_symbolic_sizes_must_agree():
-    M = T.dynamic("M")
-
-    @T.prim_func
-    def main(A: T.Tensor((M, 4), "float32"), B: T.Tensor((M, 4), "float32")):
-        with T.Kernel(1, threads=32) as bx:
-            for i, j in T.Parallel(M, 4):
-                B[i, j] = A[i, j]
-
-    kernel = tilec.compile(main, target="cpu")
+    kernel = tilec.compile(_copy_rows, target="cpu")
     with pytest.raises(TilecValueError, match=r"argument 'B': dimension 0 is 5, but M = 3 from an earlier argument"):
         kernel(np.zeros((3, 4), np.float32), np.zeros((5, 4), np.float32))
 
@@ -488,15 +490,7 @@ def test_launch_symbolic_sizes_must_agree():
 def test_launch_rejects_a_size_beyond_int32_and_strides_between_elements():
     """A symbolic size goes to the kernel as int32: 2**31 rows is refused, not wrapped. A field of a packed
     structured array has byte strides that are no multiple of its element: refused, not read as contiguous."""
-    M = T.dynamic("M")
-
-    @T.prim_func
-    def main(A: T.Tensor((M, 4), "float32"), B: T.Tensor((M, 4), "float32")):
-        with T.Kernel(1, threads=32) as bx:
-            for i, j in T.Parallel(M, 4):
-                B[i, j] = A[i, j]
-
-    kernel = tilec.compile(main, target="cpu")
+    kernel = tilec.compile(_copy_rows, target="cpu")
     huge = np.lib.stride_tricks.as_strided(np.zeros(4, np.float32), shape=(2**31, 4), strides=(0, 4))
     with pytest.raises(TilecValueError, match=r"argument 'A': dimension 0 is 2147483648; the symbolic size M is "
                                               r"passed to the kernel as int32 \(at most 2147483647\)"):

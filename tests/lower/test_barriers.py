@@ -23,7 +23,7 @@ from tilec.lower.tir import CpAsyncWait, Group, If, Loop, Mem, MemRef, Seq, Sync
 from tilec.passes.barriers import count_syncs, place_barriers
 from tilec.runtime.args import allocate_like, bind
 
-from .helpers import simt
+from .helpers import simt, tile_in_two_copies
 
 
 def syncs(k: ThreadKernel) -> list[Sync]:
@@ -335,22 +335,6 @@ def test_removing_a_flash_attention_barrier_is_a_race(rng, which, causal):
 
 
 @T.prim_func
-def _tile_in_two_copies(A: T.Tensor((200, 160), "float16"), B: T.Tensor((160, 136), "float16"),
-                        C: T.Tensor((200, 136), "float32")):
-    with T.Kernel(3, 2, threads=256) as (bx, by):
-        A_s = T.alloc_shared((128, 32), "float16")
-        B_s = T.alloc_shared((32, 64), "float16")
-        C_f = T.alloc_fragment((128, 64), "float32")
-        T.clear(C_f)
-        for k in T.Pipelined(5, num_stages=2):
-            T.copy(A[by * 128, k * 32], A_s[0:64, :])  # A_s in two parts: not a producer, one version
-            T.copy(A[by * 128 + 64, k * 32], A_s[64:128, :])
-            T.copy(B[k * 32, bx * 64], B_s)
-            T.gemm(A_s, B_s, C_f)
-        T.copy(C_f, C[by * 128, bx * 64])
-
-
-@T.prim_func
 def _stages_by_hand(A: T.Tensor((200, 160), "float16"), B: T.Tensor((160, 136), "float16"),
                     C: T.Tensor((200, 136), "float32")):
     with T.Kernel(3, 4, threads=128) as (bx, by):
@@ -366,7 +350,7 @@ def _stages_by_hand(A: T.Tensor((200, 160), "float16"), B: T.Tensor((160, 136), 
 
 
 @pytest.mark.parametrize("target", ["simt:sm_80", "simt:sm_90a"])
-@pytest.mark.parametrize("func", [_tile_in_two_copies, _stages_by_hand], ids=["two copies", "by hand"])
+@pytest.mark.parametrize("func", [tile_in_two_copies, _stages_by_hand], ids=["two copies", "by hand"])
 def test_only_copies_the_trips_wait_covers_are_asynchronous(rng, func, target):
     """A pipelined copy is a cp.async only where the trip's wait covers it: read in a later stage only and
     committed in the trip that issues it. A tile written in parts stays in the consumers' stage and its copies stay
@@ -377,7 +361,7 @@ def test_only_copies_the_trips_wait_covers_are_asynchronous(rng, func, target):
     cfg = {"wgmma": True, "tma": False, "wgmma_overlap": False} if target.endswith("90a") else None
     kernel = tilec.JITKernel(func, target, [-1], pass_configs=cfg)
     text = tilec.dump(kernel, after="pipelining")
-    if func is _tile_in_two_copies:
+    if func is tile_in_two_copies:
         assert "T.async_copy(A" not in text and "T.async_copy(B" in text
     else:
         assert text.index("T.async_copy(B") < text.index("T.ptx_commit_group()")

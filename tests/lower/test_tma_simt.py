@@ -15,6 +15,8 @@ import tilec
 import tilec.language as T
 from tilec.errors import RaceError
 
+from .helpers import tile_in_two_copies
+
 TMA = {"wgmma": True, "tma": True}
 WS = {**TMA, "warp_specialize": True}  # and a producer warpgroup: the interpreter runs both roles as coroutines
 
@@ -874,22 +876,6 @@ def test_stage_handoff_hazards_are_named(rng):
 
 
 @T.prim_func
-def _rows_in_two_copies(A: T.Tensor((200, 160), "float16"), B: T.Tensor((160, 136), "float16"),
-                        C: T.Tensor((200, 136), "float32")):
-    with T.Kernel(3, 2, threads=256) as (bx, by):
-        A_s = T.alloc_shared((128, 32), "float16")
-        B_s = T.alloc_shared((32, 64), "float16")
-        C_f = T.alloc_fragment((128, 64), "float32")
-        T.clear(C_f)
-        for k in T.Pipelined(5, num_stages=2):
-            T.copy(A[by * 128, k * 32], A_s[0:64, :])  # A_s in two parts: not a producer, one version
-            T.copy(A[by * 128 + 64, k * 32], A_s[64:128, :])
-            T.copy(B[k * 32, bx * 64], B_s)
-            T.gemm(A_s, B_s, C_f)
-        T.copy(C_f, C[by * 128, bx * 64])
-
-
-@T.prim_func
 def _a_in_registers(A: T.Tensor((200, 160), "float16"), B: T.Tensor((160, 136), "float16"),
                     C: T.Tensor((200, 136), "float32")):
     with T.Kernel(3, 2, threads=256) as (bx, by):
@@ -908,7 +894,7 @@ def _a_in_registers(A: T.Tensor((200, 160), "float16"), B: T.Tensor((160, 136), 
 
 @pytest.mark.parametrize("configs", [TMA, WS, {**WS, "persistent": 2}, {"wgmma": True, "tma": False}],
                          ids=["tma", "tma ws", "persistent", "cp.async"])
-@pytest.mark.parametrize(("func", "operand"), [(_rows_in_two_copies, "A_s"), (_a_in_registers, "A_x")],
+@pytest.mark.parametrize(("func", "operand"), [(tile_in_two_copies, "A_s"), (_a_in_registers, "A_x")],
                          ids=["tile in two copies", "A in registers"])
 def test_wgmma_group_waits_where_an_operand_is_rewritten_in_place(rng, configs, func, operand):
     """A gemm whose operand the loop rewrites in one version (a shared tile filled by two copies, A copied into
