@@ -169,3 +169,15 @@ def test_autotune_an_eager_kernel(rng):
     np.testing.assert_allclose(tuned(a, b), a + b)
     assert tuned.last.best == {"block_M": 16}
     assert tuned.key((a[:20], b[:20]), {})[0] != tuned.key((a, b), {})[0]  # the shapes are part of the key
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00not utf-8", b"null", b"[1]", b"{trunc", b'{"best": 5}'])
+def test_a_damaged_tuning_result_on_disk_is_tuned_again(_cache_dir, content):
+    """A file in $TILEC_CACHE_DIR/autotune that is not a tuning result is a miss (non-UTF-8 bytes raised
+    UnicodeDecodeError; JSON that is not an object, AttributeError)."""
+    _tuned(FakeTimer({32: 1.0, 64: 2.0, 16: 3.0, 128: 2.5}))(256)
+    (path,) = (_cache_dir / "autotune").glob("*.json")
+    path.write_bytes(content)
+    again = _tuned(FakeTimer({32: 2.0, 64: 1.0, 16: 3.0, 128: 2.5}))
+    again(256)
+    assert again.last.best == {"block_N": 64} and not again.last.from_cache

@@ -57,3 +57,31 @@ def test_a_cuda_kernel_called_without_cupy_says_what_is_missing(monkeypatch, tmp
         assert "__global__" in kernel.get_kernel_source()
     finally:
         runtime._nvrtc.cache_clear()
+
+
+def test_a_damaged_cache_entry_is_a_miss(monkeypatch, tmp_path):
+    """Metadata in the cache that is not JSON, not UTF-8, not an object or lacks fields makes load_cached / build_binary
+    compile again (they raised JSONDecodeError, UnicodeDecodeError, KeyError or TypeError)."""
+    import tilec
+    from tilec.backends.cuda import runtime
+
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(runtime, "_nvrtc_version", lambda: "13.0")
+    kernel = tilec.compile(_add_kernel(), target="cuda:sm_80", out_idx=[1])
+    key = runtime.front_key(kernel.prim_func, kernel.target, kernel.pass_configs)
+    (tmp_path / "b0.bin").write_bytes(b"cubin")
+    damaged = [b"{trunc", b"\xff\xfe\x00not utf-8", b'{"foo": 1}', b"[]", b'{"binary": 7}',
+               b'{"binary": "b0", "grid": "lambda: (", "name": "k"}', b'{"binary": "b0", "grid": "lambda: (1, 1, 1)"}']
+    for content in damaged:
+        (tmp_path / f"{key}.json").write_bytes(content)
+        assert runtime.load_cached(kernel.prim_func, kernel.target, kernel.pass_configs) is None, content
+    compiled = []
+    monkeypatch.setattr(runtime, "nvrtc_compile", lambda source, arch, name: compiled.append(name) or (b"new", ""))
+    source = kernel.get_kernel_source()
+    for content in [b"{trunc", b"\xff\xfe", b"[]", b'{"spills": "x"}']:
+        key, _, _ = runtime.build_binary(source, "sm_80", "add_kernel")
+        runtime._BUILT.pop(key)
+        (tmp_path / f"{key}.json").write_bytes(content)
+        n = len(compiled)
+        assert runtime.build_binary(source, "sm_80", "add_kernel")[1:] == (b"new", 0) and len(compiled) == n + 1
+        runtime._BUILT.pop(key)

@@ -61,7 +61,7 @@ def get(key: str) -> tuple[bytes, str] | None:
     meta, binary = d / f"{key}.json", d / f"{key}.bin"
     try:
         return binary.read_bytes(), meta.read_text()
-    except OSError:
+    except (OSError, UnicodeDecodeError):  # missing, unreadable or damaged: a miss
         return None
 
 
@@ -83,7 +83,7 @@ def get_text(key: str) -> str | None:
         return None
     try:
         return (d / f"{key}.json").read_text()
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
 
 
@@ -105,7 +105,7 @@ def read_json(subdir: str, name: str) -> str | None:
         return None
     try:
         return (d / subdir / f"{name}.json").read_text()
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
 
 

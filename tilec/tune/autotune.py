@@ -66,6 +66,8 @@ class TuneResult:
     @classmethod
     def from_json(cls, text: str) -> TuneResult:
         d = json.loads(text)
+        if not isinstance(d, dict):
+            raise ValueError(f"a tuning result is a JSON object, got {type(d).__name__}")
         d["trials"] = [Trial(**t) for t in d.get("trials", [])]
         return cls(**d, from_cache=True)
 

@@ -181,18 +181,32 @@ def _load_module(cubin: bytes, name: str, smem: int) -> tuple[int, int]:
 
 def load_cached(func: Any, target: Target, options: dict) -> CompiledKernel | None:
     """The kernel from the disk cache by its front key, or None."""
-    meta_text = cache.get_text(front_key(func, target, options))
-    if meta_text is None:
+    meta = _json_object(cache.get_text(front_key(func, target, options)))
+    if meta is None or not isinstance(meta.get("binary"), str):
         return None
-    meta = json.loads(meta_text)
     entry = cache.get(meta["binary"])
     if entry is None or "grid" not in meta:
         return None
-    fn, regs = _load_module(entry[0], meta["name"], meta["smem"])
-    return CompiledKernel(fn, meta["smem"], meta["threads"], _grid_fn(meta["grid"]), regs,
-                          meta["spills"], meta["arch"], driver.current_device(), tuple(tuple(a) for a in meta["align"]),
-                          _maps_from_json(meta.get("tensor_maps", [])), tuple(meta.get("warnings", [])),
+    try:  # a damaged or foreign entry is a miss: the kernel is compiled again and the entry rewritten
+        name, smem, threads, spills, arch = meta["name"], meta["smem"], meta["threads"], meta["spills"], meta["arch"]
+        grid, align = _grid_fn(meta["grid"]), tuple(tuple(a) for a in meta["align"])
+        maps, warnings = _maps_from_json(meta.get("tensor_maps", [])), tuple(meta.get("warnings", []))
+    except (KeyError, TypeError, ValueError, SyntaxError, AttributeError):
+        return None
+    fn, regs = _load_module(entry[0], name, smem)
+    return CompiledKernel(fn, smem, threads, grid, regs, spills, arch, driver.current_device(), align, maps, warnings,
                           meta.get("dependent", False))
+
+
+def _json_object(text: str | None) -> dict | None:
+    """The JSON object ``text`` holds, or None (no text, or text that is not a JSON object: a damaged entry)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 _BUILT: dict[str, tuple[bytes, int]] = {}  # binaries this process compiled (key -> cubin, spills), newest last
@@ -210,16 +224,16 @@ def build_binary(source: str, arch: str, name: str) -> tuple[str, bytes, int]:
     if built is not None:
         return key, built[0], built[1]
     entry = cache.get(key)
-    if entry is None:
+    meta = _json_object(entry[1]) if entry is not None else None
+    if meta is None or not isinstance(meta.get("spills"), int):  # not cached, or a damaged entry: compile again
         cubin, log = nvrtc_compile(source, arch, name)
         spills = _spills(log)
         _WARNINGS[key] = ptxas_warnings(log)
         cache.put(key, cubin, json.dumps({"name": name, "arch": arch, "spills": spills, "log": log[-4000:]}), source)
     else:
-        cubin, meta_text = entry
-        meta = json.loads(meta_text)
+        cubin = entry[0]
         spills = meta["spills"]
-        _WARNINGS[key] = ptxas_warnings(meta.get("log", ""))
+        _WARNINGS[key] = ptxas_warnings(str(meta.get("log", "")))
     _BUILT[key] = (cubin, spills)
     while len(_BUILT) > _BUILT_KEEP:
         _BUILT.pop(next(iter(_BUILT)))
