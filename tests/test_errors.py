@@ -395,6 +395,11 @@ def test_bad_primitive_arguments():
         tilec.compile(main3, target="cuda:sm_70")
     with pytest.raises(TilecTypeError, match=r"out_idx: 5 is not a parameter index of 'main3' \(1 parameters\)"):
         tilec.compile(main3, target="cpu", out_idx=[5])
+    # TileLang's order, tilec.compile(func, out_idx): the list reaches the target (an AttributeError from .strip())
+    with pytest.raises(TilecTypeError, match=r"target must be a string .* got list \[0\] .*pass out_idx= by keyword"):
+        tilec.compile(main3, [0])
+    with pytest.raises(TilecTypeError, match=r"target must be a string .* got int 42"):
+        tilec.JITKernel(main3, target=42)
 
 
 # ------------------------------------------------------------------------------------------------ at launch

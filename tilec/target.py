@@ -21,7 +21,7 @@ import functools
 import shutil
 from dataclasses import dataclass
 
-from tilec.errors import TilecValueError
+from tilec.errors import TilecTypeError, TilecValueError
 
 _ARCHS = {
     "cuda": ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"),
@@ -82,6 +82,11 @@ def parse_target(value: str | Target | None) -> Target:
         from tilec.config import config
 
         value = config().target
+    if not isinstance(value, str):
+        hint = (" (tilec.compile takes the target second: tilec.compile(func, target=None, out_idx=None); pass "
+                "out_idx= by keyword)") if isinstance(value, (int, list, tuple)) else ""
+        raise TilecTypeError(f"target must be a string such as 'cpu', 'cuda:sm_90a' or 'simt:sm_80' (or a Target), "
+                             f"got {type(value).__name__} {value!r}{hint}")
     text = value.strip().lower()
     if text == "auto":
         if gpu_available():
