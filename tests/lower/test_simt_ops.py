@@ -323,3 +323,31 @@ def test_shared_memory_elementwise_with_conditions(rng):
     i, j = np.indices((16, 24))
     ref = np.where((i + j) % 3 == 0, np.exp2(x), np.where(j < 12, np.tanh(x), -1.0))
     assert_close(b, ref, "float32", scale=1.0)
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+def test_print_of_tiles_and_scalars(capsys, target):
+    """T.print runs in the thread interpreter (its C format's `%lld` raised ValueError in Python's `%`), a message
+    holding `%`, `"` or a backslash prints as written, and the CUDA printf holds it as a valid string literal."""
+    import tilec
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), I: T.Tensor((4,), "int32")):
+        with T.Kernel(2, threads=32) as bx:
+            s = T.alloc_shared((4,), "float32")
+            f = T.alloc_fragment((4,), "float32")
+            T.copy(A, s)
+            T.copy(s, f)
+            T.print(s, msg='tile "s" 100% %lld')
+            T.print(f, msg="frag")
+            T.print(I[bx], msg="i=")
+            T.print(A[bx], msg="a\\b")
+
+    tilec.compile(main, target=target)(np.arange(4, dtype=np.float32), np.arange(4, dtype=np.int32) * 10)
+    lines = capsys.readouterr().out.splitlines()
+    block = ['tile "s" 100% %lld s[0] = 0', 'tile "s" 100% %lld s[1] = 1', 'tile "s" 100% %lld s[2] = 2',
+             'tile "s" 100% %lld s[3] = 3', "frag f[0] = 0", "frag f[1] = 1", "frag f[2] = 2", "frag f[3] = 3"]
+    assert lines == block + ["i= 0", "a\\b 0"] + block + ["i= 10", "a\\b 1"]
+    source = tilec.compile(main, target="cuda:sm_80" if target.endswith("sm_80") else "hip:gfx90a").get_kernel_source()
+    assert r'printf("tile \"s\" 100%% %%lld s[%lld] = %g\n", ' in source
+    assert r'printf("a\\b %g\n", ' in source

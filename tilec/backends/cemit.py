@@ -328,7 +328,8 @@ class CEmitter:
             self.emit(d, f"{self.t.atomic_add}(&{n(s.mem)}[{self.e(s.offset)}], {self.e(s.value)});")
         elif isinstance(s, PrintOp):
             args = "".join(f", {self._printf_arg(a)}" for a in s.args)
-            self.emit(d, f'printf("{s.fmt}\\n"{args});')
+            fmt = s.fmt.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")  # a C string literal
+            self.emit(d, f'printf("{fmt}\\n"{args});')
         else:
             raise TypeError(f"cannot emit {type(s).__name__}")
 

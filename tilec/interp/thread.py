@@ -14,6 +14,7 @@ only part of the threads; reads of shared memory that a ``cp.async`` has not yet
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -576,8 +577,12 @@ def _atomic(it: ThreadInterpreter, s: AtomicAddOp, env: dict, mask: np.ndarray) 
 @stmt_rule(PrintOp)
 def _print(it: ThreadInterpreter, s: PrintOp, env: dict, mask: np.ndarray) -> None:
     vals = [np.broadcast_to(np.asarray(it.eval(a, env, mask)), (it.T,)) for a in s.args]
+    fmt = _PRINTF_LLD.sub(lambda m: "%%" if m.group(1) == "%" else "%d", s.fmt)  # C's printf format in Python's
     for t in np.flatnonzero(mask):
-        print(s.fmt % tuple(v[t].item() if hasattr(v[t], "item") else v[t] for v in vals))
+        print(fmt % tuple(v[t].item() if hasattr(v[t], "item") else v[t] for v in vals))
+
+
+_PRINTF_LLD = re.compile(r"%(%|lld)")
 
 
 @stmt_rule(Mma)

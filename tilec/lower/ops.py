@@ -312,7 +312,7 @@ def _scan(lw: Lowerer, s: Region, d: Region, dim: int, reverse: bool, shape: lis
 
 @lower_rule(Print)
 def lower_print(lw: Lowerer, p: Print) -> TStmt:
-    msg = p.msg + " " if p.msg else ""
+    msg = p.msg.replace("%", "%%") + " " if p.msg else ""  # the message is part of a printf format
     if not isinstance(p.value, Region):
         v = p.value
         if any(isinstance(n, Load) for n in _walk(v)):
