@@ -93,8 +93,14 @@ def reference(q: np.ndarray, q_pe: np.ndarray, kv: np.ndarray, k_pe: np.ndarray)
 
 def main(argv: list[str]) -> None:
     b, h, s = (int(x) for x in argv[:3]) if len(argv) >= 3 else (1, 64, 100)
+    assert h % 16 == 0, f"heads={h}: a block takes 16, 32 or 64 heads, so heads must be a multiple of 16"
     amd = tilec.target.parse_target(None).backend == "hip"  # 64 KB of LDS a block: 16 heads x 32 keys a tile
-    kernel = mla_decode(b, h, 1, s, **(dict(block_H=16, block_N=32, threads=128) if amd else {}))
+    if amd:
+        tiles = dict(block_H=16, block_N=32, threads=128)
+    else:  # the default 64 heads a block where they divide the heads, else 32 or 16 heads on four warps
+        block_H = next(n for n in (64, 32, 16) if h % n == 0)
+        tiles = {} if block_H == 64 else dict(block_H=block_H, threads=128)
+    kernel = mla_decode(b, h, 1, s, **tiles)
     rng = np.random.default_rng()
     q, q_pe = (rng.standard_normal((b, h, d)).astype(np.float16) for d in (512, 64))
     kv, k_pe = (rng.standard_normal((b, s, 1, d)).astype(np.float16) for d in (512, 64))

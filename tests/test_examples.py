@@ -40,3 +40,13 @@ def test_flash_attention_example_causal_argument():
     res = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=120, cwd=ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "flash attention b=1 h=1 n=70 d=32 causal=True on cpu: max abs error" in res.stdout
+
+
+@pytest.mark.parametrize("heads", [16, 48])
+def test_mla_decode_example_with_fewer_heads_than_its_default_tile(heads):
+    """`python examples/07_mla_decode.py 1 16 3` failed its own assertion (block_H=64 must divide the 16 query
+    heads): the example picks a tile of 32 or 16 heads where 64 does not divide them."""
+    args = [sys.executable, str(EXAMPLES / "07_mla_decode.py"), "1", str(heads), "3"]
+    res = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"mla decode b=1 h={heads} seqlen=3 on cpu: max abs error" in res.stdout
