@@ -34,9 +34,9 @@ def _nvrtc() -> Any:
         from cupy_backends.cuda.libs import nvrtc
     except ImportError as e:
         raise TilecRuntimeError("the CUDA target needs CuPy (tilec's NVRTC) to compile and launch kernels: pip "
-                                "install -e \".[cuda]\" (or cupy-cuda12x); kernel.get_kernel_source() and "
-                                "kernel.report() work without it, and target='simt:<arch>' runs the lowered kernel "
-                                f"on the CPU ({e})") from e
+                                "install -e \".[cuda]\" (or the cupy-cuda12x or cupy-cuda13x wheel); "
+                                "kernel.get_kernel_source() and kernel.report() work without it, and "
+                                f"target='simt:<arch>' runs the lowered kernel on the CPU ({e})") from e
     return nvrtc
 
 
