@@ -506,6 +506,14 @@ def test_launch_rejects_a_size_beyond_int32_and_strides_between_elements():
         kernel(packed, np.zeros((3, 4), np.float32))
 
 
+def test_jit_refuses_an_unknown_keyword():
+    """A typo in a keyword of tilec.jit is an error (it was ignored); TileLang's own options port unchanged."""
+    with pytest.raises(TilecTypeError, match=r"unexpected keyword argument 'pass_config' \(did you mean "
+                                             r"'pass_configs'\?\)"):
+        tilec.jit(out_idx=[-1], pass_config={"wgmma": False})
+    assert callable(tilec.jit(out_idx=[-1], execution_backend="cython", verbose=False))
+
+
 def test_eager_argument_errors():
     @tilec.jit(target="cpu")
     def f(A, scale: float = 1.0):

@@ -357,6 +357,11 @@ def test_dump_after_each_stage(gemm, tmp_path, monkeypatch):
 
     monkeypatch.setenv("TILEC_DUMP_DIR", str(tmp_path))
     tilec.dump(gemm, after="build_ftg")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["main.00.parse.txt", "main.01.verify.txt",
-                                                          "main.02.build_ftg.txt"]
-    assert (tmp_path / "main.02.build_ftg.txt").read_text() == str(gemm.ftg) + "\n"
+    names = sorted(p.name for p in tmp_path.iterdir())
+    stem = names[0].removesuffix(".00.parse.txt")
+    assert re.fullmatch(r"main\.cpu\.[0-9a-f]{8}", stem), names
+    assert names == [f"{stem}.00.parse.txt", f"{stem}.01.verify.txt", f"{stem}.02.build_ftg.txt"]
+    assert (tmp_path / f"{stem}.02.build_ftg.txt").read_text() == str(gemm.ftg) + "\n"
+    other = tilec.JITKernel(gemm.prim_func, "simt:sm_80", [-1])  # another kernel named main: files of its own
+    tilec.dump(other, after="verify")
+    assert len(list(tmp_path.iterdir())) == 5 and (tmp_path / f"{stem}.01.verify.txt").exists()

@@ -7,7 +7,7 @@ variable                 meaning                                                
 ``TILEC_CACHE_DIR``      on-disk cache of compiled GPU kernels (*)                 ``~/.cache/tilec``
 ``TILEC_DISABLE_CACHE``  ``1`` disables the disk cache (*)                         ``0``
 ``TILEC_DUMP_DIR``       when set, the IR after every stage is written there as    unset
-                         ``<kernel>.<NN>.<stage>.txt``
+                         ``<kernel>.<target>.<key>.<NN>.<stage>.txt``
 ``TILEC_WGMMA``          ``0``: sm_90a kernels take the sm_80 path (mma.sync,       ``1``
                          cp.async) unless their pass configs ask for the Hopper
                          one; ``1``: ``T.gemm`` on sm_90a uses wgmma, its

@@ -149,8 +149,9 @@ def run_pipeline(func: PrimFunc, target: Target, stages: list[Stage] | None = No
         raise TilecValueError(f"unknown stage {until!r}; stages are: parse, {', '.join(s.name for s in stages)}")
     state = CompileState(func, target, dict(options or {}), artifacts={"input_func": func})
     dump_dir = config().dump_dir
+    dump_name = _dump_name(state) if dump_dir is not None else ""
     if dump_dir is not None:
-        _dump_stage(dump_dir, 0, "parse", state)
+        _dump_stage(dump_dir, dump_name, 0, "parse", state)
     for i, st in enumerate(stages, 1):
         t0 = time.perf_counter()
         new = st.run(state)
@@ -158,17 +159,27 @@ def run_pipeline(func: PrimFunc, target: Target, stages: list[Stage] | None = No
             verify(new.func, st.name)
         state = new.with_(timings=new.timings + ((st.name, time.perf_counter() - t0),))
         if dump_dir is not None:
-            _dump_stage(dump_dir, i, st.name, state)
+            _dump_stage(dump_dir, dump_name, i, st.name, state)
         if st.name == until:
             break
     return state
 
 
-def _dump_stage(directory: Path, index: int, stage: str, state: CompileState) -> None:
-    """``TILEC_DUMP_DIR``: the IR (the FTG for ``build_ftg``) after a stage, as ``<kernel>.<NN>.<stage>.txt``."""
+def _dump_name(state: CompileState) -> str:
+    """``<kernel>.<target>.<key>``: the key (8 hex digits of the kernel's Tile IR and pass configs) keeps apart the
+    dumps of kernels that share a name (TileLang's ``main``) or a kernel compiled with other options."""
+    import hashlib
+    import json
+
+    text = str(state.func) + json.dumps(state.options, sort_keys=True, default=str)
+    return f"{state.func.name}.{str(state.target).replace(':', '-')}.{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def _dump_stage(directory: Path, name: str, index: int, stage: str, state: CompileState) -> None:
+    """``TILEC_DUMP_DIR``: the IR (the FTG for ``build_ftg``) after a stage, as ``<name>.<NN>.<stage>.txt``."""
     directory.mkdir(parents=True, exist_ok=True)
     shown = state.ftg if stage == "build_ftg" else state.artifacts.get(stage, state.func)
-    path = directory / f"{state.func.name}.{index:02d}.{stage}.txt"
+    path = directory / f"{name}.{index:02d}.{stage}.txt"
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(str(shown) + "\n")
     tmp.replace(path)  # atomic: concurrent processes never see a half-written dump

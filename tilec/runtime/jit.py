@@ -316,8 +316,11 @@ def _accepts(kernel: JITKernel, tensors: list[Any]) -> bool:
     return True
 
 
+_TILELANG_ONLY = ("execution_backend", "verbose", "compile_flags", "debug_root_path")  # accepted, no effect here
+
+
 def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = None,
-        pass_configs: dict | None = None, **_: Any) -> Any:
+        pass_configs: dict | None = None, **tilelang: Any) -> Any:
     """Decorate a kernel factory (lazy form) or a kernel (eager form); see the module docstring.
 
     Parameters
@@ -327,7 +330,19 @@ def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = 
     target : str, optional
         ``"auto"`` (default: ``TILEC_TARGET``, else CUDA if a GPU is present, else ``"cpu"``), ``"cpu"``,
         ``"cuda"``, ``"cuda:sm_90a"``, ``"hip:gfx90a"``, ``"simt:sm_80"``...
+    **tilelang
+        TileLang's ``execution_backend``, ``verbose``, ``compile_flags`` and ``debug_root_path``, accepted so that
+        its kernels port unchanged (they change nothing here); any other keyword is an error.
     """
+    unknown = [k for k in tilelang if k not in _TILELANG_ONLY]
+    if unknown:
+        import difflib
+
+        from tilec.errors import TilecTypeError
+
+        near = difflib.get_close_matches(unknown[0], ["out_idx", "target", "pass_configs", *_TILELANG_ONLY], n=1)
+        raise TilecTypeError(f"tilec.jit got an unexpected keyword argument {unknown[0]!r}"
+                             + (f" (did you mean {near[0]!r}?)" if near else ""))
     if func is None:
         return functools.partial(jit, out_idx=out_idx, target=target, pass_configs=pass_configs)
     return JITFunction(func, out_idx, target, pass_configs)
