@@ -523,6 +523,22 @@ def test_factory_names_in_annotations_and_python_helpers():
     """)
 
 
+@pytest.mark.parametrize("in_registers", [True, False])
+def test_a_buffer_allocated_in_a_conditional_expression_takes_its_name(in_registers):
+    """``acc = T.alloc_fragment(...) if flag else T.alloc_shared(...)``: the buffer is ``acc`` (it was named after
+    its scope, which then showed in errors and dumps)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            acc = T.alloc_fragment((4,), "float32") if in_registers else T.alloc_shared((4,), "float32")
+            T.copy(A, acc)
+            T.copy(acc, A)
+
+    assert [b.name for b in main.launch.allocs] == ["acc"]
+    assert main.launch.allocs[0].scope == ("fragment" if in_registers else "shared")
+
+
 def test_kernel_local_python_names_and_assert():
     @T.prim_func
     def main(A: T.Tensor((16,), "float32")):

@@ -170,7 +170,8 @@ class Parser(ExprParser):
             raise TilecSyntaxError(f"cannot assign to `{ast.unparse(t)}`")
 
     def rhs(self, value: ast.expr, target: ast.expr | None) -> Any:
-        if isinstance(target, ast.Name) and isinstance(value, ast.Call):
+        if isinstance(target, ast.Name) and (isinstance(value, ast.Call) or isinstance(value, ast.IfExp) and
+                                             isinstance(value.body, ast.Call) and isinstance(value.orelse, ast.Call)):
             self.b.name_hint = target.id
         try:
             return self.expr(value)
