@@ -702,3 +702,41 @@ def test_eager_reuse_only_when_the_program_is_the_same(rng):
         np.testing.assert_allclose(_eager_scale_by_rows(x), 2 * x)
         np.testing.assert_allclose(_eager_bakes_rows(x), x + 1)
     assert len({id(k) for k in _eager_scale_by_rows._kernels.values()}) == 1
+
+
+def test_memoized_kernels_are_keyed_by_the_environments_target_and_wgmma(monkeypatch):
+    """A function without a target of its own takes TILEC_TARGET (and TILEC_WGMMA's pass configs) when it makes a
+    kernel: after either changes, the same arguments get a new kernel, not the one made for the old settings."""
+
+    @tilec.jit(out_idx=[-1])
+    def add(N):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(N):
+                    B[i] = A[i] + 1.0
+
+        return main
+
+    @tilec.jit
+    def add_eager(A):
+        N = T.const("N")
+        A: T.Tensor[[N], T.float32]
+        B = T.empty((N,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(N):
+                B[i] = A[i] + 1.0
+        return B
+
+    x = np.ones(64, np.float32)
+    monkeypatch.setenv("TILEC_TARGET", "cpu")
+    monkeypatch.delenv("TILEC_WGMMA", raising=False)
+    cpu, cpu_eager = add(64), add_eager.get_kernel(x)
+    assert add(64) is cpu and add_eager.get_kernel(x) is cpu_eager
+    monkeypatch.setenv("TILEC_TARGET", "simt:sm_80")
+    assert str(add(64).target) == str(add_eager.get_kernel(x).target) == "simt:sm_80"
+    monkeypatch.setenv("TILEC_TARGET", "cpu")
+    assert add(64) is cpu and add_eager.get_kernel(x) is cpu_eager
+    monkeypatch.setenv("TILEC_WGMMA", "0")
+    assert add(64).pass_configs == {} and cpu.pass_configs == {"wgmma": True, "tma": True}
+    np.testing.assert_allclose(add_eager(x), x + 1)

@@ -231,7 +231,7 @@ class JITFunction:
         """The compiled kernel for these arguments (for the eager form: example arrays of the right shape)."""
         if self.eager:
             return self._eager_kernel(args, kwargs)[0]
-        key = _freeze((args, kwargs), f"arguments of {self.fn.__name__}")
+        key = (self._env_key(), _freeze((args, kwargs), f"arguments of {self.fn.__name__}"))
         kernel = self._kernels.get(key)
         if kernel is None:
             func = self.fn(*args, **self.resolve_auto(args, kwargs))
@@ -240,6 +240,15 @@ class JITFunction:
                                      f"got {type(func).__name__}")
             kernel = self._kernels[key] = JITKernel(func, self.target, self.out_idx, self.pass_configs)
         return kernel
+
+    def _env_key(self) -> tuple:
+        """What the environment adds to a kernel's memo key: ``TILEC_TARGET`` (for a function without a target of
+        its own) and ``TILEC_WGMMA`` (the default pass configs), which are read when a kernel is made, so that a
+        kernel made under other settings is not reused."""
+        from tilec.config import config
+
+        cfg = config()
+        return (cfg.target if self.target is None else None, cfg.wgmma)
 
     def resolve_auto(self, args: tuple, kwargs: dict) -> dict:
         """``kwargs`` with every ``T.auto`` parameter the call leaves open set to the cost model's top pick
@@ -279,7 +288,9 @@ class JITFunction:
                 parts.append((name, "tensor", info.shape, info.dtype.name, info.strides, device))
                 loose.append((name, "tensor", len(info.shape), info.dtype.name, device))
                 tensors.append(v)
-        key = tuple(parts)
+        env = self._env_key()
+        key = (env, tuple(parts))
+        loose.append(env)
         kernel = self._kernels.get(key)
         if kernel is None:
             from tilec.frontend.entry import parse_eager
