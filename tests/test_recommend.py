@@ -141,3 +141,29 @@ def test_import_tilec_stays_light_and_exports_lazily():
             "assert tilec.autotune.__module__ == 'tilec.tune.autotune'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 0, res.stderr
+
+
+def test_a_recommendation_where_nothing_can_run_prints_the_reasons():
+    """Every candidate rejected (here: a T.dynamic size without sizes=): the table has its header and the reasons
+    (printing it raised TypeError)."""
+
+    @tilec.jit(out_idx=[1], target="cpu")
+    def rows(block=128):
+        M = T.dynamic("M")
+
+        @T.prim_func
+        def main(X: T.Tensor((M, 64), "float32"), Y: T.Tensor((M, 64), "float32")):
+            with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+                for i, j in T.Parallel(block, 64):
+                    Y[bx * block + i, j] = X[bx * block + i, j] * 3.0
+
+        return main
+
+    rec = tilec.recommend(rows, space={"block": [32, 64]})
+    assert len(rec) == 0 and len(rec.rejected) == 2
+    text = str(rec)
+    assert "0 of 2 configurations can run" in text and "rank  block" in text
+    assert text.count("sizes={name: value}") == 2
+    with pytest.raises(TilecValueError, match="no configuration of rows can run"):
+        _ = rec.best
+    assert len(tilec.recommend(rows, space={"block": [32, 64]}, sizes={"M": 1000})) == 2

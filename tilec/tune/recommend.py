@@ -131,7 +131,7 @@ class Recommendation(Sequence):
     def table(self, rejected: int = 5) -> str:
         """The ranking as text, with the first ``rejected`` rejected candidates and their reasons."""
         cols, cells = self._columns(), self._cells()
-        widths = [max(len(h), *(len(r[j]) for r in cells)) for j, h in enumerate(cols)]
+        widths = [max([len(h), *(len(r[j]) for r in cells)]) for j, h in enumerate(cols)]  # no rows: headers
         dev = getattr(self.device, "name", self.device)
         lines = [f"recommendation for {self.name} on {dev} ({self.target}): {len(self.ranked)} of "
                  f"{len(self.ranked) + len(self.rejected)} configurations can run"]
