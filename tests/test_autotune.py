@@ -10,7 +10,7 @@ from conftest import load_example
 
 import tilec
 import tilec.language as T
-from tilec.errors import TilecRuntimeError
+from tilec.errors import TilecRuntimeError, TilecValueError
 
 
 @pytest.fixture(autouse=True)
@@ -181,3 +181,17 @@ def test_a_damaged_tuning_result_on_disk_is_tuned_again(_cache_dir, content):
     again = _tuned(FakeTimer({32: 2.0, 64: 1.0, 16: 3.0, 128: 2.5}))
     again(256)
     assert again.last.best == {"block_N": 64} and not again.last.from_cache
+
+
+def test_key_names_must_be_parameters():
+    """key=[...] names parameters; a name that is none (a typo) read as None for every call, so that different
+    problem sizes shared one tuning result."""
+    with pytest.raises(TilecValueError, match=r"key names 'n', not parameters of axpy \(N, block_N, bias\)"):
+        tilec.autotune(configs=CONFIGS, key=["n"])(_axpy())
+    with pytest.raises(TilecValueError, match="a list of parameter names, got 'N'"):
+        tilec.autotune(configs=CONFIGS, key="N")(_axpy())
+    timer = FakeTimer({32: 1.0, 64: 2.0, 16: 3.0, 128: 2.5})
+    tuned = _tuned(timer, key=["N"])
+    tuned(256)
+    tuned(512)
+    assert len(tuned.results) == 2 and len(timer.calls) == 2 * 3  # block_N=48 fails, bias=1.0 mismatches

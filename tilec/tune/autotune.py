@@ -160,7 +160,7 @@ class AutotunedFunction:
                  top_k: int = 8, timer: Callable[[Callable[[], Any], dict], float] | None = None,
                  supply: Callable[[Any], list] | None = None, rtol: float | None = None, workers: int | None = None,
                  progress: bool = True, use_cache: bool = True) -> None:
-        self.jit_fn, self.configs, self.key_fn, self.top_k = jit_fn, configs, key, top_k
+        self.jit_fn, self.configs, self.key_fn, self.top_k = jit_fn, configs, _check_key(jit_fn.fn, key), top_k
         self.warmup, self.rep, self.timer, self.supply, self.rtol = warmup, rep, timer, supply, rtol
         self.workers, self.progress, self.use_cache = workers, progress, use_cache
         self.results: dict[str, TuneResult] = {}
@@ -288,6 +288,23 @@ class AutotunedFunction:
 
     def __repr__(self) -> str:
         return f"<autotuned {self.__name__}: {len(self.results)} key(s) tuned>"
+
+
+def _check_key(fn: Any, key: Any) -> Any:
+    """``key`` if it is None, a function or a list of ``fn``'s parameter names (a name that is none of them would
+    read as None for every call, so that different problems shared one tuning result)."""
+    if key is None or callable(key):
+        return key
+    name = getattr(fn, "__name__", "kernel")
+    if isinstance(key, str) or not isinstance(key, (list, tuple)) or not all(isinstance(k, str) for k in key):
+        raise TilecValueError(f"autotune {name}: key must be a function of the call's arguments or a list of parameter "
+                              f"names, got {key!r}")
+    params = list(inspect.signature(fn).parameters)
+    unknown = [k for k in key if k not in params]
+    if unknown:
+        raise TilecValueError(f"autotune {name}: key names {', '.join(map(repr, unknown))}, not parameters of "
+                              f"{name} ({', '.join(params)})")
+    return list(key)
 
 
 def _has_source(fn: Any) -> bool:
