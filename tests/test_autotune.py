@@ -195,3 +195,14 @@ def test_key_names_must_be_parameters():
     tuned(256)
     tuned(512)
     assert len(tuned.results) == 2 and len(timer.calls) == 2 * 3  # block_N=48 fails, bias=1.0 mismatches
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_a_timing_that_is_not_a_finite_time_excludes_the_candidate(bad):
+    """NaN won (min() compares nothing with it) and was cached as the best; a negative time won too."""
+    ms = {32: bad, 64: 2.0, 16: 3.0, 128: 1.5}
+    tuned = _tuned(lambda run, config: np.float32(ms[config["block_N"]]))
+    tuned(256)
+    assert tuned.last.best == {"block_N": 128}
+    trial = next(t for t in tuned.last.trials if t.config == {"block_N": 32})
+    assert trial.status == "run error" and "not a finite time >= 0" in trial.note and trial.ms is None

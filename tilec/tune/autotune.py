@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 import os
 import sys
 import time
@@ -414,7 +415,10 @@ class _Session:
         for c in ok:
             inputs = c.inputs if c.kernel.prim_func.out_params else [clone(x) for x in c.inputs]
             try:
-                c.trial.ms = float(timer(lambda k=c.kernel, a=inputs: k(*a), dict(c.config)))
+                ms = float(timer(lambda k=c.kernel, a=inputs: k(*a), dict(c.config)))
+                if not math.isfinite(ms) or ms < 0:  # NaN would win: min() compares nothing with it
+                    raise TilecRuntimeError(f"the timer returned {ms} ms for {c.config}, not a finite time >= 0")
+                c.trial.ms = ms
             except Exception as e:  # noqa: BLE001
                 c.fail("run error", e)
             bar.step()
