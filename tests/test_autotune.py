@@ -206,3 +206,16 @@ def test_a_timing_that_is_not_a_finite_time_excludes_the_candidate(bad):
     assert tuned.last.best == {"block_N": 128}
     trial = next(t for t in tuned.last.trials if t.config == {"block_N": 32})
     assert trial.status == "run error" and "not a finite time >= 0" in trial.note and trial.ms is None
+
+
+def test_the_output_check_sees_differences_beside_infinities():
+    """inf - inf is NaN, and the NaN maximum passed every candidate whose output had an infinity where the
+    reference's has one (even -inf for +inf)."""
+    from tilec.tune.bench import mismatch
+
+    ref = np.array([np.inf, 1.0, 2.0], np.float16)
+    assert mismatch(ref, np.array([np.inf, 100.0, -7.0], np.float16), "float16") == "relative error 49.5 > 0.01"
+    assert "infinities differ" in mismatch(ref, np.array([-np.inf, 1.0, 2.0], np.float16), "float16")
+    assert "infinities differ" in mismatch(ref, np.array([1.0, 1.0, 2.0], np.float16), "float16")
+    assert "infinities differ" in mismatch(np.array([1.0, 2.0]), np.array([np.inf, 2.0]), "float32")
+    assert mismatch(ref, ref.copy(), "float16") is None

@@ -169,7 +169,10 @@ def mismatch(ref: Any, got: Any, dtype: str, rtol: float | None = None) -> str |
         return f"{n} elements differ" if n else None
     if not np.array_equal(np.isnan(a), np.isnan(b)):
         return "NaN where the reference has none (or the reverse)"
-    ok = ~np.isnan(a)
+    inf = np.isinf(a) | np.isinf(b)
+    if not np.array_equal(a[inf], b[inf]):  # inf - inf is NaN, which would hide every other difference
+        return f"{int(np.count_nonzero(a[inf] != b[inf]))} infinities differ from the reference's"
+    ok = np.isfinite(a)
     scale = float(np.abs(a[ok]).max()) if ok.any() else 0.0
     err = float(np.abs(a[ok] - b[ok]).max()) / max(scale, 1e-30) if ok.any() else 0.0
     tol = TOLERANCE.get(dtype, 0.0) if rtol is None else rtol
