@@ -219,3 +219,14 @@ def test_the_output_check_sees_differences_beside_infinities():
     assert "infinities differ" in mismatch(ref, np.array([1.0, 1.0, 2.0], np.float16), "float16")
     assert "infinities differ" in mismatch(np.array([1.0, 2.0]), np.array([np.inf, 2.0]), "float32")
     assert mismatch(ref, ref.copy(), "float16") is None
+
+
+def test_configs_naming_no_parameter_are_refused():
+    """A config naming a parameter the function does not have (a typo) failed to build, and tuning went on over
+    the others with only a stderr line about it."""
+    tuned = tilec.autotune(configs=[{"block_N": 32}, {"blockN": 128}], timer=lambda run, config: 1.0,
+                           progress=False)(_axpy())
+    with pytest.raises(TilecValueError, match=r"config \{'blockN': 128\} names 'blockN', not parameters of axpy "
+                                              r"\(N, block_N, bias\)"):
+        tuned(256)
+    assert tuned.results == {}

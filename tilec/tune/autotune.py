@@ -259,6 +259,13 @@ class AutotunedFunction:
                 out.append(dict(c))
         if not out:
             raise TilecValueError(f"autotune {self.__name__}: no candidate configs")
+        params = inspect.signature(self.jit_fn.fn).parameters
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            bad = next((c for c in out if set(c) - set(params)), None)
+            if bad is not None:  # a typo: each such candidate would fail to build, and tuning go on without it
+                unknown = ", ".join(repr(k) for k in bad if k not in params)
+                raise TilecValueError(f"autotune {self.__name__}: config {bad} names {unknown}, not parameters of "
+                                      f"{self.__name__} ({', '.join(params)})")
         return out
 
     def tune(self, *args: Any, **kwargs: Any) -> TuneResult:
