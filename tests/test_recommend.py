@@ -167,3 +167,18 @@ def test_a_recommendation_where_nothing_can_run_prints_the_reasons():
     with pytest.raises(TilecValueError, match="no configuration of rows can run"):
         _ = rec.best
     assert len(tilec.recommend(rows, space={"block": [32, 64]}, sizes={"M": 1000})) == 2
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"space": {"block_N": 64}}, r"space\['block_N'\] is the list of values to try, got 64"),
+    ({"space": {"block_N": "64"}}, r"space\['block_N'\] is the list of values to try, got '64'"),
+    ({"top_k": 0}, "top_k is the number of rows to keep, an int >= 1 .* got 0"),
+    ({"top_k": -1}, "top_k is the number of rows to keep, an int >= 1 .* got -1"),
+])
+def test_a_space_value_that_is_no_list_and_a_top_k_below_one_are_refused(kw, message):
+    """space={"block_N": 64} raised a bare TypeError inside tilec; top_k=0 made .best say nothing can run and
+    top_k=-1 dropped the last row."""
+    with pytest.raises(TilecValueError, match=message):
+        tilec.recommend(_matmul(), 256, 256, 256, **kw)
+    assert len(tilec.recommend(_matmul(), 256, 256, 256, space={**SMALL, "block_N": range(64, 129, 64)},
+                               top_k=3)) == 3

@@ -85,7 +85,13 @@ def knob_names(fn: Any, args: Sequence[Any], fixed: dict[str, Any], space: dict[
 def values_of(name: str, space: dict[str, Iterable[Any]] | None) -> tuple[Any, ...]:
     """The candidate values of knob ``name``."""
     if space and name in space:
-        vals = tuple(space[name])
+        given = space[name]
+        if isinstance(given, (str, bytes, dict)) or not isinstance(given, Iterable):
+            from tilec.errors import TilecValueError
+
+            raise TilecValueError(f"space[{name!r}] is the list of values to try, got {given!r}; write "
+                                  f"{{{name!r}: [{given!r}]}} for one value, or pin it by keyword")
+        vals = tuple(given)
     elif name in DEFAULT_SPACE:
         vals = DEFAULT_SPACE[name]
     elif name.startswith("block_"):

@@ -254,6 +254,9 @@ def recommend(fn: Any, *args: Any, target: Any = None, top_k: int | None = None,
     """
     from tilec.arch import device_model
 
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise TilecValueError(f"recommend: top_k is the number of rows to keep, an int >= 1 (or None: all), got "
+                              f"{top_k!r}")
     jf = unwrap(fn)
     t = cost_target(jf, target)
     names = knob_names(jf.fn, args, fixed, space, knobs)
