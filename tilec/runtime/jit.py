@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 from typing import Any
 
 from tilec.errors import TilecTypeError, TilecValueError
@@ -245,10 +246,8 @@ class JITFunction:
         """What the environment adds to a kernel's memo key: ``TILEC_TARGET`` (for a function without a target of
         its own) and ``TILEC_WGMMA`` (the default pass configs), which are read when a kernel is made, so that a
         kernel made under other settings is not reused."""
-        from tilec.config import config
-
-        cfg = config()
-        return (cfg.target if self.target is None else None, cfg.wgmma)
+        env = os.environ  # read raw (config() builds paths: ~15 us, on every eager call)
+        return (env.get("TILEC_TARGET", "auto") if self.target is None else None, env.get("TILEC_WGMMA", "1"))
 
     def resolve_auto(self, args: tuple, kwargs: dict) -> dict:
         """``kwargs`` with every ``T.auto`` parameter the call leaves open set to the cost model's top pick
