@@ -20,7 +20,8 @@ that fills, ``B = min(blocks per SM, ceil(blocks / SMs))`` are resident per SM a
 
 **Time.** With device rates ``R`` (the device model's peaks and bandwidths):
 
-* memory: ``t_dram = dram / (hbm * hbm_efficiency * f_dram)``, ``t_l2 = l2 / (l2_bandwidth * f_l2)`` and
+* memory: ``t_dram = (dram_loads / f_dram + dram_stores) / (hbm * hbm_efficiency)``, ``t_l2 = (l2_loads / f_l2
+  + l2_stores) / l2_bandwidth`` (stores need no reply, so only loads are held to the bytes in flight) and
   ``t_port = l2 / (active_SMs * l2_port_bytes_per_clk * clock)``, where ``l2`` is every global byte loaded or
   stored and ``dram`` the unique bytes: per tensor ``min(bytes loaded, its size)`` plus the same for stores
   (every re-read is assumed to hit L2). ``f = min(1, bytes_in_flight / (bandwidth * latency))`` is Little's law:
@@ -393,13 +394,18 @@ def _time(dev: DeviceModel, func: Any, tot: _Totals, threads: int, smem: int, re
     n, warps = g.blocks, -(-threads // dev.warp_size)
     resident = max(1, min(per_sm, -(-n // dev.sms)))
     slots, active = dev.sms * resident, min(dev.sms, n)
-    dram = sum(min(v, buffer_bytes(b, g.env)) for side in (tot.gload, tot.gstore) for b, v in side.items())
-    l2 = sum(tot.gload.values()) + sum(tot.gstore.values())
+    dram_ld, dram_st = (sum(min(v, buffer_bytes(b, g.env)) for b, v in side.items())
+                        for side in (tot.gload, tot.gstore))
+    dram = dram_ld + dram_st
+    l2_ld, l2_st = sum(tot.gload.values()), sum(tot.gstore.values())
+    l2 = l2_ld + l2_st
     pipelined = tot.inflight_async > 0
     inflight = (tot.inflight_async if pipelined else tot.inflight_sync) * min(n, slots)
     f_dram = _littles(inflight, dev.hbm_bandwidth * dev.hbm_efficiency, dev.dram_latency_ns)
     f_l2 = _littles(inflight, dev.l2_bandwidth, dev.l2_latency_ns)
-    mem = {"dram": dram / (dev.hbm_bandwidth * dev.hbm_efficiency * f_dram), "l2": l2 / (dev.l2_bandwidth * f_l2),
+    # Little's law limits the loads (a thread waits for them); stores leave without a reply to wait for
+    mem = {"dram": (dram_ld / f_dram + dram_st) / (dev.hbm_bandwidth * dev.hbm_efficiency),
+           "l2": (l2_ld / f_l2 + l2_st) / dev.l2_bandwidth,
            "l2_port": l2 / (active * dev.l2_port_bytes_per_clk * dev.clock_hz)}
     per_sub = resident * warps / dev.subpartitions
     f_tc, o_c = min(1.0, per_sub), max(0.0, 1.0 - 1.0 / per_sub)
