@@ -449,3 +449,24 @@ def test_shared_memory_is_fresh_per_block_and_races_do_not_cross_blocks():
             Write(out_g, B("+", B("*", bx, 32), TX), MemRef(s, B("^", TX, 1)))]
     ThreadInterpreter(kernel(body, 32, (s,), grid=2)).run({out_g: out}, {})
     np.testing.assert_array_equal(out, np.repeat([0.0, 100.0], 32))
+
+
+
+def run_overlaid(body, threads: int, narrow: Mem, wide: Mem) -> None:
+    """Runs ``body`` with shared mems ``narrow`` and ``wide`` starting at the same byte (an overlay)."""
+    ThreadInterpreter(ThreadKernel("k", (), (), (const(1),), (BX,), threads, TX, ((narrow, 0), (wide, 0)), (),
+                                   Seq(tuple(body)), 1024)).run({}, {})
+
+def test_threads_writing_halves_of_an_overlays_wider_element_do_not_race():
+    """A 16-bit tile under a float32 overlay (an operand stage under a staged epilogue): two threads writing the two
+    halves of one float32 do not race; a float32 write over a half another thread wrote, with no barrier, does."""
+    h = Mem("h", dt.float16, "shared", 128)
+    f = Mem("f", dt.float32, "shared", 64)
+    run_overlaid([Write(h, TX, const(1.0)), Write(h, B("+", TX, 64), const(2.0))], 64, h, f)
+    with pytest.raises(RaceError, match=r"race on shared h\[2\]: thread 0 writes what thread 2 wrote") as e:
+        run_overlaid([Write(h, TX, const(1.0)), Write(f, B("%", B("+", TX, 1), 64), const(2.0), loc=at(9))], 64, h,
+                     f)
+    assert e.value.loc.line == 9
+    with pytest.raises(RaceError, match=r"race on shared h\[1\]: thread 1 writes what thread 0 wrote"):
+        run_overlaid([Write(f, TX, const(1.0)), Write(h, TX, const(2.0), loc=at(9))], 64, h, f)
+    run_overlaid([Write(f, TX, const(1.0)), Sync(), Write(h, TX, const(2.0))], 64, h, f)

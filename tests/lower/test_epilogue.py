@@ -162,3 +162,33 @@ def test_a_persistent_kernel_stages_through_a_tile_of_its_own(rng, buffers):
             _run_thread_ir(k, dataclasses.replace(tk, body=transform(tk.body, fn)), a, b)
     with pytest.raises(RaceError, match=r"the kernel ends while thread 0's TMA stores may still read shared memory"):
         _run_thread_ir(k, dataclasses.replace(tk, body=transform(tk.body, after_loops)), a, b)
+
+
+
+@pytest.mark.parametrize(("mnk", "tiles"), [((19, 21, 35), (16, 16, 16, 32)), ((131, 37, 131), (128, 32, 64, 128))])
+def test_float32_stage_over_half_tiles_copied_element_by_element(rng, mnk, tiles):
+    """K = 35 or 131 leaves A's rows misaligned for cp.async: the tiles are copied a half at a time, two threads
+    writing the halves of one float32 of the staging tile placed over them. They do not race (the interpreter
+    reported one)."""
+    import tilec.language as T
+
+    (M, N, K), (bm, bn, bk, threads) = mnk, tiles
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    k = tilec.JITKernel(main, "simt:sm_80", [-1])
+    assert "C_f goes out through shared memory (C_f_stage, over A_s" in k.report()
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    assert_close(k(a, b), a.astype(np.float64) @ b.astype(np.float64), "float32",
+                 scale=float(np.abs(a).sum(axis=1).max() * np.abs(b).max()))

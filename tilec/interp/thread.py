@@ -301,12 +301,18 @@ class ThreadInterpreter:
 
     def alias_accesses(self, mem: Mem, t: np.ndarray, o: np.ndarray) -> list[tuple[Mem, np.ndarray, np.ndarray]]:
         """The same accesses (threads, element offsets) seen from each mem overlapping ``mem``'s bytes, for the race
-        checks (each mem keeps its own values: nothing reads through one what it wrote through another)."""
+        checks (each mem keeps its own values: nothing reads through one what it wrote through another).
+
+        A mem of wider elements is skipped: two threads writing the two halves of one of its elements do not race,
+        which its element-wise state could not tell. The pair is checked in the narrower mem's state instead, which
+        accesses through either update (the wider one's accesses cover several of its elements)."""
         out = []
         eb = mem.dtype.bits // 8
         for other, delta in self.aliases.get(mem, ()):
             ob = other.dtype.bits // 8
-            per = max(1, eb // ob)
+            if ob > eb:
+                continue
+            per = eb // ob
             x = ((o * eb + delta) // ob)[..., None] + np.arange(per)
             tt = np.broadcast_to(t.reshape(-1, *([1] * (x.ndim - 1))), x.shape).ravel()
             x = x.ravel()
