@@ -247,6 +247,28 @@ def test_a_gemm_tile_no_instruction_spreads_over_the_threads_names_the_gemm():
     assert_points_at(ei.value, "scalar-gemm")
 
 
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+def test_a_register_operand_gemm_off_the_tensor_cores_says_why(target):
+    """fp16 operands, a float32 accumulator, 64x64x32 tiles, A in registers but transposed: the error names that
+    (it listed the dtype and tile conditions, all met here)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((32, 64), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_f = T.alloc_fragment((32, 64), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A, A_f)
+            T.copy(B, B_s)
+            T.gemm(A_f, B_s, C_f, transpose_A=True, clear_accum=True)  # transposed-register-operand
+            T.copy(C_f, C)
+
+    with pytest.raises(TilecError, match=r"register \(fragment\) operand needs tensor cores, which this gemm cannot "
+                                         r"use \(a transposed register operand\); copy the operand to shared") as ei:
+        tilec.JITKernel(main, target, [-1]).report()
+    assert_points_at(ei.value, "transposed-register-operand")
+
 def test_a_kernel_over_the_targets_shared_memory_is_refused_at_compile_time():
     """The thread interpreter would run it; the GPU would not load it: the error comes from the compiler, with the
     kernel's line, on every GPU target (sm_80's block may have 163 KB, sm_90a's 227 KB, gfx90a's 64 KB)."""

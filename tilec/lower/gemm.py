@@ -47,7 +47,7 @@ def lower_gemm(lw: Lowerer, g: Gemm) -> TStmt:
     if rule is not None:
         return rule(lw, g, plan.warp_m, plan.warp_n)
     lw.notes.append(f"T.gemm at line {g.loc.line if g.loc else 0}: scalar FMA path {plan.why}")
-    return _simt(lw, g)
+    return _simt(lw, g, plan.why)
 
 
 class Warp:
@@ -158,12 +158,12 @@ def _rows_contiguous(lw: Lowerer, r: Region) -> bool:
     return bool(np.all(b[:, :, 1:] - b[:, :, :-1] == 1) and np.all(b[:, :, 0] % per == 0))
 
 
-def _simt(lw: Lowerer, g: Gemm) -> TStmt:
+def _simt(lw: Lowerer, g: Gemm, why: str = "") -> TStmt:
     """C[i, j] += sum_k A[i, k] * B[k, j] by the threads holding C[i, j], accumulating in C's dtype."""
     if g.A.buffer.scope == "fragment" or g.B.buffer.scope == "fragment":
-        raise TilecError("T.gemm with a register (fragment) operand needs tensor cores (fp16/bf16 operands, a float32 "
-                         "accumulator and tile sizes in multiples of 16x8x16); copy the operand to shared memory",
-                         g.loc)
+        because = why.removeprefix("(fallback: ").removesuffix(")")
+        raise TilecError("T.gemm with a register (fragment) operand needs tensor cores, which this gemm cannot use"
+                         + (f" ({because})" if because else "") + "; copy the operand to shared memory", g.loc)
     m, n, k = (int(x) for x in g.mnk)
     i, j, kv = Var("i"), Var("j"), Var(lw.fresh("k"))
     acc = g.C.dtype
