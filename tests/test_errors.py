@@ -248,6 +248,20 @@ def test_a_gemm_tile_no_instruction_spreads_over_the_threads_names_the_gemm():
 
 
 
+
+def test_a_layout_conflict_with_a_scalar_gemms_accumulator_names_the_gemm():
+    """MLA decode with 16 heads x 16 keys a tile on four warps: S = Q K^T has no FullRow partition of 4 warps in
+    16x8 atoms and runs in scalar code, whose spread of S does not hold the row maxima where the softmax loop needs
+    them. The conflict named only S's spread; it names the gemm and why it left the tensor cores too."""
+    from conftest import example_line, load_example
+
+    mla = load_example("07_mla_decode")
+    gemm = example_line("07_mla_decode", "T.gemm(Q_s, KV_s, S")
+    with pytest.raises(TilecError, match=rf"the layout of S: spread over the threads, the accumulator of T.gemm at "
+                                         rf"line {gemm} in scalar code \(fallback: no FullRow partition of 4 warps"):
+        tilec.JITKernel(mla.mla_decode(1, 16, 1, 37, block_H=16, block_N=16, threads=128).prim_func, "simt:sm_80",
+                        [4]).report()
+
 @pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
 def test_a_register_operand_gemm_off_the_tensor_cores_says_why(target):
     """fp16 operands, a float32 accumulator, 64x64x32 tiles, A in registers but transposed: the error names that

@@ -187,7 +187,9 @@ def test_gemm_fallback_to_simt_for_float32_operands_and_free_accumulator():
     (g,) = p.gemms()
     assert g.instr == "simt" and "operand dtype float32" in g.why
     assert p.frag("C_f").equals(default_fragment((32, 32), 128, 4))
-    assert p.origin("C_f") == ("free", "spread over the threads")
+    assert p.origin("C_f")[0] == "free" and p.origin("C_f")[1].startswith("spread over the threads, the accumulator "
+                                                                           "of T.gemm at line ")
+    assert "in scalar code (fallback: operand dtype float32" in p.origin("C_f")[1]
     assert not p.plan.shared  # no tensor-core operands: shared buffers stay row-major (lowering's default)
 
 

@@ -331,8 +331,11 @@ class _Inference:
         gemm = next((g for g, p in self.plan.gemms.items() if g.C.buffer is buf and p.instr == "simt"), None)
         what = f"fragment {buf.name!r}" + (f" (the accumulator of T.gemm at line {gemm.loc.line if gemm.loc else 0}, "
                                            f"in scalar code {self.plan.gemms[gemm].why})" if gemm else "")
-        self.set_fragment(buf, self._spread(tuple(int(d) for d in buf.shape), vec, gemm or op, what), "free", op,
-                          "spread over the threads")
+        why = "spread over the threads"
+        if gemm:  # a layout conflict with it then names the gemm that left its tensor-core layout, and why
+            why += (f", the accumulator of T.gemm at line {gemm.loc.line if gemm.loc else 0} in scalar code "
+                    f"{self.plan.gemms[gemm].why}")
+        self.set_fragment(buf, self._spread(tuple(int(d) for d in buf.shape), vec, gemm or op, what), "free", op, why)
         return True
 
     def _spread(self, shape: tuple[int, ...], vec: int, op: Any, what: str) -> Fragment:
