@@ -329,13 +329,12 @@ class _Inference:
         vec = vector_width(buf.dtype, int(buf.shape[-1])) if buf.shape else 1
         op = next(op for op in self.ops if buf in _fragments_of(op))
         gemm = next((g for g, p in self.plan.gemms.items() if g.C.buffer is buf and p.instr == "simt"), None)
-        what = f"fragment {buf.name!r}" + (f" (the accumulator of T.gemm at line {gemm.loc.line if gemm.loc else 0}, "
-                                           f"in scalar code {self.plan.gemms[gemm].why})" if gemm else "")
-        why = "spread over the threads"
-        if gemm:  # a layout conflict with it then names the gemm that left its tensor-core layout, and why
-            why += (f", the accumulator of T.gemm at line {gemm.loc.line if gemm.loc else 0} in scalar code "
-                    f"{self.plan.gemms[gemm].why}")
-        self.set_fragment(buf, self._spread(tuple(int(d) for d in buf.shape), vec, gemm or op, what), "free", op, why)
+        # a scalar-fallback gemm's accumulator: an error or a layout conflict with it names the gemm, and why
+        of = f"the accumulator of T.gemm at line {gemm.loc.line if gemm.loc else 0} in scalar code " \
+            f"{self.plan.gemms[gemm].why}" if gemm else ""
+        self.set_fragment(buf, self._spread(tuple(int(d) for d in buf.shape), vec, gemm or op,
+                                            f"fragment {buf.name!r}" + (f" ({of})" if of else "")),
+                          "free", op, "spread over the threads" + (f", {of}" if of else ""))
         return True
 
     def _spread(self, shape: tuple[int, ...], vec: int, op: Any, what: str) -> Fragment:
