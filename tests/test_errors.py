@@ -683,3 +683,55 @@ def test_the_readme_lists_every_pass_config():
 
     readme = (ROOT / "README.md").read_text()
     assert all(f"| `{name}` |" in readme for name in PASS_CONFIGS)
+
+
+@pytest.mark.parametrize(("stmt", "name", "keyword"), [
+    ("T.gemm(A_s, A_s, C_f, transpose_b=True)", "T.gemm", "transpose_b"),  # would compute A @ A, not A @ A.T
+    ("T.reduce_max(C_f, m, dims=0)", "T.reduce_max", "dims"),  # would reduce dim -1
+    ("T.cumsum(m, axis=0)", "T.cumsum", "axis"),
+    ("T.copy(A, A_s, coalesce_width=4)", "T.copy", "coalesce_width"),
+    ("T.fill(C_f, 0, foo=1)", "T.fill", "foo"),
+    ("T.atomic_add(C[0, 0], 1.0, mem_order='relaxed')", "T.atomic_add", "mem_order"),
+    ("for k in T.Pipelined(4, num_stage=3):\n            T.copy(A, A_s)", "T.Pipelined", "num_stage"),
+    ("for i in T.Parallel(16, coalesce_width=4):\n            m[i] = 0", "T.Parallel", "coalesce_width"),
+    ("for k in T.unroll(4, unrol_factor=2):\n            m[k] = 0", "T.unroll", "unrol_factor"),
+])
+def test_misspelled_keywords_of_primitives_are_errors(stmt, name, keyword, tmp_path):
+    """A keyword a T.* primitive does not take was swallowed (``**_``): a misspelled TileLang keyword silently
+    changed the kernel's meaning. It is an error naming the primitive, the keyword and the line."""
+    src = f'''
+import tilec.language as T
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        A_s = T.alloc_shared((16, 16), "float16")
+        C_f = T.alloc_fragment((16, 16), "float32")
+        m = T.alloc_fragment((16,), "float32")
+        {stmt}
+'''
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    text = str(ei.value)
+    assert f"calling {name}: TypeError: " in text and f"unexpected keyword argument '{keyword}'" in text, text
+    assert f"{path}:9:" in text, text
+
+
+def test_tilelang_keywords_that_need_nothing_are_accepted():
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=32, prelude="") as bx:
+            A_s = T.alloc_shared((16, 16), "float16")
+            C_f = T.alloc_fragment((16, 16), "float32")
+            T.copy(A, A_s, coalesced_width=8, disable_tma=True, eviction_policy="evict_first")
+            T.gemm(A_s, A_s, C_f, clear_accum=True, wg_wait=-1)
+            for k in T.unroll(2, explicit=True):
+                C_f[0, k] = 0
+            for i, j in T.Parallel(16, 16, coalesced_width=4):
+                C_f[i, j] = C_f[i, j] + 1
+            T.atomic_add(C, C_f, use_tma=False)
+
+    assert "T.gemm(A_s, A_s, C_f, clear_accum=True)" in str(main)
+    with pytest.raises(TilecTypeError, match="mbar="):
+        T.gemm(None, None, None, mbar=object())

@@ -278,6 +278,8 @@ class ExprParser(ScopeTracker):
             raise
         except Exception as e:
             name = getattr(fn, "__qualname__", repr(fn))
+            if str(getattr(fn, "__module__", "")).startswith("tilec.language"):  # a T.* primitive, as the user wrote it
+                name = f"T.{fn.__name__}"
             raise TilecTypeError(f"calling {name}: {type(e).__name__}: {e}") from e
 
     def python_eval(self, node: ast.expr) -> Any:

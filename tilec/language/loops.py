@@ -66,20 +66,20 @@ def serial(start: Any, stop: Any = None, step: Any = None, **annotations: Any) -
 
 
 def unroll(start: Any, stop: Any = None, step: Any = None, explicit: bool = False, unroll_factor: int | None = None,
-           **_: Any) -> LoopSpec:
+           annotations: dict | None = None) -> LoopSpec:
     """A loop the backend unrolls (fully, or by ``unroll_factor``)."""
     s, e, st = _range("T.unroll", start, stop, step)
     ann = (("unroll_factor", unroll_factor),) if unroll_factor else ()
     return LoopSpec("unroll", (s,), (e,), (st,), ann)
 
 
-def vectorized(start: Any, stop: Any = None, **_: Any) -> LoopSpec:
+def vectorized(start: Any, stop: Any = None, annotations: dict | None = None) -> LoopSpec:
     s, e, st = _range("T.vectorized", start, stop, None)
     return LoopSpec("vectorized", (s,), (e,), (st,))
 
 
 def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int] | None = None,
-              stage: list[int] | None = None, sync: Any = None, group: Any = None, **_: Any) -> LoopSpec:
+              stage: list[int] | None = None, sync: Any = None, group: Any = None) -> LoopSpec:
     """``for k in T.Pipelined(n, num_stages=3)``: a sequential loop whose copies are software-pipelined.
 
     ``order`` and ``stage`` override the inferred schedule (one entry per statement of the body).
@@ -98,7 +98,7 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int
     return LoopSpec("pipelined", (s,), (e,), (st,), tuple(ann))
 
 
-def Parallel(*extents: Any, coalesced_width: int | None = None, **_: Any) -> LoopSpec:
+def Parallel(*extents: Any, coalesced_width: int | None = None) -> LoopSpec:
     """``for i, j in T.Parallel(M, N)``: element-wise work spread over the block's threads."""
     if not extents:
         raise TilecTypeError("T.Parallel needs at least one extent")
@@ -114,9 +114,11 @@ def grid(*extents: Any) -> LoopSpec:
     return LoopSpec("grid", tuple(0 for _ in extents), tuple(extents), tuple(1 for _ in extents))
 
 
-def Kernel(*blocks: Any, threads: int | list[int] | tuple[int, ...] | None = 128, prelude: str | None = None,
-           **_: Any) -> KernelSpec:
+def Kernel(*blocks: Any, threads: int | list[int] | tuple[int, ...] | None = 128, is_cpu: bool = False,
+           prelude: str | None = None) -> KernelSpec:
     """``with T.Kernel(gx, gy, threads=128) as (bx, by)``: launch a grid of blocks."""
+    if is_cpu:
+        raise TilecTypeError("T.Kernel: is_cpu=True is not supported; pick the CPU with target=\"cpu\"")
     if not blocks:
         raise TilecTypeError("T.Kernel needs at least one grid extent")
     if len(blocks) > 3:

@@ -88,7 +88,7 @@ def _check_static_bounds(what: str, r: Region) -> None:
 
 
 def copy(src: BufferLike, dst: BufferLike, coalesced_width: int | None = None, disable_tma: bool = False,
-         **_: Any) -> None:
+         eviction_policy: Any = None) -> None:
     """``T.copy(src, dst)``: copy a tile between any two scopes, converting the dtype if they differ.
 
     Either operand may be a buffer, a slice ``A[a:b, :]`` or a start index ``A[i, j]`` (whose extents are the
@@ -109,11 +109,16 @@ def _policy(policy: Any) -> str:
 
 
 def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False, transpose_B: bool = False,
-         policy: Any = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1, **_: Any) -> None:
+         policy: Any = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1, wg_wait: int = 0,
+         mbar: Any = None) -> None:
     """``T.gemm(A, B, C)``: ``C += A @ B`` on tiles (``A.T`` / ``B.T`` with the transpose flags).
 
-    A and B live in shared memory or fragments, C in a fragment. ``clear_accum=True`` overwrites C.
+    A and B live in shared memory or fragments, C in a fragment. ``clear_accum=True`` overwrites C. TileLang's
+    ``wg_wait`` is accepted and needs nothing: tilec places the wgmma waits itself (before the first read of C).
     """
+    if mbar is not None:
+        raise TilecTypeError("T.gemm: mbar= (completion on an mbarrier) is not supported; tilec synchronizes the "
+                             "gemm itself")
     bld = _builder("T.gemm")
     ra, rb, rc = (as_region(x, f"T.gemm operand {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
     for r in (ra, rb, rc):
@@ -174,29 +179,29 @@ def reduce(red: str, src: BufferLike, dst: BufferLike, dim: int = -1, clear: boo
     b.emit(Reduce(red, rs, rd, d, bool(clear), loc=b.loc))
 
 
-def reduce_max(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+def reduce_max(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True) -> None:
     """``out = max(buffer, dim)`` (``max(out, ...)`` when ``clear=False``)."""
     reduce("max", buffer, out, dim, clear)
 
 
-def reduce_min(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+def reduce_min(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True) -> None:
     reduce("min", buffer, out, dim, clear)
 
 
-def reduce_sum(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+def reduce_sum(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True) -> None:
     """``out = sum(buffer, dim)`` (``out + ...`` when ``clear=False``)."""
     reduce("sum", buffer, out, dim, clear)
 
 
-def reduce_abssum(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+def reduce_abssum(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True) -> None:
     reduce("abssum", buffer, out, dim, clear)
 
 
-def reduce_absmax(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True, **_: Any) -> None:
+def reduce_absmax(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True) -> None:
     reduce("absmax", buffer, out, dim, clear)
 
 
-def cumsum(src: BufferLike, dst: BufferLike | None = None, dim: int = 0, reverse: bool = False, **_: Any) -> None:
+def cumsum(src: BufferLike, dst: BufferLike | None = None, dim: int = 0, reverse: bool = False) -> None:
     """Inclusive prefix sum of ``src`` along ``dim`` into ``dst`` (in place when ``dst`` is None)."""
     b = _builder("T.cumsum")
     if dst is None:
@@ -208,7 +213,7 @@ def cumsum(src: BufferLike, dst: BufferLike | None = None, dim: int = 0, reverse
     b.emit(CumSum(rs, rd, d, bool(reverse), loc=b.loc))
 
 
-def fill(buffer: BufferLike, value: Any, **_: Any) -> None:
+def fill(buffer: BufferLike, value: Any) -> None:
     """Set every element of a buffer or region to ``value``."""
     b = _builder("T.fill")
     r = as_region(buffer, "T.fill")
@@ -217,13 +222,13 @@ def fill(buffer: BufferLike, value: Any, **_: Any) -> None:
     b.emit(Fill(r, v, loc=b.loc))
 
 
-def clear(buffer: BufferLike, **_: Any) -> None:
+def clear(buffer: BufferLike) -> None:
     """``T.fill(buffer, 0)``."""
     fill(buffer, 0)
 
 
 def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, return_prev: bool = False,
-               **_: Any) -> None:
+               use_tma: bool = False) -> None:
     """Atomic ``dst += value``: on one element (``dst`` an element, ``value`` a scalar) or on a tile."""
     if return_prev:
         raise TilecTypeError("T.atomic_add: return_prev=True is not supported")
@@ -242,7 +247,7 @@ def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, ret
     b.emit(AtomicRMW("add", dst.buffer, dst.indices, v, loc=b.loc))
 
 
-def print(value: Any, msg: str = "", **_: Any) -> None:  # noqa: A001 - the TileLang name
+def print(value: Any, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> None:  # noqa: A001
     """``T.print(x, msg="...")``: print a buffer (once per block) or a scalar value when the kernel runs."""
     b = current("T.print")
     b.require_kernel("T.print")
