@@ -740,3 +740,33 @@ def test_memoized_kernels_are_keyed_by_the_environments_target_and_wgmma(monkeyp
     monkeypatch.setenv("TILEC_WGMMA", "0")
     assert add(64).pass_configs == {} and cpu.pass_configs == {"wgmma": True, "tma": True}
     np.testing.assert_allclose(add_eager(x), x + 1)
+
+
+def test_comparison_of_comparisons_prints_and_reparses_the_same():
+    """`(A[i] < 3) == (i > 2)` printed as `A[i] < 3 == (i > 2)`, a chained comparison with another meaning."""
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "bool")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                B[i] = (A[i] < 3) == (i > 2)
+
+    expected = """
+        @T.prim_func
+        def main(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "bool")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(8):
+                    B[i] = (A[i] < 3) == (i > 2)
+    """
+    assert_ir(main, expected)
+    assert_ir(_reparse(str(main)), expected)
+
+
+def _reparse(text: str):
+    """Parse printed IR again (it is kernel-language text), from a file so that its source can be read."""
+    import linecache
+
+    name = f"<tilec-reparse-{abs(hash(text))}>"
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+    ns: dict = {"T": T}
+    exec(compile(text, name, "exec"), ns)
+    return ns["main"]

@@ -156,6 +156,16 @@ def test_expr_printing_precedence():
     assert expr_str(const(float("-inf"), "float32")) == '-T.infinity("float32")'
 
 
+def test_comparison_of_comparisons_is_bracketed():
+    """Python chains comparisons: `i < j == (k > 2)` reads as `i < j and j == (k > 2)`, so a comparison operand of
+    a comparison is bracketed on either side (the left one printed bare)."""
+    i, j, k = Var("i"), Var("j"), Var("k")
+    assert expr_str(binop("==", i < j, k > 2)) == "(i < j) == (k > 2)"
+    assert expr_str(binop("!=", binop("==", i, j), binop("==", j, k))) == "(i == j) != (j == k)"
+    assert expr_str(binop("and", i < j, j < k)) == "i < j and j < k"
+    assert expr_str(binop("<", i + j, k)) == "i + j < k"
+
+
 # ----------------------------------------------------------------------------------------- buffers and regions
 
 

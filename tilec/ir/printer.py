@@ -87,7 +87,8 @@ def expr_str(e: Any, names: Names | None = None, prec: int = 0) -> str:
         if e.op in ("min", "max"):
             return f"T.{e.op}({expr_str(e.a, names)}, {expr_str(e.b, names)})"
         p = _PREC[e.op]
-        text = f"{expr_str(e.a, names, p)} {e.op} {expr_str(e.b, names, p + 1)}"
+        # comparisons chain in Python (`a < b == c` is `a < b and b == c`): a comparison operand of one is bracketed
+        text = f"{expr_str(e.a, names, p + 1 if p == _PREC['<'] else p)} {e.op} {expr_str(e.b, names, p + 1)}"
         return f"({text})" if p < prec else text
     if isinstance(e, UnOp):
         if e.op == "not":
