@@ -371,7 +371,8 @@ def test_out_of_bounds_regions_at_parse_time():
                 T.copy(A[0:128, :], s[0:128, :])  # too-large
 
     assert_points_at(ei.value, "too-large")
-    with pytest.raises(TilecValueError, match=r"starts at -1 in dimension 0, outside 'A' \(size 256\)"):
+    with pytest.raises(TilecValueError, match=r"buffer 'A', dimension 0: the index -1 is negative; kernel indices do "
+                                              "not count from the end"):
 
         @T.prim_func
         def main2(A: T.Tensor((256, 16), "float16")):
@@ -735,3 +736,32 @@ def test_tilelang_keywords_that_need_nothing_are_accepted():
     assert "T.gemm(A_s, A_s, C_f, clear_accum=True)" in str(main)
     with pytest.raises(TilecTypeError, match="mbar="):
         T.gemm(None, None, None, mbar=object())
+
+
+@pytest.mark.parametrize(("index", "message"), [
+    ("S[-1]", "buffer 'S', dimension 0: the index -1 is negative; kernel indices do not count from the end as "
+              "Python's do"),
+    ("S[:-1]", "buffer 'S', dimension 0: the slice `:-1` has a negative bound"),
+    ("A[-4:]", "buffer 'A', dimension 0: the slice `-4:` has a negative bound"),
+    ("A[2:-2]", "buffer 'A', dimension 0: the slice `2:-2` has a negative bound"),
+    ("S[6:2]", "buffer 'S', dimension 0: the slice `6:2` ends before it starts (extent -4)"),
+])
+def test_negative_indices_and_slices_are_errors(index, message, tmp_path):
+    """Python reads S[-1] as the last element and S[:-1] as all but it; a kernel took -1 as a position before the
+    buffer (S[:-1] was a region of extent -1 that T.fill accepted). Such indices are refused, the caret under them."""
+    src = f'''
+import tilec.language as T
+@T.prim_func
+def main(A: T.Tensor((8,), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        S = T.alloc_shared((8,), "float32")
+        T.fill({index}, 0)
+'''
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(TilecValueError) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    text = str(ei.value)
+    assert message in text and f"{path}:7:16: " in text, text
+    shown, caret = text.splitlines()[-2:]
+    assert caret.index("^") == shown.index(index) and caret.strip() == "^", text

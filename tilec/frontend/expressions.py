@@ -139,7 +139,10 @@ class ExprParser(ScopeTracker):
         if isinstance(base, Buffer):
             if base.scope == "var" and key in (0, ()):
                 return Load(base, ())
-            return index_buffer(base, key)
+            try:
+                return index_buffer(base, key)
+            except TilecError as e:
+                raise attach_loc(e, self.src.loc(node)) from None
         if isinstance(base, Expr):
             raise TilecTypeError(f"`{ast.unparse(node.value)}` is a scalar kernel value and cannot be indexed")
         try:

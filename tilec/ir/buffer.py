@@ -150,6 +150,9 @@ def index_buffer(buf: Buffer, key: Any) -> Load | Region:
     if len(keys) != buf.ndim:
         raise TilecTypeError(f"buffer {buf.name!r} has {buf.ndim} dimension(s) {_shape_str(buf)}, "
                              f"indexed with {len(keys)}")
+    for d, k in enumerate(keys):
+        for part in (k.start, k.stop) if isinstance(k, slice) else (k,):
+            _not_negative(buf, d, k, part)
     if not any(isinstance(k, slice) for k in keys):
         return Load(buf, tuple(_index_expr(buf, k) for k in keys))
     starts: list[Expr] = []
@@ -160,14 +163,34 @@ def index_buffer(buf: Buffer, key: Any) -> Load | Region:
                 raise TilecTypeError(f"buffer {buf.name!r}: slices with a step are not supported ({k.step})")
             start = as_expr(0 if k.start is None else k.start)
             if k.stop is None:
-                extents.append(_extent_to_end(buf.shape[d], start))
+                ext = _extent_to_end(buf.shape[d], start)
             else:
-                extents.append(_extent(start, k.stop, buf, d))
+                ext = _extent(start, k.stop, buf, d)
+            if isinstance(ext, int) and ext < 0:
+                raise TilecValueError(f"buffer {buf.name!r}, dimension {d}: the slice `{_slice_str(k)}` ends before it "
+                                      f"starts (extent {ext})")
+            extents.append(ext)
             starts.append(start)
         else:
             starts.append(_index_expr(buf, k))
             extents.append(1)
     return Region(buf, tuple(starts), tuple(extents))
+
+
+def _slice_str(k: slice) -> str:
+    return ":".join("" if p is None else str(p) for p in (k.start, k.stop))
+
+
+def _not_negative(buf: Buffer, d: int, k: Any, part: Any) -> None:
+    """A negative compile-time index or slice bound counts from the end in Python but not in a kernel (where it
+    lies before the buffer): refuse it rather than give it another meaning."""
+    v = const_value(part)
+    if isinstance(v, int) and not isinstance(v, bool) and v < 0:
+        what = f"the index {v} is negative"
+        if isinstance(k, slice):
+            what = f"the slice `{_slice_str(k)}` has a negative bound"
+        raise TilecValueError(f"buffer {buf.name!r}, dimension {d}: {what}; kernel indices do not count from the "
+                              "end as Python's do (write the position from the start, e.g. `n - 1`)")
 
 
 def _index_expr(buf: Buffer, k: Any) -> Expr:
