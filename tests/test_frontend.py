@@ -770,3 +770,30 @@ def _reparse(text: str):
     ns: dict = {"T": T}
     exec(compile(text, name, "exec"), ns)
     return ns["main"]
+
+
+def test_and_or_on_kernel_values_take_the_deciding_operand_as_python_does():
+    """`A[i] or 7` is A[i] where it is non-zero, else 7 (it was `A[i] != 0 or True`, folded to 1); `A[i] and 4` is
+    4 or 0; over bool operands `and` / `or` stay the logical ones. Checked on both interpreters against Python."""
+    import numpy as np
+
+    import tilec
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), B: T.Tensor((8, 4), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                B[i, 0] = A[i] or 7
+                B[i, 1] = A[i] and 4
+                B[i, 2] = (A[i] > 0 and A[i] < 3) or 9
+                B[i, 3] = 2 and (A[i] or 0 or -1)
+
+    text = str(main)
+    assert "B[i, 0] = T.if_then_else(A[i] != 0, A[i], 7)" in text, text
+    assert "B[i, 1] = T.if_then_else(A[i] != 0, 4, A[i])" in text, text
+    a = np.arange(-3, 5, dtype=np.int32)
+    want = np.array([[x or 7, x and 4, (x > 0 and x < 3) or 9, 2 and (x or 0 or -1)] for x in a.tolist()])
+    for target in ("cpu", "simt:sm_80"):
+        out = np.full((8, 4), np.iinfo(np.int32).min, np.int32)
+        tilec.compile(main, target=target)(a, out)
+        np.testing.assert_array_equal(out, want, err_msg=target)

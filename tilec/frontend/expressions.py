@@ -187,18 +187,21 @@ class ExprParser(ScopeTracker):
                 ast.Invert: lambda: unop("~", v)}[op]()
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Any:
+        """``a and b`` / ``a or b`` as Python evaluates them: the value of the operand that decides (``A[i] or 7``
+        is ``A[i]`` where it is non-zero, else 7), not a bool; over bool operands that is the logical and / or."""
         is_and = isinstance(node.op, ast.And)
         result: Any = None
         for i, sub in enumerate(node.values):
+            if i > 0 and not isinstance(result, Expr) and (not result if is_and else result):
+                return result  # Python short-circuit: the remaining operands are not evaluated
             v = self.rvalue(self.expr(sub))
-            if i == 0:
+            if i == 0 or not isinstance(result, Expr):
                 result = v
-            elif isinstance(result, Expr) or isinstance(v, Expr):
-                result = binop("and" if is_and else "or", _as_bool(result), _as_bool(v))
+            elif result.dtype.is_bool and (isinstance(v, bool) or isinstance(v, Expr) and v.dtype.is_bool):
+                result = binop("and" if is_and else "or", result, v)
             else:
-                result = v
-            if not isinstance(result, Expr) and (not result if is_and else result):
-                return result  # Python short-circuit
+                cond = _as_bool(result)
+                result = select(cond, v, result) if is_and else select(cond, result, v)
         return result
 
     def expr_Compare(self, node: ast.Compare) -> Any:
