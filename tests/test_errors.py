@@ -696,6 +696,7 @@ def test_the_readme_lists_every_pass_config():
     ("for k in T.Pipelined(4, num_stage=3):\n            T.copy(A, A_s)", "T.Pipelined", "num_stage"),
     ("for i in T.Parallel(16, coalesce_width=4):\n            m[i] = 0", "T.Parallel", "coalesce_width"),
     ("for k in T.unroll(4, unrol_factor=2):\n            m[k] = 0", "T.unroll", "unrol_factor"),
+    ("for k in T.serial(0, 4, stpe=2):\n            m[k] = 0", "T.serial", "stpe"),  # was kept as an annotation
 ])
 def test_misspelled_keywords_of_primitives_are_errors(stmt, name, keyword, tmp_path):
     """A keyword a T.* primitive does not take was swallowed (``**_``): a misspelled TileLang keyword silently

@@ -59,10 +59,11 @@ def _range(what: str, start: Any, stop: Any, step: Any) -> tuple[Any, Any, Any]:
     return start, extent, step
 
 
-def serial(start: Any, stop: Any = None, step: Any = None, **annotations: Any) -> LoopSpec:
-    """``for k in T.serial(n)`` / ``T.serial(start, stop, step)``: a sequential loop."""
+def serial(start: Any, stop: Any = None, step: Any = None, annotations: dict | None = None) -> LoopSpec:
+    """``for k in T.serial(n)`` / ``T.serial(start, stop, step)``: a sequential loop (TileLang's ``annotations``
+    dict is kept on the loop; any other keyword is an error, not an annotation)."""
     s, e, st = _range("T.serial", start, stop, step)
-    return LoopSpec("serial", (s,), (e,), (st,), tuple(sorted(annotations.items())))
+    return LoopSpec("serial", (s,), (e,), (st,), tuple(sorted((annotations or {}).items())))
 
 
 def unroll(start: Any, stop: Any = None, step: Any = None, explicit: bool = False, unroll_factor: int | None = None,
