@@ -70,10 +70,10 @@ def test_transposed_operands(rng, layout):
 
 
 @tilec.jit(out_idx=[1], target="simt:gfx90a")
-def row_sums(M, N, bm, red="sum"):
+def row_sums(M, N, bm, red="sum", threads=128):
     @T.prim_func
     def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M,), "float32")):
-        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
             x = T.alloc_fragment((bm, N), "float32")
             y = T.alloc_fragment((bm,), "float32")
             T.copy(X[bx * bm, 0], x)
@@ -103,6 +103,20 @@ def test_reduction_over_64_lanes_is_all_shuffles(rng, red):
     np.testing.assert_allclose(cuda(x), y, rtol=1e-5, atol=1e-5)
     src = tilec.JITKernel(k.prim_func, "hip:gfx90a", [1]).get_kernel_source()
     assert "__shfl_xor(" in src and ", 32, 64)" in src and "_sync" not in src
+
+
+@pytest.mark.parametrize("red", ["sum", "max"])
+def test_reduction_in_a_block_smaller_than_a_wavefront(rng, red):
+    """A block of 32 threads is half a 64-lane wavefront: its shuffles reach lanes 0..31 only (the thread
+    interpreter failed reshaping the block's 32 lanes into waves of 64)."""
+    x = randn(rng, (6, 64), "float32")
+    k = row_sums(6, 64, 2, red, threads=32)
+    y = k(x)
+    ref = x.astype(np.float64).sum(1) if red == "sum" else x.astype(np.float64).max(1)
+    assert_close(y, ref, "float32", scale=float(np.abs(x).sum(1).max()))
+    assert any(isinstance(n, TCall) for n in walk(thread_ir(k).body))  # shuffles, within the 32 lanes
+    src = tilec.JITKernel(k.prim_func, "hip:gfx90a", [1]).get_kernel_source()
+    assert "__shfl_xor(" in src and ", 32, 64)" not in src
 
 
 def test_pipelined_loop_prefetches_into_registers(rng):

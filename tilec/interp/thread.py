@@ -459,8 +459,11 @@ class ThreadInterpreter:
         width = int(self.eval(e.args[2], env, mask)) if len(e.args) > 2 else W
         if width > W or W % width:
             self.fail(f"{e.name} of width {width} on {W}-lane warps")
-        if mask is not None and not np.all(mask.reshape(-1, W).all(axis=1) | ~mask.reshape(-1, W).any(axis=1)):
-            self.fail(f"{e.name} reached by only part of a warp (all {W} lanes must execute it)", RaceError)
+        wave = self.tids // W  # a block of fewer threads than a warp (32 on AMD) has one partial warp
+        if mask is not None:
+            active = np.bincount(wave, weights=mask, minlength=int(wave[-1]) + 1)
+            if not np.all((active == 0) | (active == np.bincount(wave))):
+                self.fail(f"{e.name} reached by only part of a warp (all {W} lanes must execute it)", RaceError)
         lane = self.tids % W
         seg = (lane // width) * width
         if e.name == "shfl_xor":
@@ -471,7 +474,10 @@ class ThreadInterpreter:
             src_lane = np.where(lane % width + arg < width, lane + arg, lane)
         else:
             raise TypeError(f"unknown value intrinsic {e.name}")
-        src = (self.tids // W) * W + src_lane
+        src = wave * W + src_lane
+        if (src >= self.T).any():
+            self.fail(f"{e.name} reads lane {int(src[src >= self.T][0]) % W} of a warp whose block has only "
+                      f"{self.T} threads (that lane does not exist)")
         return value[src]
 
 
