@@ -10,6 +10,7 @@ from conftest import assert_close, load_example, poisoned, randn
 import tilec
 import tilec.language as T
 from tilec.backends.cpu import pack_int4, unpack_int4
+from tilec.dtypes import dtype as tdtype
 
 
 def compile_cpu(func, out_idx=None):
@@ -457,3 +458,27 @@ def test_dynamic_rows_including_an_empty_array(m, rng):
     y = k(x)
     assert y.shape == (m, 64)
     np.testing.assert_allclose(y, x.astype(np.float64) * 3 + np.arange(64), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("src", ["float32", "bfloat16"])
+def test_float_to_int_cast_saturates_to_32_bits_like_the_gpu(target, src):
+    """Float to int conversions run as cvt.rzi.s32.f32 (v_cvt_i32_f32 on AMD): beyond int32's range they saturate
+    and NaN is 0; a narrower int keeps the low bits of that (numpy gave INT_MIN for all three)."""
+    @T.prim_func
+    def main(X: T.Tensor((64,), src), O: T.Tensor((64,), "int8"), P: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64) as bx:
+            f = T.alloc_fragment((64,), src)
+            T.copy(X, f)
+            for i in T.Parallel(64):
+                O[i] = T.cast(f[i], "int8")
+                P[i] = T.cast(f[i], "int32")
+
+    x = np.full(64, 1.5, np.float32)
+    x[:8] = [1e10, -1e10, np.nan, 3e9, -300.0, -129.0, 127.75, -2.5]
+    x = x.astype(tdtype(src).np)
+    p_ref = np.trunc(np.nan_to_num(x.astype(np.float64))).clip(-(2**31), 2**31 - 1).astype(np.int64)
+    o, p = np.zeros(64, np.int8), np.zeros(64, np.int32)
+    tilec.JITKernel(main, target)(x, o, p)
+    np.testing.assert_array_equal(p, p_ref)
+    np.testing.assert_array_equal(o, ((p_ref + 128) % 256 - 128).astype(np.int8))

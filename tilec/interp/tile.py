@@ -67,6 +67,12 @@ def typed(x: Any, d: dt.DType) -> np.ndarray:
         if x.dtype != d.np:
             top = float(_fp8_max(d))
             x = np.clip(x.astype(np.float64 if x.dtype == np.float64 else np.float32), -top, top)
+    if d.is_int and d.bits <= 32:
+        x = np.asarray(x)
+        if x.dtype.kind not in "iub":  # a float (bfloat16 too), as cvt.rzi.s32.f32 / v_cvt_i32_f32 convert it:
+            # saturated to 32 bits, NaN to 0, then the low bits for narrower types
+            lo, hi = (0, 2**32 - 1) if np.dtype(d.np).kind == "u" else (-(2**31), 2**31 - 1)
+            x = np.nan_to_num(np.clip(np.trunc(x.astype(np.float64)), lo, hi), nan=0.0).astype(np.int64)
     out = np.asarray(x).astype(d.np, copy=False)
     if d is dt.int4:  # stored in int8: keep the 4-bit two's complement range [-8, 7]
         out = ((out.astype(np.int16) + 8) & 0xF).astype(np.int8) - np.int8(8)
