@@ -1,13 +1,20 @@
-"""Tables from benchmark results (the JSON that ``benchmarks/run.py --json`` writes).
+"""Tables from benchmark results (the JSON that ``benchmarks/run.py --json`` and ``hopper_variants.py --json``
+write; also the older forms kept in benchmarks/results/: a bare list of rows, or runs by name).
 
     python benchmarks/report.py benchmarks/results/2026-12-02-h200.json [more.json ...] > BENCHMARKS.md
+
+Several files of the suite are merged into one table; a file holding several named runs gets a table per run. A
+file with no benchmark rows (``recommend_eval.py``'s or ``pdl_chain.py``'s reports) is an error that says what it
+is.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 
@@ -100,5 +107,72 @@ def merge(results: list[dict]) -> dict:
     return out
 
 
+class NotRowsError(ValueError):
+    """A JSON file that holds no benchmark rows."""
+
+
+def _is_rows(x: Any) -> bool:
+    return isinstance(x, list) and all(isinstance(r, dict) and {"kernel", "shape", "impl"} <= r.keys() for r in x)
+
+
+def _as_result(x: Any) -> dict | None:
+    """``x`` as a result with rows (``extra`` added where older rows lack it), or None."""
+    if isinstance(x, dict) and _is_rows(x.get("rows")):
+        return dict(x, rows=[dict({"extra": {}}, **r) for r in x["rows"]])
+    if _is_rows(x):
+        return {"rows": [dict({"extra": {}}, **r) for r in x]}
+    return None
+
+
+def results_of(data: Any, name: str) -> list[tuple[str, dict]]:
+    """The results in one file's JSON as (title, result) pairs: one untitled result for the suite's JSON (and a bare
+    list of rows), one per named run for a file of runs (``{"runs": {name: ...}}`` or ``{name: [rows], ...}``)."""
+    one = _as_result(data)
+    if one is not None:
+        return [("", one)]
+    if isinstance(data, dict):
+        runs = data.get("runs") if isinstance(data.get("runs"), dict) else data
+        out = []
+        for run, x in runs.items():
+            r = _as_result(x)
+            if r is not None and r["rows"]:
+                notes = [data["note"]] if isinstance(data.get("note"), str) else []
+                out.append((f"{name}: {run}", dict(r, notes=notes + list(r.get("notes", [])))))
+        if out:
+            return out
+    if isinstance(data, dict) and "model_only" in data:
+        what = ("recommend_eval.py's report (the cost model's ranking against measured times; score it with "
+                f"python benchmarks/recommend_eval.py --replay {name})")
+    elif isinstance(data, list) and data and isinstance(data[0], dict) and "us_per_launch" in data[0]:
+        what = "pdl_chain.py's result (launches back to back, printed by that script)"
+    else:
+        what = "no list of rows with kernel, shape and impl"
+    raise NotRowsError(f"{name}: not benchmark rows: {what}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+", metavar="JSON", help="results of run.py or hopper_variants.py (--json)")
+    args = ap.parse_args(argv)
+    pieces: list[tuple[str, dict]] = []  # (title, result); untitled: a suite's result, merged with the others
+    try:
+        for path in args.files:
+            try:
+                data = json.loads(Path(path).read_text())
+            except (OSError, ValueError) as e:
+                raise NotRowsError(f"{path}: {e}") from None
+            pieces += results_of(data, path)
+    except NotRowsError as e:
+        print(f"report.py: {e}", file=sys.stderr)
+        return 2
+    plain = [r for title, r in pieces if not title]
+    if plain:
+        print(render_table(merge(plain)))
+    for title, r in pieces:
+        if title:
+            print(f"## {title}\n\n{render_table(r)}")
+    return 0
+
+
 if __name__ == "__main__":
-    print(render_table(merge([json.loads(open(p).read()) for p in sys.argv[1:]])))
+    sys.exit(main())

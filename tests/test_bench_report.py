@@ -74,6 +74,30 @@ def test_compile_times_get_their_column(report):
     assert "| k | s | peer | 2.000 | 1.0 | — | 1.0e-04 | 2.00x | |" in text
 
 
+def test_every_recorded_result_renders_or_says_what_it_is(report, capsys):
+    """Every JSON under benchmarks/results/ renders (the suite's, hopper_variants.py's older bare lists of rows and
+    files of named runs), or is a one-line error naming what it holds (recommend_eval.py's and pdl_chain.py's
+    reports), never a traceback; --help works."""
+    with pytest.raises(SystemExit) as e:
+        report.main(["--help"])
+    assert e.value.code == 0
+    kinds = {"rendered": 0, "refused": 0}
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        rc = report.main([str(path)])
+        out, err = capsys.readouterr()
+        if rc == 0:
+            kinds["rendered"] += 1
+            assert "| kernel | shape | implementation |" in out, path.name
+        else:
+            kinds["refused"] += 1
+            assert rc == 2 and err.startswith(f"report.py: {path}: not benchmark rows: "), (path.name, err)
+            assert "recommend_eval.py" in err or "pdl_chain.py" in err, err
+    assert kinds["rendered"] > 100 and kinds["refused"] <= 6
+    assert report.main([str(ROOT / "benchmarks" / "results" / "2026-12-03-h200-variants-10a.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("## ") == 3 and "variants-10a.json: g_bf16" in out
+
+
 class _FakeTensor:
     def __init__(self, nbytes: int, tag: int) -> None:
         self.nbytes, self.tag = nbytes, tag
