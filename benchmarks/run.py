@@ -65,8 +65,12 @@ def _bench(fn: Callable, quick: bool, warming: bool = False) -> float:
                     return_mode="median")
 
 
+LABELS: set[str] = set()  # every implementation label the cases offered to wanted() (to check --impls against)
+
+
 def wanted(label: str) -> bool:
     """Whether ``--impls`` selects the implementation of this label (the cases skip building the rest)."""
+    LABELS.add(label)
     return not SELECT or any(s in label for s in SELECT)
 
 
@@ -446,7 +450,7 @@ def case_host(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     impls: dict[str, Callable] = {"tilec": lambda: k(x, y, z), "torch.add": lambda: torch.add(x, y, out=z)}
     if "triton" in peers:
         impls["triton"] = lambda: peers["triton"].add(x, y, z)
-    for name, fn in impls.items():
+    for name, fn in ((n, f) for n, f in impls.items() if wanted(n)):
         for _ in range(50):
             fn()
         torch.cuda.synchronize()
@@ -458,13 +462,15 @@ def case_host(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             torch.cuda.synchronize()
             best = min(best, (time.perf_counter() - t0) / 1000)
         rows.append(Row("launch overhead", "1024 floats", name, extra={"us_per_launch": best * 1e6}))
-    rows.append(Row("startup", "import + gemm from disk cache", "tilec", extra=_startup()))
+    if wanted("tilec"):
+        rows.append(Row("startup", "import + gemm from disk cache", "tilec", extra=_startup()))
     # TileLang's host figures are not measured here (its launch path needs its own kernels): the H200 figures of
     # ../shared/ANCHORS.md, printed beside tilec's as the CUDA-backend issue asks
     anchor = "tilelang (ANCHORS.md, not this run)"
-    rows.append(Row("launch overhead", "1024 floats", anchor, extra={"us_per_launch": 12.1}))
-    rows.append(Row("startup", "import + gemm from disk cache", anchor,
-                    extra={"import_s": "5.7-6.3", "kernel_from_cache_s": "0.047-0.054", "cold_compile_s": "3.3-4.2"}))
+    if wanted(anchor):
+        rows.append(Row("launch overhead", "1024 floats", anchor, extra={"us_per_launch": 12.1}))
+        rows.append(Row("startup", "import + gemm from disk cache", anchor, extra={
+            "import_s": "5.7-6.3", "kernel_from_cache_s": "0.047-0.054", "cold_compile_s": "3.3-4.2"}))
 
 
 _STARTUP = r"""
@@ -552,8 +558,10 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[Row] = []
     selected = [c for c in (args.only.split(",") if args.only else CASES) if c]
     unknown = [c for c in selected if c not in CASES]
-    if unknown:
-        ap.error(f"--only: unknown case(s) {', '.join(unknown)}; the cases are {', '.join(CASES)}")
+    if unknown or not selected:
+        ap.error(f"--only: unknown case(s) {', '.join(unknown) or repr(args.only)}; the cases are {', '.join(CASES)}")
+    if args.impls and not SELECT:
+        ap.error(f"--impls: no label strings in {args.impls!r}")
     start = time.perf_counter()
     result = {"date": datetime.date.today().isoformat(), "environment": environment(), "notes": notes, "rows": []}
 
@@ -575,6 +583,10 @@ def main(argv: list[str] | None = None) -> None:
     from report import render_table
 
     print(render_table(result))
+    unmatched = [s for s in SELECT if not any(s in label for label in LABELS)]
+    if unmatched:  # a misspelt --impls string would otherwise drop its rows without a word
+        ap.error(f"--impls: {', '.join(map(repr, unmatched))} matched no implementation of the cases run; their "
+                 f"labels are: {', '.join(sorted(LABELS))}")
 
 
 if __name__ == "__main__":

@@ -171,3 +171,23 @@ def test_impls_and_rounds_select_what_is_timed(harness, monkeypatch):
     assert harness.wanted("tilec 128x256x64 wgmma tma ws persistent panel16") and not harness.wanted("triton")
     with pytest.raises(SystemExit):
         harness.main(["--rounds", "0"])
+
+
+def test_impls_and_only_typos_are_errors(harness, monkeypatch, capsys):
+    """An --impls string that matches no label of the cases run is an error naming the labels (after the run: it
+    used to drop its rows without a word); an --only that names no case is an error before anything runs."""
+    monkeypatch.setattr(harness, "environment", lambda: {})
+    monkeypatch.setattr(harness, "_peers", lambda: ({}, []))
+    monkeypatch.setattr(harness, "_bench", lambda fn, quick, warming=False: 1.0)
+    for name, value in (("LABELS", set()), ("SELECT", ()), ("ROUNDS", harness.ROUNDS)):  # main sets them
+        monkeypatch.setattr(harness, name, value)
+    monkeypatch.setattr(harness, "CASES", {"fake": lambda rows, quick, peers: harness._measure(
+        rows, "k", "s", {"torch": lambda: 1, "tilec 128x256x64 persistent": lambda: 1}, [()], None, 0, 0, True)})
+    harness.main(["--only", "fake", "--impls", "persistent"])
+    assert "| k | s | tilec 128x256x64 persistent |" in capsys.readouterr().out
+    for argv, says in ((["--only", "fake", "--impls", "persistent,tirton"], "'tirton' matched no implementation"),
+                       (["--only", ","], "--only: unknown case"), (["--impls", ","], "--impls: no label strings")):
+        with pytest.raises(SystemExit) as e:
+            harness.main(argv)
+        assert e.value.code == 2
+        assert says in capsys.readouterr().err, argv
