@@ -137,6 +137,13 @@ def _summarize(entry: dict, result: Any) -> None:
           f"average; build {result.build_s:.1f} s, timing {result.bench_s:.1f} s")
 
 
+def shape_names(quick: bool) -> dict[str, list[str]]:
+    """The entry names each part runs (``--shapes`` picks among them)."""
+    return {"gemm": [f"gemm {M}x{N}x{K}" for M, N, K in (GEMM_SHAPES[:2] if quick else GEMM_SHAPES)],
+            "attention": [f"attention {b}x{h}x{n}x{d}{' causal' if c else ''}"
+                          for b, h, n, d, c in (ATTENTION_SHAPES[:2] if quick else ATTENTION_SHAPES)]}
+
+
 def _selected(opts: argparse.Namespace, name: str) -> bool:
     return not opts.shapes or any(s.strip() and s.strip() in name for s in opts.shapes.split(","))
 
@@ -211,13 +218,25 @@ def _shape_args(name: str) -> tuple[Any, tuple]:
 SM80_PATH = {"wgmma": False, "tma": False}
 
 
+class ReplayError(ValueError):
+    """A --replay file that cannot be read or holds no measurements."""
+
+
 def replay(paths: list[str]) -> list[dict]:
     """Score today's model against measurements kept in earlier JSON reports (no GPU needed): each entry's
     candidate space is re-ranked and joined with its measured times by configuration."""
     out = []
     for path in paths:
-        report = json.loads(Path(path).read_text())
-        for entry in (e for part in ("gemm", "attention") for e in report.get(part, [])):
+        try:
+            report = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise ReplayError(str(e)) from None
+        entries = [e for part in ("gemm", "attention") for e in report.get(part, [])] if isinstance(report, dict) \
+            else []
+        if not any(r.get("measured_ms") is not None for e in entries for r in e.get("rows", [])):
+            raise ReplayError(f"{path}: no measured candidates to replay (a report of recommend_eval.py run on a GPU "
+                             "without --model-only holds them under 'gemm' / 'attention')")
+        for entry in entries:
             measured = {_tag(r["config"]): r for r in entry["rows"] if r.get("measured_ms") is not None}
             if not measured:
                 continue
@@ -256,9 +275,21 @@ def main(argv: list[str]) -> None:
         _cold_autotune_child()
         return
     if opts.replay:
-        replay(opts.replay)
+        try:
+            replay(opts.replay)
+        except ReplayError as e:
+            p.error(f"--replay: {e}")
         return
-    parts = opts.only.split(",")
+    parts = [s.strip() for s in opts.only.split(",") if s.strip()]
+    unknown = [s for s in parts if s not in ("gemm", "attention", "autotune")]
+    if unknown or not parts:
+        p.error(f"--only: unknown part(s) {', '.join(unknown) or repr(opts.only)}; the parts are gemm, attention, "
+                "autotune")
+    names = [n for part in parts for n in shape_names(opts.quick).get(part, [])]
+    missing = [s.strip() for s in opts.shapes.split(",") if s.strip() and not any(s.strip() in n for n in names)]
+    if missing:  # a misspelt part of a name would otherwise run nothing without a word
+        p.error(f"--shapes: {', '.join(map(repr, missing))} is part of no shape name of "
+                f"{', '.join(parts)}{' (--quick)' if opts.quick else ''}: {', '.join(names)}")
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(),
                               "model_only": opts.model_only}
     t0 = time.perf_counter()

@@ -91,3 +91,17 @@ def test_register_crowding_stretches_the_estimate():
     finally:
         cost_model.REGISTER_CROWDING = saved
     assert c.cost.time_s > plain.cost.time_s * 1.05
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--only", "gemmm", "--model-only"], "--only: unknown part(s) gemmm"),
+    (["--model-only", "--quick", "--shapes", "gemm 8912"], "'gemm 8912' is part of no shape name"),
+    (["--replay", str(ROOT / "benchmarks" / "results" / "2026-12-02-h200-autotune.json")], "no measured candidates"),
+    (["--replay", "no-such-report.json"], "No such file"),
+])
+def test_typos_and_empty_replays_are_errors(argv, says, capsys):
+    """A misspelt part or shape, or a replay of a file without measurements, is a usage error (it was a KeyError
+    traceback, or a run of nothing that exited 0)."""
+    with pytest.raises(SystemExit) as e:
+        _script().main(argv)
+    assert e.value.code == 2 and says in capsys.readouterr().err
