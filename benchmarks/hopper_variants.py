@@ -208,8 +208,17 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
     (The variants of earlier perf notes, the rotated loop and the warpgroups' turns on and off, Q loaded by the
     producer or not, the PV wait anchored, clusters: see the git history.)"""
     fa = __import__("03_flash_attention")
+    variants = attention_variants()
+    if only:
+        variants = {k: v for k, v in variants.items() if k in only.split(",")}
+    for b, h, n, d in shapes:
+        attention_shape(rows, fa, b, h, n, d, dtype, variants, causal, sustain, steady)
+
+
+def attention_variants() -> dict:
+    """The flash-attention variants by label (``--attention-only`` picks among them)."""
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
-    variants = {  # label -> (block_M, block_N, threads, pass configs, "stages" when not 2 and the example's
+    return {  # label -> (block_M, block_N, threads, pass configs, "stages" when not 2 and the example's
         # "q_registers"[, a source patch])
         "128x128 tma": (128, 128, 256, {"wgmma": True, "tma": True}),
         "128x128 ws persistent": (128, 128, 256, {**ws, "persistent": True}),
@@ -241,10 +250,6 @@ def attention(rows: list, shapes: list[tuple[int, ...]], dtype: str, only: str =
         "128x128 ws persistent one chain": (128, 128, 256, {**ws, "persistent": True, "chains": 1}),
         "192x128 ws persistent one chain": (192, 128, 384, {**ws, "persistent": True, "chains": 1}),
     }
-    if only:
-        variants = {k: v for k, v in variants.items() if k in only.split(",")}
-    for b, h, n, d in shapes:
-        attention_shape(rows, fa, b, h, n, d, dtype, variants, causal, sustain, steady)
 
 
 def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtype: str, variants: dict,
@@ -302,40 +307,14 @@ def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtyp
                                "sustained_tflops": tf, "mhz": mhz, "watts": watts})
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="4096,8192")
-    ap.add_argument("--shapes", default="", help="GEMM shapes MxNxK (comma-separated), timed after --sizes")
-    ap.add_argument("--dtype", default="float16")
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--dump", default=None, help="folder to write the patched sources to")
-    ap.add_argument("--profile", action="store_true", help="run each implementation twice, untimed (for ncu)")
-    ap.add_argument("--attention", action="store_true", help="also time the flash-attention variants")
-    ap.add_argument("--attention-shapes", default="8x16x2048x128,8x16x2048x64",
-                    help="the flash-attention shapes BxHxSxD (comma-separated); --dtype sets their dtype")
-    ap.add_argument("--attention-only", default="", help="only the flash-attention variants of these labels")
-    ap.add_argument("--non-causal", action="store_true", help="flash attention without its causal cases")
-    ap.add_argument("--only", default="", help="only the GEMM variants of these labels (comma-separated)")
-    ap.add_argument("--warmup", type=float, default=None, help="each timing's warm-up in ms (run.py's WARMUP_MS)")
-    ap.add_argument("--sustain", type=float, default=0.0,
-                    help="also run each implementation back to back for this many seconds: TFLOP/s, SM clock, power")
-    args = ap.parse_args(argv)
-
-    import run
-    import torch
-    from peers import triton_kernels
-    from run import _measure, input_sets
-
-    if args.warmup is not None:
-        run.WARMUP_MS = args.warmup
-
-    tdt = getattr(torch, args.dtype)
+def gemm_variants() -> dict:
+    """The GEMM variants by label (``--only`` picks among them)."""
     big = {"block_M": 128, "block_N": 256, "block_K": 64, "threads": 256}
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
     wide = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}  # cuBLAS's tile (perf notes, 5th session)
     pp = {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 128}  # a warpgroup's tile (copies: ping-pong)
     flat = {"block_M": 64, "block_N": 256, "block_K": 64, "threads": 128}  # ... one wgmma m64n256k16 a k-step
-    variants = {  # label -> (kernel arguments, pass configs[, a patch of the generated source])
+    return {  # label -> (kernel arguments, pass configs[, a patch of the generated source])
         "tma": (big, {"wgmma": True, "tma": True}),
         "tma ws persistent": (big, {**ws, "persistent": True}),
         "tma ws persistent panel8": ({**big, "panel": 8}, {**ws, "persistent": True}),
@@ -375,8 +354,49 @@ def main(argv: list[str] | None = None) -> None:
         "64x256 persistent 2 consumers cluster2": (flat, {**ws, "persistent": True, "consumers": 2, "cluster": 2}),
         "64x256 persistent 2 consumers panel8": ({**flat, "panel": 8}, {**ws, "persistent": True, "consumers": 2}),
     }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="4096,8192")
+    ap.add_argument("--shapes", default="", help="GEMM shapes MxNxK (comma-separated), timed after --sizes")
+    ap.add_argument("--dtype", default="float16")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--dump", default=None, help="folder to write the patched sources to")
+    ap.add_argument("--profile", action="store_true", help="run each implementation twice, untimed (for ncu)")
+    ap.add_argument("--attention", action="store_true", help="also time the flash-attention variants")
+    ap.add_argument("--attention-shapes", default="8x16x2048x128,8x16x2048x64",
+                    help="the flash-attention shapes BxHxSxD (comma-separated); --dtype sets their dtype")
+    ap.add_argument("--attention-only", default="", help="only the flash-attention variants of these labels")
+    ap.add_argument("--non-causal", action="store_true", help="flash attention without its causal cases")
+    ap.add_argument("--only", default="", help="only the GEMM variants of these labels (comma-separated)")
+    ap.add_argument("--warmup", type=float, default=None, help="each timing's warm-up in ms (run.py's WARMUP_MS)")
+    ap.add_argument("--sustain", type=float, default=0.0,
+                    help="also run each implementation back to back for this many seconds: TFLOP/s, SM clock, power")
+    args = ap.parse_args(argv)
+    variants = gemm_variants()
+    # a label that names no variant would otherwise drop it without a word: checked before anything runs
+    for opt, given, known in (("--only", args.only, variants), ("--attention-only", args.attention_only,
+                                                                 attention_variants())):
+        unknown = [x for x in given.split(",") if x and x not in known]
+        if unknown or (given and not given.strip(",")):
+            ap.error(f"{opt}: unknown variant(s) {', '.join(map(repr, unknown)) or repr(given)}; the variants are: "
+                     + ", ".join(known))
+    if args.attention_only and not args.attention:
+        ap.error("--attention-only picks among the flash-attention variants, which run with --attention")
+    if args.dtype not in ("float16", "bfloat16"):
+        ap.error(f"--dtype: expected float16 or bfloat16, got {args.dtype!r}")
     if args.only:
         variants = {k: v for k, v in variants.items() if k in args.only.split(",")}
+
+    import run
+    import torch
+    from peers import triton_kernels
+    from run import _measure, input_sets
+
+    if args.warmup is not None:
+        run.WARMUP_MS = args.warmup
+    tdt = getattr(torch, args.dtype)
     rows: list = []
     steady: list[dict] = []
     shapes = [(int(s),) * 3 for s in args.sizes.split(",") if s]

@@ -52,3 +52,27 @@ def test_attention_q_probe_applies(hv, dim, causal, configs):
     calls = out.count("tl::wgmma_qk_probe(S + 0, ra, ")
     assert calls == src.count("tl::wgmma_desc(Q_s") and calls >= dim // 16
     assert "tl::wgmma_desc(Q_s" not in out and "p, 1, 1, 0;" in out
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["--only", "tma ws persistant"], "--only: unknown variant(s) 'tma ws persistant'"),
+    (["--attention", "--attention-only", "128x128 ws persistant"], "--attention-only: unknown variant(s)"),
+    (["--attention-only", "128x128 ws persistent"], "which run with --attention"),
+    (["--dtype", "fp16"], "--dtype: expected float16 or bfloat16"),
+])
+def test_misspelt_variants_are_errors_before_anything_runs(hv, argv, says, capsys):
+    """A label that names no variant was dropped without a word; now a usage error before torch is imported."""
+    with pytest.raises(SystemExit) as e:
+        hv.main(argv)
+    assert e.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_variant_pass_configs_are_known(hv):
+    """Every variant's pass configs are ones tilec accepts (the script's own keys stages / q_registers / chains
+    aside), so that no variant fails only on the device machine for a misspelt config."""
+    from tilec.passes.configs import check_pass_configs
+
+    for _kw, cfg, *_ in hv.gemm_variants().values():
+        check_pass_configs(cfg)
+    for *_, cfg in (v[:4] for v in hv.attention_variants().values()):
+        check_pass_configs({k: v for k, v in cfg.items() if k not in ("stages", "q_registers", "chains")})
