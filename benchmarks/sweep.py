@@ -1,6 +1,10 @@
 """Time a handful of tilec configurations of the GEMM and flash-attention examples side by side with torch
-(used to choose the defaults the benchmark suite reports; prints one line per configuration)."""
+(used to choose the defaults the benchmark suite reports; prints one line per configuration).
 
+    python benchmarks/sweep.py [gemm] [attention]   (both when none is named; needs a GPU, torch and Triton)
+"""
+
+import argparse
 import importlib
 import sys
 import time
@@ -9,13 +13,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "examples")]
 
-import torch  # noqa: E402
-from triton.testing import do_bench  # noqa: E402
-
 import tilec  # noqa: E402
 
 
 def gemm(M=4096, N=4096, K=4096) -> None:
+    import torch
+    from triton.testing import do_bench
+
     g = importlib.import_module("01_gemm")
     a, b = torch.randn(M, K, device="cuda").half(), torch.randn(K, N, device="cuda").half()
     ref = torch.matmul(a, b)
@@ -39,6 +43,9 @@ def gemm(M=4096, N=4096, K=4096) -> None:
 
 
 def attention(b=8, h=16, n=2048, d=128) -> None:
+    import torch
+    from triton.testing import do_bench
+
     fa = importlib.import_module("03_flash_attention")
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     for causal in (False, True):
@@ -59,7 +66,13 @@ def attention(b=8, h=16, n=2048, d=128) -> None:
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("parts", nargs="*", metavar="part", help="gemm and/or attention (default: both)")
+    parts = ap.parse_args().parts or ["gemm", "attention"]
+    if set(parts) - {"gemm", "attention"}:
+        ap.error(f"unknown part(s) {', '.join(sorted(set(parts) - {'gemm', 'attention'}))}; the parts are gemm, "
+                 "attention")
     t0 = time.time()
-    for name in sys.argv[1:] or ["gemm", "attention"]:
-        globals()[name]()
+    for name in parts:
+        {"gemm": gemm, "attention": attention}[name]()
     print(f"# {time.time() - t0:.0f} s")
