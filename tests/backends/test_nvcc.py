@@ -244,3 +244,20 @@ def test_attention_divides_by_each_rows_sum_once(persistent, tmp_path):
     assert res.returncode == 0, res.stderr
     ptx = (tmp_path / "kernel.ptx").read_text()
     assert re.findall(r"\b(?:div|rcp)\.rn\.f32\b", ptx) == ["rcp.rn.f32"] * 2
+
+
+def test_unsigned_floor_division_and_abs(tmp_path):
+    """``//`` and ``%`` on unsigned values are C's ``/`` and ``%`` (tl::floordiv takes int or long long: the call
+    was ambiguous, or divided values >= 2**31 as negative ints); ``T.abs`` of one is the value (C's abs has no
+    unsigned overload)."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(U: T.Tensor((64,), "uint32"), V: T.Tensor((64,), "uint32"), O: T.Tensor((64,), "uint32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                O[i] = U[i] // V[i] + U[i] % V[i] + T.abs(U[i])
+
+    source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    assert "U[tx] / V[tx] + U[tx] % V[tx] + U[tx]" in source
+    compile_cuda(source, tmp_path)

@@ -358,6 +358,8 @@ class CEmitter:
     # ------------------------------------------------------------------------------------------ expressions
 
     def is_nonneg(self, e: Any) -> bool:
+        if getattr(e, "dtype", None) is not None and e.dtype.kind == "uint":  # C's / and % are floor's on them
+            return True
         if isinstance(e, Const):
             return e.value >= 0
         if isinstance(e, Var):
@@ -365,6 +367,8 @@ class CEmitter:
         if isinstance(e, BinOp) and e.op in ("+", "*", "//", "%", "min", "max", "&", ">>"):
             return self.is_nonneg(e.a) and self.is_nonneg(e.b)
         if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
+            if e.value.dtype.kind == "uint" and e.dtype.bits <= e.value.dtype.bits:
+                return False  # an unsigned value of the top bit set wraps negative
             return self.is_nonneg(e.value)
         if isinstance(e, Table):
             return min(e.values) >= 0
@@ -471,6 +475,8 @@ class CEmitter:
         if d is dt.float64:
             fn = self.t.math64[x.name]
         elif d.is_int and x.name == "abs":
+            if d.kind == "uint":  # no abs overload takes an unsigned value (ambiguous): it is its own magnitude
+                return self.e(x.args[0])
             return f"abs({self.e(x.args[0])})"
         else:
             fn = self.t.math32[x.name]
