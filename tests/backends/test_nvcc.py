@@ -261,3 +261,29 @@ def test_unsigned_floor_division_and_abs(tmp_path):
     source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
     assert "U[tx] / V[tx] + U[tx] % V[tx] + U[tx]" in source
     compile_cuda(source, tmp_path)
+
+
+def test_extreme_integer_constants(tmp_path):
+    """-2**63 was emitted as ``-9223372036854775808LL``, whose 9223372036854775808LL C takes as unsigned: a
+    comparison with it compared unsigned (false for every value >= 0); -2**31's 2**31 is a long (tl::max(int,
+    long) found no overload); 64-bit unsigned constants need ``ull``."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "int64"), O: T.Tensor((64,), "int32"), P: T.Tensor((64,), "uint64"),
+             Q: T.Tensor((64,), "int32"), R: T.Tensor((64,), "uint32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                O[i] = T.if_then_else(A[i] > T.min_value("int64"), 1, 0)
+                P[i] = T.cast(A[i], "uint64") + T.max_value("uint64")
+                Q[i] = T.max(O[i], T.min_value("int32"))
+                R[i] = T.cast(A[i], "uint32") * 4000000000
+
+    source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    assert "(-9223372036854775807LL - 1)" in source and "18446744073709551615ull" in source
+    assert "(-2147483647 - 1)" in source and "4000000000u" in source
+    cu = tmp_path / "kernel.cu"
+    cu.write_text(source)
+    res = subprocess.run([NVCC, "-arch=sm_80", "-std=c++17", "-cubin", "-o", str(tmp_path / "k.cubin"), str(cu)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "integer literal is too large" not in res.stderr, res.stderr

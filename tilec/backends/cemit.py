@@ -420,10 +420,14 @@ class CEmitter:
         if c.dtype.is_bool:
             return "true" if v else "false"
         if c.dtype.is_int:
-            text = str(int(v))
-            if c.dtype.bits == 64:
-                return text + "LL"
-            return text if int(v) >= 0 else f"({text})"
+            v = int(v)
+            if c.dtype.kind == "uint":  # unsigned literals: a signed one >= 2**63 (or long for >= 2**31) is not
+                return f"{v}ull" if c.dtype.bits == 64 else (f"{v}u" if v >= 1 << 31 else str(v))
+            bits = 64 if c.dtype.bits == 64 else 32
+            suffix = "LL" if bits == 64 else ""
+            if v == -(1 << (bits - 1)):  # -2**63 as a literal is -(2**63), whose 2**63 C takes as unsigned (and
+                return f"({v + 1}{suffix} - 1)"  # -2**31's 2**31 as a long): the type's minimum by arithmetic
+            return f"{v}{suffix}" if v >= 0 or bits == 64 else f"({v})"
         if math.isinf(v):
             text = "INFINITY" if v > 0 else "(-INFINITY)"
         elif math.isnan(v):
