@@ -287,3 +287,20 @@ def test_extreme_integer_constants(tmp_path):
     res = subprocess.run([NVCC, "-arch=sm_80", "-std=c++17", "-cubin", "-o", str(tmp_path / "k.cubin"), str(cu)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and "integer literal is too large" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+def test_float_floor_division(dtype, tmp_path):
+    """``//`` and ``%`` on 16-bit floats: the float helpers' result is rounded back (float + half was an
+    ambiguous operator+); on float64 they are double helpers (the float ones rounded the operands to float)."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), dtype), B: T.Tensor((64,), dtype), O: T.Tensor((64,), dtype)):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                O[i] = A[i] // B[i] + A[i] % B[i] + A[i]
+
+    source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    assert ("tl::ffloordiv" in source) == (dtype != "float64")
+    compile_cuda(source, tmp_path)
