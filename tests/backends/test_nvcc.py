@@ -304,3 +304,23 @@ def test_float_floor_division(dtype, tmp_path):
     source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
     assert ("tl::ffloordiv" in source) == (dtype != "float64")
     compile_cuda(source, tmp_path)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16"])
+def test_min_max_reductions_of_narrow_ints(dtype, tmp_path):
+    """A shuffle of an 8- or 16-bit int returns an int: it is cast back, or tl::max(signed char, int) matches no
+    template."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((16, 64), dtype), O: T.Tensor((16,), dtype), P: T.Tensor((16,), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            f = T.alloc_fragment((16, 64), dtype)
+            r = T.alloc_fragment((16,), dtype)
+            T.copy(A, f)
+            T.reduce_max(f, r, dim=1)
+            T.copy(r, O)
+            T.reduce_min(f, r, dim=1)
+            T.copy(r, P)
+
+    compile_cuda(tilec.JITKernel(main, "cuda:sm_80").get_kernel_source(), tmp_path)

@@ -412,7 +412,10 @@ class CEmitter:
             if len(x.args) == 1:
                 return fmt.format(v=self.e(x.args[0]))
             w = self.e(x.args[2]) if len(x.args) > 2 else str(self.t.warp_size)
-            return fmt.format(v=self.e(x.args[0]), a=self.e(x.args[1]), w=w)
+            text = fmt.format(v=self.e(x.args[0]), a=self.e(x.args[1]), w=w)
+            if (x.dtype.is_int or x.dtype.is_bool) and x.dtype.bits < 32:  # shuffled as an int: back to the type
+                return f"static_cast<{self.ctype(x.dtype)}>({text})"  # (tl::max(signed char, int) has no match)
+            return text
         raise TypeError(f"cannot emit {type(x).__name__}")
 
     def const(self, c: Const) -> str:
