@@ -109,3 +109,16 @@ def test_atomic_adds_of_16_bit_floats_compile(tmp_path):
     source = tilec.JITKernel(main, "hip:gfx90a").get_kernel_source()
     assert source.count("tl::atomic_add(&") == 3
     compile_hip(source, "gfx90a", tmp_path)
+
+
+def test_int64_atomic_add_compiles(tmp_path):
+    """HIP's atomicAdd has no long long overload either: the unsigned long long one adds the same bits."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((256,), "int64"), O: T.Tensor((16,), "int64")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(256):
+                T.atomic_add(O[i % 16], A[i])
+
+    compile_hip(tilec.JITKernel(main, "hip:gfx90a").get_kernel_source(), "gfx90a", tmp_path)

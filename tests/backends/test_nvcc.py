@@ -324,3 +324,19 @@ def test_min_max_reductions_of_narrow_ints(dtype, tmp_path):
             T.copy(r, P)
 
     compile_cuda(tilec.JITKernel(main, "cuda:sm_80").get_kernel_source(), tmp_path)
+
+
+def test_int64_atomic_add(tmp_path):
+    """atomicAdd has no long long overload: an int64 add goes to the unsigned long long one (the same bits)."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "int64"), O: T.Tensor((64,), "int64"), O2: T.Tensor((64, 32), "int64")):
+        with T.Kernel(2, threads=64) as bx:
+            f = T.alloc_fragment((64, 32), "int64")
+            T.copy(A, f)
+            for i in T.Parallel(64):
+                T.atomic_add(O[i], A[i, 3])
+            T.atomic_add(O2, f)
+
+    compile_cuda(tilec.JITKernel(main, "cuda:sm_80").get_kernel_source(), tmp_path)

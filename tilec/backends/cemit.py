@@ -325,6 +325,10 @@ class CEmitter:
         elif isinstance(s, CpAsyncWait):
             self.emit(d, f"tl::cp_async_wait<{s.n}>();")
         elif isinstance(s, AtomicAddOp):
+            if s.mem.dtype is dt.int64:  # no long long overload: the same two's complement add on the unsigned word
+                self.emit(d, f"{self.t.atomic_add}(reinterpret_cast<unsigned long long*>(&{n(s.mem)}"
+                             f"[{self.e(s.offset)}]), static_cast<unsigned long long>({self.e(s.value)}));")
+                return
             self.emit(d, f"{self.t.atomic_add}(&{n(s.mem)}[{self.e(s.offset)}], {self.e(s.value)});")
         elif isinstance(s, PrintOp):
             args = "".join(f", {self._printf_arg(a)}" for a in s.args)
