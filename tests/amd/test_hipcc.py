@@ -122,3 +122,16 @@ def test_int64_atomic_add_compiles(tmp_path):
                 T.atomic_add(O[i % 16], A[i])
 
     compile_hip(tilec.JITKernel(main, "hip:gfx90a").get_kernel_source(), "gfx90a", tmp_path)
+
+
+def test_bf16_negation_compiles(tmp_path):
+    """tl::bf16 had no unary minus: -x was float's, and ``bf16 - float`` an ambiguous operator-."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "bfloat16"), B: T.Tensor((64,), "bfloat16"), O: T.Tensor((64,), "bfloat16")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                O[i] = B[i] - (-A[i])
+
+    compile_hip(tilec.JITKernel(main, "hip:gfx90a").get_kernel_source(), "gfx90a", tmp_path)

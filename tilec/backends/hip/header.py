@@ -38,6 +38,11 @@ __device__ __forceinline__ bf16 operator+(bf16 a, bf16 b) { return bf16(float(a)
 __device__ __forceinline__ bf16 operator-(bf16 a, bf16 b) { return bf16(float(a) - float(b)); }
 __device__ __forceinline__ bf16 operator*(bf16 a, bf16 b) { return bf16(float(a) * float(b)); }
 __device__ __forceinline__ bf16 operator/(bf16 a, bf16 b) { return bf16(float(a) / float(b)); }
+__device__ __forceinline__ bf16 operator-(bf16 a) {  // the sign flipped (it was float's -, a float result)
+  bf16 r;
+  r.bits = static_cast<unsigned short>(a.bits ^ 0x8000u);
+  return r;
+}
 
 // atomic adds: HIP's for 32/64-bit types; 16-bit floats by compare-and-swap of the 32-bit word holding them
 template <class T> __device__ __forceinline__ void atomic_add(T* p, T v) { atomicAdd(p, v); }
