@@ -292,7 +292,8 @@ def test_extreme_integer_constants(tmp_path):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
 def test_float_floor_division(dtype, tmp_path):
     """``//`` and ``%`` on 16-bit floats: the float helpers' result is rounded back (float + half was an
-    ambiguous operator+); on float64 they are double helpers (the float ones rounded the operands to float)."""
+    ambiguous operator+); on float64 they are the helpers' double overloads (the float ones rounded the operands to
+    float): ``tl::ffloordiv(A[i], B[i])`` on doubles, no cast to float."""
     import tilec.language as T
 
     @T.prim_func
@@ -302,7 +303,7 @@ def test_float_floor_division(dtype, tmp_path):
                 O[i] = A[i] // B[i] + A[i] % B[i] + A[i]
 
     source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
-    assert ("tl::ffloordiv" in source) == (dtype != "float64")
+    assert "tl::ffloordiv" in source and ("static_cast<float>" in source) == (dtype != "float64")
     compile_cuda(source, tmp_path)
 
 

@@ -457,13 +457,7 @@ class CEmitter:
                     return f"({text})" if prec > 10 else text
                 fn = "tl::floordiv" if x.op == "//" else "tl::floormod"
                 return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
-            if x.a.dtype is dt.float64:  # the header's ffloordiv / ffloormod take floats
-                name = "dfloordiv" if x.op == "//" else "dfloormod"
-                body = "floor(a / b)" if x.op == "//" else "a - floor(a / b) * b"
-                fn = self.helper(name, f"__device__ __forceinline__ double {name}(double a, double b) "
-                                       f"{{ return {body}; }}\n")
-                return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
-            fn = "tl::ffloordiv" if x.op == "//" else "tl::ffloormod"
+            fn = "tl::ffloordiv" if x.op == "//" else "tl::ffloormod"  # float and double overloads
             if x.a.dtype.bits < 32:  # computed in float, the result rounded to the operands' type
                 return f"{self.ctype(x.dtype)}({fn}(static_cast<float>({self.e(x.a)}), " \
                        f"static_cast<float>({self.e(x.b)})))"
