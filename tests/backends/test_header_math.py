@@ -18,8 +18,9 @@ CXX = shutil.which("g++") or shutil.which("c++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler")
 
 _DRIVER = r"""
-#include <math.h>
+#include <cmath>
 #include <cstdio>
+using std::copysign; using std::floor; using std::fmod;
 #define __device__
 #define __forceinline__ inline
 namespace tl {
@@ -37,9 +38,9 @@ int main() {
 
 
 def _helpers() -> str:
-    """The header's four ffloordiv / ffloormod definitions, as written."""
-    found = re.findall(r"__device__ __forceinline__ (?:float|double) ffloor(?:div|mod)\(.*?\n}\n", COMMON, re.S)
-    assert len(found) == 4, found
+    """The header's ffloordiv / ffloormod definitions (templates over float and double), as written."""
+    found = re.findall(r"template <class F> __device__ __forceinline__ F ffloor(?:div|mod)\(.*?\n}\n", COMMON, re.S)
+    assert len(found) == 2, found
     return "".join(found)
 
 

@@ -22,33 +22,19 @@ __device__ __forceinline__ long long floordiv(long long a, long long b) {
 __device__ __forceinline__ long long floormod(long long a, long long b) { return a - floordiv(a, b) * b; }
 // Python's a // b and a % b on floats, exactly (numpy's divmod: floor(a / b) rounds up where the quotient
 // rounds to a whole number, 1.0 // 0.1 giving 10 for 9); b == 0 gives a / b and NaN, as numpy does
-__device__ __forceinline__ float ffloormod(float a, float b) {
-  float m = fmodf(a, b);
-  if (b == 0.0f) return m;
-  if (m != 0.0f) return ((b < 0.0f) != (m < 0.0f)) ? m + b : m;
-  return copysignf(0.0f, b);
+template <class F> __device__ __forceinline__ F ffloormod(F a, F b) {  // float and double
+  F m = fmod(a, b);
+  if (b == F(0)) return m;
+  if (m != F(0)) return ((b < F(0)) != (m < F(0))) ? m + b : m;
+  return copysign(F(0), b);
 }
-__device__ __forceinline__ float ffloordiv(float a, float b) {
-  if (b == 0.0f) return a / b;
-  float m = fmodf(a, b), d = (a - m) / b;
-  if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) d -= 1.0f;
-  if (d == 0.0f) return copysignf(0.0f, a / b);
-  float f = floorf(d);
-  return d - f > 0.5f ? f + 1.0f : f;
-}
-__device__ __forceinline__ double ffloormod(double a, double b) {
-  double m = fmod(a, b);
-  if (b == 0.0) return m;
-  if (m != 0.0) return ((b < 0.0) != (m < 0.0)) ? m + b : m;
-  return copysign(0.0, b);
-}
-__device__ __forceinline__ double ffloordiv(double a, double b) {
-  if (b == 0.0) return a / b;
-  double m = fmod(a, b), d = (a - m) / b;
-  if (m != 0.0 && ((b < 0.0) != (m < 0.0))) d -= 1.0;
-  if (d == 0.0) return copysign(0.0, a / b);
-  double f = floor(d);
-  return d - f > 0.5 ? f + 1.0 : f;
+template <class F> __device__ __forceinline__ F ffloordiv(F a, F b) {
+  if (b == F(0)) return a / b;
+  F m = fmod(a, b), d = (a - m) / b;
+  if (m != F(0) && ((b < F(0)) != (m < F(0)))) d -= F(1);
+  if (d == F(0)) return copysign(F(0), a / b);
+  F f = floor(d);
+  return d - f > F(0.5) ? f + F(1) : f;
 }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
