@@ -351,3 +351,28 @@ def test_print_of_tiles_and_scalars(capsys, target):
     source = tilec.compile(main, target="cuda:sm_80" if target.endswith("sm_80") else "hip:gfx90a").get_kernel_source()
     assert r'printf("tile \"s\" 100%% %%lld s[%lld] = %g\n", ' in source
     assert r'printf("a\\b %g\n", ' in source
+
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+def test_print_takes_each_dtypes_conversion(capsys, target):
+    """An int tile prints its ints (a fragment's went to `%g` as a long long: undefined on the GPU), a float64
+    value its double (it went through float) and a uint64 one unsigned (it went through long long)."""
+    import tilec
+
+    @T.prim_func
+    def main(I: T.Tensor((4,), "int32"), D: T.Tensor((2,), "float64"), U: T.Tensor((2,), "uint64")):
+        with T.Kernel(1, threads=32) as bx:
+            f = T.alloc_fragment((4,), "int32")
+            T.copy(I, f)
+            T.print(f, msg="f")
+            T.print(D[0], msg="d=")
+            T.print(U[0], msg="u=")
+
+    kernel = tilec.compile(main, target=target)
+    kernel(np.array([7, -8, 9, 10], np.int32), np.array([0.1234567891, 0.0]), np.array([2**63 + 5, 0], np.uint64))
+    assert capsys.readouterr().out.splitlines() == ["f f[0] = 7", "f f[1] = -8", "f f[2] = 9", "f f[3] = 10",
+                                                    "d= 0.123457", f"u= {2**63 + 5}"]
+    source = tilec.compile(main, target="cuda:sm_80" if target.endswith("sm_80") else "hip:gfx90a").get_kernel_source()
+    assert r'printf("f f[%lld] = %lld\n", ' in source and r'printf("u= %llu\n", (unsigned long long)(' in source
+    assert "(double)(D[" in source

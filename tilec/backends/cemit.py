@@ -355,8 +355,13 @@ class CEmitter:
         return f"tl::{name}"
 
     def _printf_arg(self, a: Expr) -> str:
-        if a.dtype.is_float:
+        """A printf argument as ``%g`` / ``%lld`` / ``%llu`` read it (lower_print's conversions)."""
+        if a.dtype is dt.float64:
+            return f"(double)({self.e(a)})"
+        if a.dtype.is_float:  # 16-bit floats convert to double through float
             return f"(double)(float)({self.e(a)})"
+        if a.dtype.kind == "uint" and a.dtype.bits == 64:
+            return f"(unsigned long long)({self.e(a)})"
         return f"(long long)({self.e(a)})"
 
     # ------------------------------------------------------------------------------------------ expressions

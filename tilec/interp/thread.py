@@ -594,7 +594,7 @@ def _print(it: ThreadInterpreter, s: PrintOp, env: dict, mask: np.ndarray) -> No
         print(fmt % tuple(v[t].item() if hasattr(v[t], "item") else v[t] for v in vals))
 
 
-_PRINTF_LLD = re.compile(r"%(%|lld)")
+_PRINTF_LLD = re.compile(r"%(%|lld|llu)")
 
 
 @stmt_rule(Mma)

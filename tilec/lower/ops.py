@@ -317,9 +317,9 @@ def lower_print(lw: Lowerer, p: Print) -> TStmt:
         v = p.value
         if any(isinstance(n, Load) for n in _walk(v)):
             v = _block_expr(lw, v)
-        return If(binop("==", lw.tx, 0), PrintOp(f"{msg}%{'g' if v.dtype.is_float else 'lld'}", (v,)))
+        return If(binop("==", lw.tx, 0), PrintOp(f"{msg}{_printf_spec(v.dtype)}", (v,)))
     r = p.value
-    fmt = f"{msg}{r.buffer.name}[" + ", ".join(["%lld"] * r.buffer.ndim) + "] = %g"
+    fmt = f"{msg}{r.buffer.name}[" + ", ".join(["%lld"] * r.buffer.ndim) + f"] = {_printf_spec(r.buffer.dtype)}"
     if r.buffer.scope == "fragment":
         frag = lw.fragment(r.buffer)
         inv = frag.inverse()
@@ -335,11 +335,15 @@ def lower_print(lw: Lowerer, p: Print) -> TStmt:
     ext = [int(e) for e in r.extents]
     vs = [Var(lw.fresh("p")) for _ in ext]
     idx = [binop("+", s, v) for s, v in zip(r.starts, vs)]
-    value = cast(dt.float32, MemRef(lw.mem_of(r.buffer), _offset(lw, r.buffer, idx)))
-    body: TStmt = PrintOp(fmt, tuple(idx) + (value,))
+    body: TStmt = PrintOp(fmt, tuple(idx) + (MemRef(lw.mem_of(r.buffer), _offset(lw, r.buffer, idx)),))
     for v, e in reversed(list(zip(vs, ext))):
         body = Loop(v, const(e), body)
     return If(binop("==", lw.tx, 0), body)
+
+
+def _printf_spec(d: dt.DType) -> str:
+    """The printf conversion of a value of ``d`` (as the emitter passes it: a double, or a 64-bit int)."""
+    return "%g" if d.is_float else "%llu" if d.kind == "uint" and d.bits == 64 else "%lld"
 
 
 def _walk(e: Any) -> Any:
