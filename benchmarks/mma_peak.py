@@ -38,7 +38,10 @@ extern "C" __global__ void peak8(float* out, int iters) { body<8>(out, iters); }
 """
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)  # --help, or an error for args
     import cupy
     import torch
     from cupy.cuda import driver
