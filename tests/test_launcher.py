@@ -190,3 +190,49 @@ def test_launch_config_structures_match_cuda_h():
     assert ctypes.sizeof(LaunchAttribute) == 72 and LaunchAttribute.value.offset == 8
     assert (LaunchConfig.stream.offset, LaunchConfig.attrs.offset, LaunchConfig.n_attrs.offset) == (32, 40, 48)
     assert ctypes.sizeof(LaunchConfig) == 56
+
+
+def _rows_on_y():
+    """A kernel whose grid's y dimension is the runtime row count."""
+    import tilec.language as T
+
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def rows(X: T.Tensor((M, 64), "float32"), Y: T.Tensor((M, 64), "float32")):
+        with T.Kernel(1, M, threads=64) as (bx, by):
+            for j in T.Parallel(64):
+                Y[by, j] = X[by, j] * 2.0
+
+    return rows
+
+
+def test_a_grid_over_cudas_limits_goes_to_the_checked_path(fakes):
+    _, calls = fakes
+    launch = _launcher(_rows_on_y())
+    assert launch(FakeTensor((65535, 64), "f32"), FakeTensor((65535, 64), "f32", 8192)) is None
+    assert calls[-1][1:4] == (1, 65535, 1)
+    n = len(calls)
+    assert launch(FakeTensor((65536, 64), "f32"), FakeTensor((65536, 64), "f32", 8192)) == "checked"
+    assert len(calls) == n
+
+
+def test_the_checked_path_names_the_grid_dimension_over_cudas_limits(monkeypatch):
+    from tilec.backends.cuda.runtime import CudaExecutable, _grid_fn, grid_code
+    from tilec.errors import TilecValueError
+    from tilec.runtime.args import Bound
+
+    func = _rows_on_y()
+    launched = []
+    monkeypatch.setattr("tilec.backends.cuda.driver.launch", lambda *a: launched.append(a))
+    compiled = types.SimpleNamespace(function=5, threads=64, smem=0, align=(), tensor_maps=(), dependent=False,
+                                     grid=_grid_fn(grid_code(func.launch.grid, func.dyn_vars)))
+    exe = CudaExecutable(compiled, func)
+    exe.stream = lambda bound: 0
+    infos = [types.SimpleNamespace(data_ptr=4096), types.SimpleNamespace(data_ptr=8192)]
+    (m,) = func.dyn_vars
+    exe(Bound([None, None], infos, {m: 65535}, []))
+    assert launched[-1][1] == (1, 65535, 1)
+    with pytest.raises(TilecValueError, match=r"gridDim.y = 65536; CUDA allows at most 65535"):
+        exe(Bound([None, None], infos, {m: 65536}, []))
+    assert len(launched) == 1

@@ -179,6 +179,21 @@ def dependent_launcher() -> Any:
     return launch
 
 
+GRID_LIMITS = (2**31 - 1, 65535, 65535)  # gridDim.x, .y, .z (every CUDA GPU from sm_30 on)
+
+
+def check_grid(grid: tuple[int, int, int], kernel: str) -> None:
+    """Raise :class:`~tilec.errors.TilecValueError` when ``grid`` is over CUDA's limits, which the driver would
+    refuse with a bare ``CUDA_ERROR_INVALID_VALUE``."""
+    for d, (g, top) in enumerate(zip(grid, GRID_LIMITS)):
+        if g > top:
+            from tilec.errors import TilecValueError
+
+            raise TilecValueError(f"kernel {kernel!r}: its launch grid {tuple(grid)} needs gridDim.{'xyz'[d]} = {g}; "
+                                  f"CUDA allows at most {top} blocks along {'xyz'[d]} (put the larger extent in "
+                                  "T.Kernel's first dimension, or loop over it inside the kernel)")
+
+
 def launch(fn: int, grid: tuple[int, int, int], threads: int, smem: int, stream: int, params: int,
            dependent: Any = None) -> None:
     """Launch ``fn`` with the argument block at address ``params`` (an array of pointers to each argument); through

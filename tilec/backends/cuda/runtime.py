@@ -307,6 +307,7 @@ class CudaExecutable:
         args, grid = self.args_of(bound)
         if 0 in grid:
             return
+        driver.check_grid(grid, self.func.name)
         # the argument block: a pointer to each argument's bytes, then to each 128-byte TMA descriptor
         cells = [(ctypes.c_char * a.nbytes).from_buffer_copy(a.tobytes()) for a in args]
         addrs = [ctypes.addressof(c) for c in cells]
