@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from tilec.errors import TilecRuntimeError
+from tilec.errors import TilecRuntimeError, TilecValueError
 
 _DTYPE = {8: 0, 16: 1, 32: 2}  # CU_TENSOR_MAP_DATA_TYPE_UINT8/16/32 by element bits: TMA moves bits unchanged
 _DTYPE_NAMED = {"float16": 6, "float32": 7, "bfloat16": 9, "int32": 3}
@@ -26,8 +26,40 @@ def _aligned_desc() -> tuple[Any, int]:
     return raw, addr + (-addr % 64)
 
 
+def check(tmap: Any) -> None:
+    """Raise :class:`~tilec.errors.TilecValueError`, naming the parameter and its value, where ``tmap`` breaks a
+    rule of ``cuTensorMapEncodeTiled`` (tiled, non-interleaved): which the driver answers with a bare
+    ``CUDA_ERROR_INVALID_VALUE``, or this module could not even express (64-bit elements)."""
+    rank, eb = len(tmap.dims), tmap.dtype.bits // 8
+
+    def bad(what: str) -> TilecValueError:
+        return TilecValueError(f"tensor map {tmap.name}: {what} (sizes {tmap.dims}, byte strides {tmap.strides}, "
+                               f"box {tmap.box}, swizzle {tmap.swizzle})")
+
+    if tmap.dtype.name not in _DTYPE_NAMED and tmap.dtype.bits not in _DTYPE:
+        raise bad(f"tensorDataType: {tmap.dtype.name} elements have no TMA data type here (8, 16 or 32 bits)")
+    if not 1 <= rank <= 5 or len(tmap.box) != rank or len(tmap.strides) != rank - 1:
+        raise bad(f"tensorRank {rank}: TMA maps have rank 1 to 5, with one box size a dimension")
+    for d, n in enumerate(tmap.dims):
+        if not 0 < n <= 2**32:
+            raise bad(f"globalDim[{d}] = {n}: must be in [1, 2^32]")
+    for d, st in enumerate(tmap.strides):
+        if st % 16 or st >= 2**40:
+            raise bad(f"globalStrides[{d}] = {st} bytes: must be a multiple of 16 and below 2^40")
+    for d, b in enumerate(tmap.box):
+        if not 0 < b <= 256:
+            raise bad(f"boxDim[{d}] = {b}: must be in [1, 256]")
+    if tmap.swizzle not in _SWIZZLE:
+        raise bad(f"swizzle {tmap.swizzle}: must be 0, 32, 64 or 128 bytes")
+    inner = tmap.box[0] * eb
+    if inner % 16 or (tmap.swizzle and inner > tmap.swizzle):
+        raise bad(f"boxDim[0] = {tmap.box[0]} ({inner} bytes): the inner box must be a multiple of 16 bytes"
+                  + (f" and at most the {tmap.swizzle}-byte swizzle span" if tmap.swizzle else ""))
+
+
 def encode(tmap: Any, ptr: int) -> tuple[Any, int]:
     """(owner, address) of the encoded map of :class:`~tilec.lower.tir.TensorMap` ``tmap`` for data at ``ptr``."""
+    check(tmap)
     rank = len(tmap.dims)
     owner, addr = _aligned_desc()
     dims = (ctypes.c_uint64 * rank)(*tmap.dims)
