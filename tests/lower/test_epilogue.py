@@ -192,3 +192,36 @@ def test_float32_stage_over_half_tiles_copied_element_by_element(rng, mnk, tiles
     a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
     assert_close(k(a, b), a.astype(np.float64) @ b.astype(np.float64), "float32",
                  scale=float(np.abs(a).sum(axis=1).max() * np.abs(b).max()))
+
+
+@pytest.mark.parametrize("configs", [{"wgmma": True, "tma": True}, {**TMA_WS, "persistent": 2}])
+def test_a_strided_output_keeps_the_staged_stores(rng, configs):
+    """A T.StridedTensor output: the tensor map would describe it row-major (its rows written at the wrong pitch on
+    the GPU), so its tile leaves by stores that follow its strides (staged, or direct in a persistent kernel's tile
+    loop), not by a TMA store."""
+    import tilec.language as T
+
+    M = N = K = 256
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"),
+             C: T.StridedTensor((M, N), (2 * N, 1), "float16")):
+        with T.Kernel(N // 128, M // 128, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(K // 64, num_stages=2):
+                T.copy(A[by * 128, k * 64], A_s)
+                T.copy(B[k * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 128, bx * 128])
+
+    kernel = tilec.JITKernel(main, "simt:sm_90a", pass_configs=configs)
+    assert "tma_store" not in kernel.report() and "by TMA stores" not in kernel.report()
+    assert "C_tmap" not in tilec.JITKernel(main, "cuda:sm_90a", pass_configs=configs).get_kernel_source()
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    full = np.full((M, 2 * N), np.nan, np.float16)
+    kernel(a, b, full[:, :N])
+    assert_close(full[:, :N], a.astype(np.float64) @ b.astype(np.float64), "float16")
+    assert np.isnan(full[:, N:]).all()  # the rows' gaps untouched

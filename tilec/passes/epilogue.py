@@ -104,10 +104,11 @@ def _whole(b: Buffer) -> Region:
 
 
 def _tma_storable(g: Buffer, tile: tuple[int, ...]) -> bool:
-    """Whether a tensor map can describe ``g`` (static shape, every row stride a multiple of 16 bytes) with a box of
-    the tile's rows (at most 256)."""
+    """Whether a tensor map can describe ``g`` (static shape, contiguous: the map's strides are the row-major ones,
+    every row stride a multiple of 16 bytes) with a box of the tile's rows (at most 256). A ``T.StridedTensor``
+    keeps the staged stores, which follow its strides."""
     shape = g.static_shape
-    return shape is not None and shape[-1] * g.dtype.bits // 8 % 16 == 0 and tile[0] <= 256
+    return shape is not None and g.strides is None and shape[-1] * g.dtype.bits // 8 % 16 == 0 and tile[0] <= 256
 
 
 SLACK = 2048  # bytes kept free for the arena's 1024-byte alignment and the mbarriers
