@@ -236,3 +236,23 @@ def test_the_checked_path_names_the_grid_dimension_over_cudas_limits(monkeypatch
     with pytest.raises(TilecValueError, match=r"gridDim.y = 65536; CUDA allows at most 65535"):
         exe(Bound([None, None], infos, {m: 65536}, []))
     assert len(launched) == 1
+
+
+def test_a_16_bit_float_scalar_goes_to_the_checked_path(fakes):
+    """ctypes has no 16-bit float cell: a kernel with a float16 / bfloat16 scalar builds no fast launcher (it raised
+    KeyError building one) and every call takes the checked path, which packs the value itself."""
+    import tilec.language as T
+
+    @T.prim_func
+    def half(A: T.Tensor((64,), "float32"), s: T.float16):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[i] = A[i] * s
+
+    @T.prim_func
+    def brain(A: T.Tensor((64,), "float32"), s: T.bfloat16):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[i] = A[i] * s
+
+    assert _launcher(half) is None and _launcher(brain) is None

@@ -87,6 +87,8 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
                 cond.append(f"(p{i} := {a}.data_ptr()) % {nbytes} == 0")
             ptr[i] = f"p{i}" if nbytes else f"{a}.data_ptr()"
         else:
+            if p.dtype.name not in _CTYPES:  # no ctypes cell of its width (a 16-bit float): the checked path packs it
+                return None
             kind = "int" if p.dtype.is_int else ("float" if p.dtype.is_float else "bool")
             cond.append(f"type({a}) is {kind}")
             if p.dtype.is_int and p.dtype.bits >= 8:  # outside the type: the checked path says so (a cell wraps)
