@@ -260,6 +260,38 @@ def test_atomic_add_tile_and_element_forms_from_many_blocks(rng):
     assert count[0] == 7 + nb
 
 
+def atomic16_kernel(n, dtype):
+    """Each iteration adds its X into its own element of Acc and 1.0 into Acc[n] (n adds into one element)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((n,), dtype), Acc: T.Tensor((n + 1,), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(n):
+                T.atomic_add(Acc[i], X[i])
+                T.atomic_add(Acc[n], T.cast(1.0, dtype))
+
+    return main
+
+
+def atomic16_inputs(rng, n, dtype):
+    """(x, acc, expected acc): acc[n] starts where a 16-bit float's spacing is 2, so each add of 1.0 rounds back to
+    it (ties to even), as the GPU rounds each atomic add; one rounding of the whole sum would give start + n."""
+    start = {"float16": 2048.0, "bfloat16": 256.0}[dtype]
+    npdt = tdtype(dtype).np
+    x, acc = randn(rng, (n,), dtype), randn(rng, (n + 1,), dtype)
+    acc[n] = start
+    ref = np.append((acc[:n].astype(np.float64) + x.astype(np.float64)).astype(npdt), npdt.type(start))
+    return x, acc, ref
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_float_atomic_adds_round_each_add(rng, dtype):
+    n = 64
+    x, acc, ref = atomic16_inputs(rng, n, dtype)
+    compile_cpu(atomic16_kernel(n, dtype))(x, acc)
+    np.testing.assert_array_equal(acc.astype(np.float64), ref.astype(np.float64))
+
+
 # ------------------------------------------------------------------------------------------------ elementwise
 
 

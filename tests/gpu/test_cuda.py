@@ -161,6 +161,22 @@ def test_elementwise_ragged():
     assert _rel(z, x.double() * 2 + torch.exp(y.double())) < 2e-3
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_float_atomic_adds_round_each_add(dtype):
+    """The GPU rounds each atomic add into a 16-bit float, as the interpreters now do (the same kernel and inputs as
+    the CPU tier's test)."""
+    import numpy as np
+    from test_interp import atomic16_inputs, atomic16_kernel
+
+    n = 64
+    x, acc, ref = atomic16_inputs(np.random.default_rng(), n, dtype)
+    tdt = getattr(torch, dtype)
+    xt = torch.from_numpy(x.astype(np.float32)).to("cuda", tdt)
+    acct = torch.from_numpy(acc.astype(np.float32)).to("cuda", tdt)
+    tilec.compile(atomic16_kernel(n, dtype), target="cuda")(xt, acct)
+    assert acct.double().cpu().tolist() == ref.astype(np.float64).tolist()
+
+
 def test_launch_checks():
     k = axpy(1000)
     x = torch.randn(1000, device="cuda").half()

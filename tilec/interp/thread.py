@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tilec.errors import RaceError, SourceLoc, TilecBoundsError, TilecError
+from tilec.interp.atomics import add_at
 from tilec.interp.tile import _BIN, _CALL, typed
 from tilec.ir.expr import BinOp, Call, Cast, Const, Select, Table, UnOp, Var
 from tilec.lower.tir import (
@@ -578,12 +579,7 @@ def _atomic(it: ThreadInterpreter, s: AtomicAddOp, env: dict, mask: np.ndarray) 
     data = it.globals_[s.mem] if s.mem.space == "global" else it.shared[s.mem].data
     if off.size and (off.min() < 0 or off.max() >= data.size):
         it.fail(f"atomic add on {s.mem.name} outside its {data.size} elements")
-    if data.dtype.itemsize < 4 and data.dtype.kind in "fV":
-        acc = data.astype(np.float32)
-        np.add.at(acc, off, val.astype(np.float32))
-        data[...] = acc.astype(data.dtype)
-    else:
-        np.add.at(data, off, val.astype(data.dtype))
+    add_at(data, (off,), val)
 
 
 @stmt_rule(PrintOp)

@@ -21,6 +21,7 @@ import numpy as np
 
 from tilec import dtypes as dt
 from tilec.errors import SourceLoc, TilecBoundsError, TilecError
+from tilec.interp.atomics import add_at
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, Table, UnOp, Var
 from tilec.ir.kernel import PrimFunc
@@ -262,12 +263,7 @@ class TileInterpreter:
         active = active & ok
         sel = tuple(np.broadcast_to(i, shape)[active] for i in idx)
         vals = np.broadcast_to(value, shape)[active]
-        if arr.dtype.itemsize < 4 and arr.dtype.kind == "f" or arr.dtype.kind == "V":
-            acc = arr.astype(np.float32)
-            np.add.at(acc, sel, vals.astype(np.float32))
-            arr[...] = acc.astype(arr.dtype)
-        else:
-            np.add.at(arr, sel, vals)
+        add_at(arr, sel, vals)
 
     # ---------------------------------------------------------------------------------------------- expressions
 
