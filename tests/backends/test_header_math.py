@@ -64,3 +64,43 @@ def test_float_floor_division_and_modulo_match_numpy(tmp_path):
                     float(np.remainder(a, b))]
         for g, w, what in zip(got, want, ("float //", "float %", "double //", "double %")):
             assert (np.isnan(g) and np.isnan(w)) or (g == w and np.signbit(g) == np.signbit(w)), (a, b, what, g, w)
+
+
+_BF16_DRIVER = r"""
+#include <cstdio>
+#define __host__
+#define __device__
+%s
+int main() {
+  double d;
+  while (std::scanf("%%la", &d) == 1) std::printf("%%u\n", (unsigned)bf16(d).bits);
+}
+"""
+
+
+def test_hip_bfloat16_from_double_rounds_once(tmp_path):
+    """The HIP header's bfloat16 from a double (the emitter's path for ints and float64) rounds once to nearest
+    even, as ml_dtypes (the interpreters) and CUDA's conversion do; through float it rounded twice (2^24 + 2^16 + 1
+    gave 2^24, not 2^24 + 2^17)."""
+    import ml_dtypes
+
+    from tilec.backends.hip.header import HEADER
+
+    struct = re.search(r"struct bf16 \{.*?\n\};\n", HEADER, re.S)
+    assert struct, "no struct bf16 in the HIP header"
+    src, exe = tmp_path / "bf16.cpp", tmp_path / "bf16"
+    src.write_text(_BF16_DRIVER % struct.group(0))
+    subprocess.run([CXX, "-O2", "-std=c++20", "-o", str(exe), str(src)], check=True, capture_output=True)
+    rng = np.random.default_rng()
+    ints = rng.integers(-(2**40), 2**40, 300) >> rng.integers(0, 30, 300)
+    ties = np.array([2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 2**24 + 2**16, 2**31 - 1, 2**24 + 3 * 2**16 - 1])
+    edge = [0.0, -0.0, np.inf, -np.inf, 3.4e38, -3.4e38, 3.3961e38, 1e-40, -1e-45, 2.0**-133, 2.0**-134 * 1.5]
+    doubles = np.concatenate([ints.astype(np.float64), ties.astype(np.float64), edge,
+                              rng.standard_normal(300) * 10.0 ** rng.integers(-30, 30, 300)])
+    out = subprocess.run([str(exe)], input="".join(f"{float(v).hex()}\n" for v in doubles), capture_output=True,
+                         text=True, check=True).stdout.split()
+    want = doubles.astype(ml_dtypes.bfloat16).view(np.uint16)
+    bad = [(v, int(g), int(w)) for v, g, w in zip(doubles, out, want) if int(g) != int(w)]
+    assert not bad, f"{len(bad)} differ (value, got bits, want bits): {bad[:5]}"
+    nan = subprocess.run([str(exe)], input="nan\n", capture_output=True, text=True, check=True).stdout
+    assert (int(nan) & 0x7f80) == 0x7f80 and int(nan) & 0x7f, "NaN must stay NaN"

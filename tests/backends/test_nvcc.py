@@ -327,6 +327,16 @@ def test_min_max_reductions_of_narrow_ints(dtype, tmp_path):
     compile_cuda(tilec.JITKernel(main, "cuda:sm_80").get_kernel_source(), tmp_path)
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_int_to_bfloat16_compiles(tmp_path, arch):
+    """int32 / int64 to bfloat16 through double (CUDA's conversion from double rounds once), not through float."""
+    from test_interp import int_to_bf16_kernel
+
+    source = tilec.JITKernel(int_to_bf16_kernel(64), f"cuda:{arch}").get_kernel_source()
+    assert source.count("__nv_bfloat16(static_cast<double>(") == 2
+    compile_cuda(source, tmp_path, arch)
+
+
 def test_int64_atomic_add(tmp_path):
     """atomicAdd has no long long overload: an int64 add goes to the unsigned long long one (the same bits)."""
     import tilec.language as T
