@@ -494,37 +494,41 @@ def test_dynamic_rows_including_an_empty_array(m, rng):
 
 def int_to_bf16_kernel(n):
     @T.prim_func
-    def main(X: T.Tensor((n,), "int32"), Y: T.Tensor((n,), "int64"), O: T.Tensor((n,), "bfloat16"),
-             P: T.Tensor((n,), "bfloat16")):
+    def main(X: T.Tensor((n,), "int32"), Y: T.Tensor((n,), "int64"), Z: T.Tensor((n,), "float64"),
+             O: T.Tensor((n,), "bfloat16"), P: T.Tensor((n,), "bfloat16"), Q: T.Tensor((n,), "bfloat16")):
         with T.Kernel(1, threads=64) as bx:
             for i in T.Parallel(n):
                 O[i] = T.cast(X[i], "bfloat16")
                 P[i] = T.cast(Y[i], "bfloat16")
+                Q[i] = T.cast(Z[i], "bfloat16")
 
     return main
 
 
 def int_to_bf16_inputs(rng, n):
-    """Ints of up to 31 / 52 bits, with ties that rounding through float32 gets wrong (2^24 + 2^16 + 1: float32
-    rounds it to the tie 2^24 + 2^16, which then goes to even, 2^24; once rounded it is 2^24 + 2^17)."""
+    """Ints of up to 31 / 52 bits and doubles, with ties that rounding through float32 gets wrong (2^24 + 2^16 + 1:
+    float32 rounds it to the tie 2^24 + 2^16, which then goes to even, 2^24; once rounded it is 2^24 + 2^17); the
+    three inputs and the three results (ml_dtypes rounds once)."""
     x = (rng.integers(-(2**31), 2**31, n) >> rng.integers(0, 31, n)).astype(np.int32)
     y = rng.integers(-(2**52), 2**52, n) >> rng.integers(0, 52, n)
     ties = [2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 2**24 + 3 * 2**16 - 1, 2**30 + 2**22 + 1]
     x[:4] = ties
     y[:4] = ties
     y[4] = 2**40 + 2**32 + 1
-    return x, y, x.astype(ml_dtypes.bfloat16), y.astype(ml_dtypes.bfloat16)
+    z = rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20, n)
+    z[:6] = [1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30), 3 * 2**-9 + 2**-40, 1e-39 * (1 + 2**-9), 3.3961e38, -np.inf]
+    return (x, y, z), tuple(v.astype(ml_dtypes.bfloat16) for v in (x, y, z))
 
 
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
-def test_int_to_bfloat16_rounds_once(rng, target):
+def test_int_and_double_to_bfloat16_round_once(rng, target):
     n = 64
-    x, y, o_ref, p_ref = int_to_bf16_inputs(rng, n)
-    assert float(o_ref[0]) == 2**24 + 2**17  # the reference itself rounds once
-    o, p = poisoned((n,), "bfloat16"), poisoned((n,), "bfloat16")
-    tilec.JITKernel(int_to_bf16_kernel(n), target)(x, y, o, p)
-    np.testing.assert_array_equal(o.view(np.uint16), o_ref.view(np.uint16))
-    np.testing.assert_array_equal(p.view(np.uint16), p_ref.view(np.uint16))
+    ins, refs = int_to_bf16_inputs(rng, n)
+    assert float(refs[0][0]) == 2**24 + 2**17 and float(refs[2][0]) == 1 + 2**-7  # the reference rounds once
+    outs = [poisoned((n,), "bfloat16") for _ in refs]
+    tilec.JITKernel(int_to_bf16_kernel(n), target)(*ins, *outs)
+    for out, ref in zip(outs, refs):
+        np.testing.assert_array_equal(out.view(np.uint16), ref.view(np.uint16))
 
 
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])

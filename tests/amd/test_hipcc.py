@@ -112,11 +112,11 @@ def test_atomic_adds_of_16_bit_floats_compile(tmp_path):
 
 
 def test_int_to_bfloat16_compiles(tmp_path):
-    """int32 / int64 to bfloat16 go through the header's bfloat16-from-double (rounded once), not through float."""
+    """int32 / int64 / float64 to bfloat16 go through the header's tl::bf16_rn (rounded once)."""
     from test_interp import int_to_bf16_kernel
 
     source = tilec.JITKernel(int_to_bf16_kernel(64), "hip:gfx90a").get_kernel_source()
-    assert source.count("tl::bf16(static_cast<double>(") == 2
+    assert source.count("tl::bf16_rn(static_cast<double>(") == 3
     compile_hip(source, "gfx90a", tmp_path)
 
 

@@ -73,13 +73,13 @@ _BF16_DRIVER = r"""
 %s
 int main() {
   double d;
-  while (std::scanf("%%la", &d) == 1) std::printf("%%u\n", (unsigned)bf16(d).bits);
+  while (std::scanf("%%la", &d) == 1) std::printf("%%u\n", (unsigned)bf16_rn(d).bits);
 }
 """
 
 
 def test_hip_bfloat16_from_double_rounds_once(tmp_path):
-    """The HIP header's bfloat16 from a double (the emitter's path for ints and float64) rounds once to nearest
+    """The HIP header's tl::bf16_rn (the emitter's path from ints and float64 to bfloat16) rounds once to nearest
     even, as ml_dtypes (the interpreters) and CUDA's conversion do; through float it rounded twice (2^24 + 2^16 + 1
     gave 2^24, not 2^24 + 2^17)."""
     import ml_dtypes
@@ -87,9 +87,10 @@ def test_hip_bfloat16_from_double_rounds_once(tmp_path):
     from tilec.backends.hip.header import HEADER
 
     struct = re.search(r"struct bf16 \{.*?\n\};\n", HEADER, re.S)
-    assert struct, "no struct bf16 in the HIP header"
+    fn = re.search(r"__host__ __device__ inline bf16 bf16_rn\(double d\) \{.*?\n\}\n", HEADER, re.S)
+    assert struct and fn, "no struct bf16 or bf16_rn in the HIP header"
     src, exe = tmp_path / "bf16.cpp", tmp_path / "bf16"
-    src.write_text(_BF16_DRIVER % struct.group(0))
+    src.write_text(_BF16_DRIVER % (struct.group(0) + fn.group(0)))
     subprocess.run([CXX, "-O2", "-std=c++20", "-o", str(exe), str(src)], check=True, capture_output=True)
     rng = np.random.default_rng()
     ints = rng.integers(-(2**40), 2**40, 300) >> rng.integers(0, 30, 300)

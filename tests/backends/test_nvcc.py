@@ -329,11 +329,11 @@ def test_min_max_reductions_of_narrow_ints(dtype, tmp_path):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_int_to_bfloat16_compiles(tmp_path, arch):
-    """int32 / int64 to bfloat16 through double (CUDA's conversion from double rounds once), not through float."""
+    """int32 / int64 / float64 to bfloat16 through the header's tl::bf16_rn (rounded once)."""
     from test_interp import int_to_bf16_kernel
 
     source = tilec.JITKernel(int_to_bf16_kernel(64), f"cuda:{arch}").get_kernel_source()
-    assert source.count("__nv_bfloat16(static_cast<double>(") == 2
+    assert source.count("tl::bf16_rn(static_cast<double>(") == 3
     compile_cuda(source, tmp_path, arch)
 
 

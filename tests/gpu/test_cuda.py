@@ -177,17 +177,18 @@ def test_16_bit_float_atomic_adds_round_each_add(dtype):
     assert acct.double().cpu().tolist() == ref.astype(np.float64).tolist()
 
 
-def test_int_to_bfloat16_rounds_once():
-    """int32 / int64 to bfloat16 round once (through float they rounded twice: 2^24 + 2^16 + 1 gave 2^24)."""
+def test_int_and_double_to_bfloat16_round_once():
+    """int32 / int64 / float64 to bfloat16 round once (through float they rounded twice: 2^24 + 2^16 + 1 gave
+    2^24; so did the GPU's own conversion from double)."""
     import numpy as np
     from test_interp import int_to_bf16_inputs, int_to_bf16_kernel
 
     n = 64
-    x, y, o_ref, p_ref = int_to_bf16_inputs(np.random.default_rng(), n)
-    o, p = _poisoned((n,), torch.bfloat16), _poisoned((n,), torch.bfloat16)
-    tilec.compile(int_to_bf16_kernel(n), target="cuda")(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda(), o, p)
-    assert o.cpu().view(torch.int16).numpy().view(np.uint16).tolist() == o_ref.view(np.uint16).tolist()
-    assert p.cpu().view(torch.int16).numpy().view(np.uint16).tolist() == p_ref.view(np.uint16).tolist()
+    ins, refs = int_to_bf16_inputs(np.random.default_rng(), n)
+    outs = [_poisoned((n,), torch.bfloat16) for _ in refs]
+    tilec.compile(int_to_bf16_kernel(n), target="cuda")(*(torch.from_numpy(v).cuda() for v in ins), *outs)
+    for out, ref in zip(outs, refs):
+        assert out.cpu().view(torch.int16).numpy().view(np.uint16).tolist() == ref.view(np.uint16).tolist()
 
 
 def test_launch_checks():

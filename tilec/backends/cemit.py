@@ -483,9 +483,11 @@ class CEmitter:
         low = lambda d: d.is_float and d.bits < 32  # noqa: E731
         if low(src) and (to.is_int or to.is_bool):
             return f"static_cast<{self.ctype(to)}>(static_cast<float>({inner}))"
-        if low(to) and not src.is_float:  # an int through double to bfloat16 (through float, one over 2^24 would
-            # round twice; float16's and float8's ranges end far below 2^24, so they round once through float)
-            return f"{self.ctype(to)}(static_cast<{'double' if to is dt.bfloat16 else 'float'}>({inner}))"
+        if to is dt.bfloat16 and (src is dt.float64 or not src.is_float):  # the header's, rounded once (through
+            # float an int over 2^24 or a double rounded twice; float16's and float8's ranges end far below 2^24)
+            return f"tl::bf16_rn(static_cast<double>({inner}))"
+        if low(to) and not src.is_float:
+            return f"{self.ctype(to)}(static_cast<float>({inner}))"
         if low(src) and low(to):
             return f"{self.ctype(to)}(static_cast<float>({inner}))"
         return f"static_cast<{self.ctype(to)}>({inner})"

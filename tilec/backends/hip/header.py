@@ -32,16 +32,16 @@ struct bf16 {
     bits = (u & 0x7fffffffu) > 0x7f800000u ? static_cast<unsigned short>((u >> 16) | 0x40u)
                                            : static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   }
-  // from double rounded once: through float rounded to odd (float's 24 bits keep the sticky bit bfloat16's
-  // nearest-even rounding needs), as the GPU's double-to-bfloat16 conversion rounds
-  __host__ __device__ explicit bf16(double d) {
-    const float f = static_cast<float>(d);
-    unsigned u = __builtin_bit_cast(unsigned, f);
-    if (static_cast<double>(f) != d && d == d && !(u & 1u)) u += (d < 0 ? -d : d) > (f < 0 ? -f : f) ? 1u : -1u;
-    *this = bf16(__builtin_bit_cast(float, u));
-  }
   __host__ __device__ operator float() const { return __builtin_bit_cast(float, static_cast<unsigned>(bits) << 16); }
 };
+// a double to bfloat16, rounded once: to float rounded to odd (an inexact result's last bit set; float's 24 bits
+// keep the sticky bit), then to nearest even
+__host__ __device__ inline bf16 bf16_rn(double d) {
+  const float f = static_cast<float>(d);
+  unsigned u = __builtin_bit_cast(unsigned, f);
+  if (static_cast<double>(f) != d && d == d && !(u & 1u)) u += (d < 0 ? -d : d) > (f < 0 ? -f : f) ? 1u : ~0u;
+  return bf16(__builtin_bit_cast(float, u));
+}
 __device__ __forceinline__ bf16 operator+(bf16 a, bf16 b) { return bf16(float(a) + float(b)); }
 __device__ __forceinline__ bf16 operator-(bf16 a, bf16 b) { return bf16(float(a) - float(b)); }
 __device__ __forceinline__ bf16 operator*(bf16 a, bf16 b) { return bf16(float(a) * float(b)); }
