@@ -33,9 +33,13 @@ def test_one_dimensional_parallel_loop_with_a_free_layout(rng):
 @pytest.mark.parametrize("clear", [True, False])
 @pytest.mark.parametrize("dim", [0, 1])
 @pytest.mark.parametrize("shape", [(24, 40), (16, 64)], ids=["replicated", "spread"])
-def test_reductions(rng, kind, clear, dim, shape):
+@pytest.mark.parametrize("chains", [1, 4])
+def test_reductions(rng, monkeypatch, kind, clear, dim, shape, chains):
     """24 x 40 does not spread evenly over 128 threads, so the tile is replicated: a sum must count each element
-    once however many threads hold it."""
+    once however many threads hold it. A thread folds its elements in one chain (the default) or in four."""
+    from tilec.lower import reduce
+
+    monkeypatch.setattr(reduce, "CHAINS", chains)
     M, N = shape
     kernel = simt(reduce_kernel(kind, M, N, dim, clear, "float16"))
     x = randn(rng, (M, N), "float16")
