@@ -543,6 +543,30 @@ def test_launch_rejects_a_size_beyond_int32_and_strides_between_elements():
         kernel(packed, np.zeros((3, 4), np.float32))
 
 
+@T.prim_func
+def _two_outputs(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32"), C: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.Parallel(4):
+            B[i] = A[i] + 1.0
+            C[i] = A[i] + 2.0
+
+
+def test_out_idx_naming_a_parameter_twice_is_refused_and_numpy_ints_count():
+    """out_idx=[-1, 2] on three parameters named C twice: the call allocated two outputs for it and returned one that
+    the kernel never wrote (NaN) beside the real one. A numpy integer index was a bare TypeError ('not iterable'),
+    True was taken for 1."""
+    with pytest.raises(TilecValueError, match=r"out_idx: \[-1, 2\] names parameter 2 \(C\) twice"):
+        tilec.compile(_two_outputs, target="cpu", out_idx=[-1, 2])
+    with pytest.raises(TilecTypeError, match=r"out_idx: True is not a parameter index of '_two_outputs'"):
+        tilec.compile(_two_outputs, target="cpu", out_idx=True)
+    kernel = tilec.compile(_two_outputs, target="cpu", out_idx=np.int64(-1))
+    c = kernel(np.ones(4, np.float32), np.zeros(4, np.float32))
+    np.testing.assert_array_equal(c, np.full(4, 3.0, np.float32))
+    b, c = tilec.compile(_two_outputs, target="cpu", out_idx=[np.int32(1), -1])(np.ones(4, np.float32))
+    np.testing.assert_array_equal(b, np.full(4, 2.0, np.float32))
+    np.testing.assert_array_equal(c, np.full(4, 3.0, np.float32))
+
+
 def test_jit_refuses_an_unknown_keyword():
     """A typo in a keyword of tilec.jit is an error (it was ignored); TileLang's own options port unchanged."""
     with pytest.raises(TilecTypeError, match=r"unexpected keyword argument 'pass_config' \(did you mean "

@@ -161,17 +161,22 @@ def _poisoning() -> bool:
 def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
     if out_idx is None:
         return func
-    idx = [out_idx] if isinstance(out_idx, int) else list(out_idx)
+    import numbers
+
+    idx = [out_idx] if isinstance(out_idx, numbers.Integral) else list(out_idx)
     n = len(func.params)
     norm = []
     for i in idx:
-        if not isinstance(i, int) or not -n <= i < n:
+        if not isinstance(i, numbers.Integral) or isinstance(i, bool) or not -n <= i < n:
             raise TilecTypeError(f"out_idx: {i!r} is not a parameter index of {func.name!r} ({n} parameters)")
-        j = i % n
+        j = int(i) % n
         from tilec.ir.buffer import Buffer
 
         if not isinstance(func.params[j], Buffer):
             raise TilecTypeError(f"out_idx: parameter {j} ({func.params[j].name}) is a scalar, not a tensor")
+        if j in norm:  # two outputs allocated for one parameter: the kernel would write only the second
+            raise TilecValueError(f"out_idx: {[int(k) for k in idx]} names parameter {j} ({func.params[j].name}) "
+                                  "twice")
         norm.append(j)
     import dataclasses
 
