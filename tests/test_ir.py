@@ -57,6 +57,18 @@ def test_dtype_names_resolve():
         dt.dtype("complex64")
 
 
+def test_ml_dtypes_ieee_float8_e4m3_is_not_tilecs_e4m3():
+    """ml_dtypes.float8_e4m3 is the IEEE-style e4m3 (infinities, largest finite 240), whose numpy name is tilec's
+    name for CUDA's e4m3fn (no infinities, largest 448): it resolved to float8_e4m3, so its arrays were read as the
+    other format (the byte 0x78 is inf in one, 256 in the other)."""
+    assert dt.dtype(ml_dtypes.float8_e4m3fn) is dt.float8_e4m3
+    assert dt.dtype(np.dtype(ml_dtypes.float8_e5m2)) is dt.float8_e5m2
+    with pytest.raises(TypeError, match=r"unsupported dtype .*\(float8_e4m3 here is ml_dtypes.float8_e4m3fn\)"):
+        dt.dtype(ml_dtypes.float8_e4m3)
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        dt.dtype(np.dtype(ml_dtypes.float8_e4m3))
+
+
 def test_wrap_int():
     assert [dt.wrap_int(v, dt.int4) for v in (7, 8, 9, -8, -9, 16)] == [7, -8, -7, -8, 7, 0]
     assert dt.wrap_int(300, dt.int8) == 44

@@ -144,6 +144,7 @@ def dtype(value: Any) -> DType:
     """
     if isinstance(value, DType):
         return value
+    hint = ""
     if isinstance(value, str):
         found = _BY_NAME.get(value)
         if found is not None:
@@ -153,15 +154,19 @@ def dtype(value: Any) -> DType:
         if name is not None:
             return dtype(name)
         try:
-            found = _BY_NAME.get(np.dtype(value).name)
+            np_dtype = np.dtype(value)
         except TypeError:
-            found = None
-        if found is not None:
+            np_dtype = None
+        found = _BY_NAME.get(np_dtype.name) if np_dtype is not None else None
+        # the same name, another format: ml_dtypes.float8_e4m3 is IEEE-style e4m3, not CUDA's e4m3fn
+        if found is not None and np_dtype.type is found.np.type:
             return found
+        if found is not None:
+            hint = f" ({found.name} here is {found.np.type.__module__}.{found.np.type.__name__})"
     from tilec.errors import TilecTypeError
 
     supported = ", ".join(d.name for d in ALL)
-    raise TilecTypeError(f"unsupported dtype {value!r}; expected one of: {supported}")
+    raise TilecTypeError(f"unsupported dtype {value!r}; expected one of: {supported}{hint}")
 
 
 def wrap_int(value: int, d: DType) -> int:
