@@ -465,7 +465,8 @@ def _scaled_copy(M, N, dtype="float16"):
         (np.zeros((16, 8), np.float16).T, ValueError,
          r"argument 'A': expected a contiguous row-major array, got strides \(1, 8\)"),
         ([[0.0] * 16] * 8, TypeError, r"argument 'A': expected an array \(numpy, torch or cupy\), got list"),
-        (np.zeros((8, 16), np.complex64), TypeError, "unsupported dtype"),
+        (np.zeros((8, 16), np.complex64), TypeError, "argument 'A': unsupported dtype dtype\\('complex64'\\)"),
+        (np.zeros((8, 16), object), TypeError, "argument 'A': unsupported dtype dtype\\('O'\\)"),
     ],
 )
 def test_launch_rejects_bad_arrays(arg, exc, message):
@@ -592,6 +593,8 @@ def test_eager_argument_errors():
         f(np.zeros((2, 2), np.float16))
     with pytest.raises(TilecTypeError, match="kernel 'f': too many positional arguments"):
         f(np.zeros(4, np.float16), 1.0, 2.0)
+    with pytest.raises(TilecTypeError, match=r"argument 'A': unsupported dtype dtype\('complex64'\)"):
+        f(np.zeros(4, np.complex64))
 
 
 # ------------------------------------------------------------------------------------------- at run time

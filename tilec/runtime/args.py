@@ -17,7 +17,7 @@ from tilec.ir.buffer import Buffer
 from tilec.ir.evaluate import eval_int
 from tilec.ir.expr import Var
 from tilec.ir.kernel import PrimFunc
-from tilec.runtime.arrays import ArrayInfo, array_info, is_contiguous
+from tilec.runtime.arrays import ArrayInfo, array_info, is_contiguous, named_array_info
 
 
 @dataclass
@@ -76,10 +76,7 @@ def _bind_dim(name: str, what: str, want: Any, got: int, sizes: dict[Var, int], 
 
 
 def _check_array(buf: Buffer, value: Any, device: str, sizes: dict[Var, int], late: list) -> ArrayInfo:
-    try:
-        info = array_info(value)
-    except TilecValueError as e:
-        raise TilecValueError(f"argument {buf.name!r}: {e.message}") from None
+    info = named_array_info(buf.name, value)
     if info is None:
         raise TilecTypeError(f"argument {buf.name!r}: expected an array (numpy, torch or cupy), got "
                              f"{type(value).__name__}")

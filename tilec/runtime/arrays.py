@@ -62,6 +62,16 @@ def array_info(value: Any) -> ArrayInfo | None:
                      f"cuda:{value.device.id}", fw, value.data.ptr)
 
 
+def named_array_info(name: str, value: Any) -> ArrayInfo | None:
+    """:func:`array_info`, its errors (an unsupported dtype, strides between elements) naming the argument."""
+    from tilec.errors import TilecTypeError, TilecValueError
+
+    try:
+        return array_info(value)
+    except (TilecTypeError, TilecValueError) as e:
+        raise type(e)(f"argument {name!r}: {e.message}") from None
+
+
 def _elements(strides: tuple[int, ...], item: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     """Byte strides in elements; an array whose elements are not spaced by whole elements (a field of a packed
     structured array) has no such strides and is refused."""

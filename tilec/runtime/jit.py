@@ -18,7 +18,7 @@ from typing import Any
 
 from tilec.errors import TilecTypeError, TilecValueError
 from tilec.ir.kernel import PrimFunc
-from tilec.runtime.arrays import array_info
+from tilec.runtime.arrays import named_array_info
 from tilec.target import Target, parse_target
 from tilec.tune.knobs import auto_params, is_auto
 
@@ -282,7 +282,7 @@ class JITFunction:
             raise TilecTypeError(f"kernel {self.fn.__name__!r}: {e}") from None
         parts, loose, tensors = [], [], []
         for name, v in bound.arguments.items():
-            info = array_info(v)
+            info = named_array_info(name, v)
             if info is None:
                 part = (name, _freeze(v, f"argument {name!r}"))
                 parts.append(part)
