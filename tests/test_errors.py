@@ -514,6 +514,31 @@ def test_launch_rejects_an_int_scalar_outside_its_type(dtype, value):
         np.testing.assert_array_equal(out, np.full(8, np.float32(lo)))
 
 
+@pytest.mark.parametrize(("dtype", "value"), [("float16", 1e6), ("float16", 65520.0), ("float32", 1e300),
+                                              ("float32", -(10**39)), ("float64", 10**400)])
+def test_launch_rejects_a_float_scalar_beyond_its_type(dtype, value):
+    """A finite float the parameter's type cannot hold became inf silently (1e6 in a float16), and an int beyond a
+    double (10**400) was a bare OverflowError."""
+    scalar = getattr(T, dtype)
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), s: scalar, B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                B[i] = A[i] * T.cast(s, "float32")
+
+    for target in ("cpu", "simt:sm_80"):
+        kernel = tilec.compile(main, target=target, out_idx=[-1])
+        top = re.escape(f"{np.finfo(dtype).max:.8g}")
+        with pytest.raises(TilecValueError, match=rf"argument 's': {re.escape(repr(value)[:12])}\S* is beyond the "
+                                                  rf"largest finite {dtype} \({top}\)"):
+            kernel(np.ones(8, np.float32), value)
+        top = float(np.finfo(dtype).max) if dtype != "float64" else 1.0
+        np.testing.assert_array_equal(kernel(np.ones(8, np.float32), top), np.full(8, np.float32(top)))
+        assert np.isinf(kernel(np.ones(8, np.float32), float("-inf"))).all()  # infinities and NaN are meant
+        assert np.isnan(kernel(np.ones(8, np.float32), float("nan"))).all()
+
+
 _M = T.dynamic("M")
 
 

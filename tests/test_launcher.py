@@ -256,3 +256,28 @@ def test_a_16_bit_float_scalar_goes_to_the_checked_path(fakes):
                 A[i] = A[i] * s
 
     assert _launcher(half) is None and _launcher(brain) is None
+
+
+def test_a_float32_scalar_beyond_its_type_goes_to_the_checked_path(fakes):
+    """A ctypes float cell turns a finite double beyond float32 into inf: such a value goes to the checked path
+    (which refuses it); the largest float32, infinities and NaN launch."""
+    import math
+
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), s: T.float32):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[i] = A[i] * s
+
+    _, calls = fakes
+    launch = _launcher(main)
+    a = FakeTensor((64,), "f32", 4096)
+    assert launch(a, 1e300) == "checked"
+    assert launch(a, -3.5e38) == "checked"
+    assert not calls
+    for s in (3.4028234663852886e38, -math.inf, math.nan):
+        assert launch(a, s) is None
+        got = ctypes.c_float.from_address(_args(calls[-1])[1]).value
+        assert got == s or (math.isnan(s) and math.isnan(got))

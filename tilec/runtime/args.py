@@ -6,6 +6,7 @@ Every mismatch raises ``TypeError``/``ValueError`` (as :class:`~tilec.errors.Til
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,12 +114,31 @@ def _check_scalar(p: Var, value: Any) -> Any:
     if not ok:
         raise TilecTypeError(f"argument {p.name!r}: expected a Python {p.dtype} scalar, got "
                              f"{type(value).__name__} {value!r}")
+    if p.dtype.is_float:
+        _check_float_range(p, value)
     if p.dtype.is_int and p.dtype.bits >= 8:  # the kernel gets the value in that many bits: never wrapped
         lo, hi = int(np.iinfo(p.dtype.np).min), int(np.iinfo(p.dtype.np).max)
         if not lo <= value <= hi:
             raise TilecValueError(f"argument {p.name!r}: {value} does not fit the parameter's type {p.dtype} "
                                   f"[{lo}, {hi}]")
     return value
+
+
+def _check_float_range(p: Var, value: int | float) -> None:
+    """A finite value the parameter's float type rounds to infinity (or NaN, in a format without one) is refused;
+    infinities and NaN pass as they are."""
+    try:
+        f = float(value)
+    except OverflowError:  # an int beyond a double
+        f = None
+    if f is not None and (math.isinf(f) or math.isnan(f)):
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        fits = f is not None and bool(np.isfinite(p.dtype.np.type(f)))
+    if not fits:
+        shown = repr(value) if len(repr(value)) <= 32 else repr(value)[:29] + "..."
+        raise TilecValueError(f"argument {p.name!r}: {shown} is beyond the largest finite {p.dtype} "
+                              f"({float(np.finfo(p.dtype.np).max):.8g})")
 
 
 def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:

@@ -18,6 +18,7 @@ from tilec.ir.expr import Expr, Var
 from tilec.ir.kernel import PrimFunc
 
 _INT32_MAX = 2**31 - 1  # symbolic sizes travel as int32
+_FLOAT32_OVERFLOW = 2.0**128 - 2.0**103  # the least double that float32 rounds to infinity
 _CTYPES = {"float64": ctypes.c_double, "float32": ctypes.c_float, "int64": ctypes.c_int64, "int32": ctypes.c_int32,
            "int16": ctypes.c_int16, "int8": ctypes.c_int8, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16,
            "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64, "bool": ctypes.c_bool}
@@ -94,6 +95,9 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
             if p.dtype.is_int and p.dtype.bits >= 8:  # outside the type: the checked path says so (a cell wraps)
                 info = np.iinfo(p.dtype.np)
                 cond.append(f"{int(info.min)} <= {a} <= {int(info.max)}")
+            if p.dtype.name == "float32":  # a finite double that rounds to inf in the cell: the checked path says so
+                cond.append(f"(abs({a}) < {_FLOAT32_OVERFLOW!r} or not abs({a}) < _inf)")
+                env["_inf"] = float("inf")
     if any(v not in sizes for v in func.dyn_vars):
         return None
     env["_device"] = torch.device("cuda", device)
