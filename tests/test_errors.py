@@ -593,6 +593,21 @@ def test_out_idx_naming_a_parameter_twice_is_refused_and_numpy_ints_count():
     np.testing.assert_array_equal(c, np.full(4, 3.0, np.float32))
 
 
+def test_a_read_only_array_the_kernel_writes_is_refused_naming_it():
+    """A read-only numpy array as an output was a bare numpy ValueError ('assignment destination is read-only') from
+    inside the interpreter, naming no argument; as an input it is fine."""
+    for target in ("cpu", "simt:sm_80"):
+        kernel = tilec.compile(_two_outputs, target=target)
+        a, b, c = np.ones(4, np.float32), np.zeros(4, np.float32), np.zeros(4, np.float32)
+        a.setflags(write=False)
+        c.setflags(write=False)
+        with pytest.raises(TilecValueError, match=r"argument 'C': the kernel writes it, but the array is read-only"):
+            kernel(a, b, c)
+        c = np.zeros(4, np.float32)
+        kernel(a, b, c)  # a read-only input is fine
+        np.testing.assert_array_equal(c, np.full(4, 3.0, np.float32))
+
+
 def test_jit_refuses_an_unknown_keyword():
     """A typo in a keyword of tilec.jit is an error (it was ignored); TileLang's own options port unchanged."""
     with pytest.raises(TilecTypeError, match=r"unexpected keyword argument 'pass_config' \(did you mean "

@@ -18,6 +18,8 @@ from tilec.ir.buffer import Buffer
 from tilec.ir.evaluate import eval_int
 from tilec.ir.expr import Var
 from tilec.ir.kernel import PrimFunc
+from tilec.ir.stmt import TileOp
+from tilec.ir.visit import accessed_buffers, walk
 from tilec.runtime.arrays import ArrayInfo, array_info, is_contiguous, named_array_info
 
 
@@ -165,6 +167,14 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
     for name, what, want, got in late:
         if eval_int(want, sizes) != got:
             raise TilecValueError(f"argument {name!r}: {what} must be {want} = {eval_int(want, sizes)}, got {got}")
+    read_only = [i for i, (v, inf) in enumerate(zip(values, infos))
+                 if inf is not None and inf.framework == "numpy" and not v.flags.writeable]
+    if read_only:
+        written = written_params(func)
+        for i in read_only:
+            if i in written:
+                raise TilecValueError(f"argument {func.params[i].name!r}: the kernel writes it, but the array is "
+                                      "read-only (pass a writeable copy)")
     like = next((v for v, inf in zip(values, infos) if inf is not None), None)
     outputs = []
     for i in func.out_params:
@@ -176,6 +186,13 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
         infos[i] = array_info(out)
         outputs.append(out)
     return Bound(values, infos, sizes, outputs)
+
+
+def written_params(func: PrimFunc) -> set[int]:
+    """Indices of the tensor parameters the kernel writes (element stores and atomics, tile ops' outputs)."""
+    written = {id(b) for b in accessed_buffers(func.launch, loads=False)}
+    written |= {id(r.buffer) for n in walk(func.launch) if isinstance(n, TileOp) for r in n.writes()}
+    return {i for i, p in enumerate(func.params) if id(p) in written}
 
 
 def _shape_text(shape: tuple) -> str:
