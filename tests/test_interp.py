@@ -492,6 +492,29 @@ def test_dynamic_rows_including_an_empty_array(m, rng):
     np.testing.assert_allclose(y, x.astype(np.float64) * 3 + np.arange(64), rtol=1e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_strided_tensors_take_an_empty_array_whatever_its_strides(rng, target):
+    """numpy 2 gives a new empty array zero strides (np.empty((0, 64)).strides == (0, 0)): a T.StridedTensor refused
+    it ('stride 1 must be 1, got 0') though it has no element to address. A stride symbol takes its value from a
+    non-empty argument when one binds it."""
+    M, S = T.dynamic("M"), T.dynamic("S")
+
+    @T.prim_func
+    def main(X: T.StridedTensor((M, 64), (S, 1), "float32"), W: T.StridedTensor((M, 64), (128, 1), "float32"),
+             Y: T.Tensor((M, 64), "float32")):
+        with T.Kernel(T.ceildiv(M, 32), threads=128) as bx:
+            for i, j in T.Parallel(32, 64):
+                if bx * 32 + i < M:
+                    Y[bx * 32 + i, j] = X[bx * 32 + i, j] * 3.0 + W[bx * 32 + i, j]
+
+    kernel = tilec.compile(main, target=target, out_idx=[-1])
+    empty = np.empty((0, 64), np.float32)
+    assert kernel(empty, empty).shape == (0, 64)
+    x, w = randn(rng, (40, 96), "float32"), randn(rng, (40, 128), "float32")
+    y = kernel(x[:, :64], w[:, :64])
+    np.testing.assert_allclose(y, x[:, :64].astype(np.float64) * 3 + w[:, :64], rtol=1e-6, atol=1e-5)
+
+
 def int_to_bf16_kernel(n):
     @T.prim_func
     def main(X: T.Tensor((n,), "int32"), Y: T.Tensor((n,), "int64"), Z: T.Tensor((n,), "float64"),

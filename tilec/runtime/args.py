@@ -98,6 +98,8 @@ def _check_array(buf: Buffer, value: Any, device: str, sizes: dict[Var, int], la
         if not is_contiguous(info):
             raise TilecValueError(f"argument {buf.name!r}: expected a contiguous row-major array, got strides "
                                   f"{info.strides} for shape {info.shape} (call .contiguous() / np.ascontiguousarray)")
+    elif 0 in info.shape:  # no element to address: any strides do (numpy 2 gives a new empty array zero strides)
+        late += [(None, None, want, got) for want, got in zip(buf.strides, info.strides) if isinstance(want, Var)]
     else:
         for d, (want, got) in enumerate(zip(buf.strides, info.strides)):
             _bind_dim(buf.name, f"stride {d}", want, got, sizes, late)
@@ -164,8 +166,11 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
         else:
             a = _check_scalar(p, a)
         values[i] = a
+    for name, _, want, got in late:
+        if name is None:  # an empty array's stride symbol: its value unless another argument bound one
+            sizes.setdefault(want, got)
     for name, what, want, got in late:
-        if eval_int(want, sizes) != got:
+        if name is not None and eval_int(want, sizes) != got:
             raise TilecValueError(f"argument {name!r}: {what} must be {want} = {eval_int(want, sizes)}, got {got}")
     read_only = [i for i, (v, inf) in enumerate(zip(values, infos))
                  if inf is not None and inf.framework == "numpy" and not v.flags.writeable]
