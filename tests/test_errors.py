@@ -608,6 +608,27 @@ def test_a_read_only_array_the_kernel_writes_is_refused_naming_it():
         np.testing.assert_array_equal(c, np.full(4, 3.0, np.float32))
 
 
+def test_negative_strides_run_on_the_tile_interpreter_and_are_refused_by_the_thread_interpreter():
+    """The thread interpreter addresses a global tensor from its first element in a flat view of its memory: an array
+    with a negative stride (a[::-1]) crashed it ('negative dimensions are not allowed') or read as out of bounds."""
+    S, R = T.dynamic("S"), T.dynamic("R")
+
+    @T.prim_func
+    def main(A: T.StridedTensor((6, 4), (S, R), "float32"), B: T.Tensor((6, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(6, 4):
+                B[i, j] = A[i, j] * 2.0
+
+    base = np.arange(48, dtype=np.float32).reshape(6, 8)
+    for a in (base[::-1, :4], base[:, 3::-1]):
+        np.testing.assert_array_equal(tilec.compile(main, target="cpu", out_idx=[-1])(a), a * 2)
+        with pytest.raises(TilecValueError, match=r"argument 'A': the thread interpreter \(simt targets\) takes no "
+                                                  r"negative strides, got \(-?\d+, -?\d+\)"):
+            tilec.compile(main, target="simt:sm_80", out_idx=[-1])(a)
+    a = np.broadcast_to(base[0, :4], (6, 4))  # zero strides are fine
+    np.testing.assert_array_equal(tilec.compile(main, target="simt:sm_80", out_idx=[-1])(a), a * 2)
+
+
 def test_jit_refuses_an_unknown_keyword():
     """A typo in a keyword of tilec.jit is an error (it was ignored); TileLang's own options port unchanged."""
     with pytest.raises(TilecTypeError, match=r"unexpected keyword argument 'pass_config' \(did you mean "

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from tilec.errors import TilecValueError
 from tilec.interp.thread import ThreadInterpreter
 from tilec.ir.buffer import Buffer
 from tilec.lower.tir import Mem, ThreadKernel
@@ -31,8 +32,11 @@ class SimtExecutable:
     def __call__(self, bound: Bound) -> None:
         mems: dict[Mem, np.ndarray] = dict(self.statics)
         scalars: dict[Any, Any] = dict(bound.sizes)
-        for p, m, v in zip(self.func.params, self.kernel.params, bound.values):
+        for p, m, v, info in zip(self.func.params, self.kernel.params, bound.values, bound.infos):
             if isinstance(p, Buffer):
+                if any(s < 0 and n > 1 for s, n in zip(info.strides, info.shape)):  # memory before the first element
+                    raise TilecValueError(f"argument {p.name!r}: the thread interpreter (simt targets) takes no "
+                                          f"negative strides, got {info.strides} (pass a copy, or use target='cpu')")
                 mems[m] = _flat(to_numpy(v))
             else:
                 scalars[p] = v
