@@ -447,6 +447,23 @@ def test_int4_packed_round_trip(rng, n):
     np.testing.assert_array_equal(unpack_int4(b, n), want)
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_numpy_subclasses_run_as_plain_arrays(rng, target):
+    """An np.matrix stays two-dimensional when flattened: the thread interpreter's flat view of an np.matrix output
+    was (1, n) and its stores failed ('shape mismatch: value array ... could not be broadcast')."""
+    @T.prim_func
+    def main(A: T.Tensor((6, 4), "float32"), B: T.Tensor((6, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(6, 4):
+                B[i, j] = A[i, j] * 2.0 + 1.0
+
+    a = randn(rng, (6, 4), "float32")
+    b = np.asmatrix(poisoned((6, 4), "float32"))
+    tilec.compile(main, target=target)(np.asmatrix(a), b)
+    np.testing.assert_array_equal(np.asarray(b), a * 2 + 1)
+
+
 # --------------------------------------------------------------------------------------------------- torch
 
 

@@ -120,8 +120,8 @@ def is_contiguous(info: ArrayInfo) -> bool:
 def to_numpy(value: Any) -> np.ndarray:
     """A numpy view of a CPU array (torch CPU tensors included, bfloat16/fp8 through ml_dtypes)."""
     fw = framework_of(value)
-    if fw == "numpy":
-        return value
+    if fw == "numpy":  # a subclass (np.matrix stays 2-D when flattened) as a plain view of the same memory
+        return value if type(value) is np.ndarray else value.view(np.ndarray)
     if fw == "torch":
         d = dt.dtype(value.dtype)
         if d.np_name in ("bfloat16", "float8_e4m3", "float8_e5m2"):
