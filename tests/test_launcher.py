@@ -281,3 +281,52 @@ def test_a_float32_scalar_beyond_its_type_goes_to_the_checked_path(fakes):
         assert launch(a, s) is None
         got = ctypes.c_float.from_address(_args(calls[-1])[1]).value
         assert got == s or (math.isnan(s) and math.isnan(got))
+
+
+def test_outputs_of_a_kernel_without_array_inputs_are_allocated_on_the_gpu(monkeypatch):
+    """With no array argument to allocate like, the checked CUDA path allocated the outputs as numpy arrays and
+    launched the kernel on their host addresses; they are torch tensors on the current GPU (CuPy arrays without
+    torch)."""
+    import tilec.language as T
+    from tilec.runtime.args import allocate_like, bind
+
+    class dtype:  # noqa: N801 - torch's names
+        __module__ = "torch"
+
+        def __init__(self, name):
+            self.name = name
+
+        def __str__(self):
+            return f"torch.{self.name}"
+
+    class Tensor:
+        __module__ = "torch"
+
+        def __init__(self, shape, dtype, device):
+            self.shape, self.dtype, self.device = tuple(shape), dtype, device
+
+        def stride(self):
+            return (1,) * len(self.shape)
+
+        def data_ptr(self):
+            return 8192
+
+    torch = types.ModuleType("torch")
+    torch.Tensor, torch.float32 = Tensor, dtype("float32")
+    torch.empty = lambda shape, dtype, device: Tensor(shape, dtype, device)
+    torch.device = lambda kind, index=None: types.SimpleNamespace(type=kind, index=index)
+    torch.cuda = types.SimpleNamespace(current_device=lambda: 1)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+
+    @T.prim_func
+    def fill(n: T.int32, A: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                A[i] = n
+
+    import dataclasses
+
+    bound = bind(dataclasses.replace(fill, out_params=(1,)), (3,), "cuda", allocate_like)
+    (out,) = bound.outputs
+    assert isinstance(out, Tensor) and out.shape == (64,) and out.dtype is torch.float32
+    assert bound.infos[1].device == "cuda:1" and bound.infos[1].data_ptr == 8192

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tilec import dtypes as dt
-from tilec.errors import TilecTypeError, TilecValueError
+from tilec.errors import TilecRuntimeError, TilecTypeError, TilecValueError
 from tilec.ir.buffer import Buffer
 from tilec.ir.evaluate import eval_int
 from tilec.ir.expr import Var
@@ -181,6 +181,8 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
                 raise TilecValueError(f"argument {func.params[i].name!r}: the kernel writes it, but the array is "
                                       "read-only (pass a writeable copy)")
     like = next((v for v, inf in zip(values, infos) if inf is not None), None)
+    if like is None and device != "cpu" and func.out_params:  # no array to allocate like: not numpy on a GPU
+        like = _gpu_like()
     outputs = []
     for i in func.out_params:
         buf = func.params[i]
@@ -202,6 +204,20 @@ def written_params(func: PrimFunc) -> set[int]:
 
 def _shape_text(shape: tuple) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ")"
+
+
+def _gpu_like() -> Any:
+    """An empty array on the current GPU for outputs to be allocated like: torch's, else CuPy's."""
+    try:
+        import torch
+    except ImportError:
+        try:
+            import cupy
+        except ImportError:
+            raise TilecRuntimeError("a kernel without array arguments allocates its outputs with torch or CuPy; "
+                                    "install one, or pass the outputs as arguments") from None
+        return cupy.empty((0,), cupy.float32)
+    return torch.empty((0,), dtype=torch.float32, device=torch.device("cuda", torch.cuda.current_device()))
 
 
 def _gpu_empty(fw: str, storage: dt.DType, shape: tuple[int, ...], like: Any) -> Any:
