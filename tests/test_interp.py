@@ -447,6 +447,22 @@ def test_int4_packed_round_trip(rng, n):
     np.testing.assert_array_equal(unpack_int4(b, n), want)
 
 
+def test_int4_inputs_are_left_as_they_are():
+    """The CPU interpreter packed every int4 argument back after the run, inputs included: a read-only input failed
+    (numpy's 'assignment destination is read-only') and an odd row's spare nibble was zeroed in the caller's input."""
+    @T.prim_func
+    def main(A: T.Tensor((2, 3), "int4"), C: T.Tensor((2, 3), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(2, 3):
+                C[i, j] = T.cast(A[i, j], "int32")
+
+    a = np.array([[0x21, 0x53], [0x7F, 0xE8 - 256]], np.int8)  # the high nibble of each row's last byte is spare
+    a.setflags(write=False)
+    c = compile_cpu(main, out_idx=[-1])(a)
+    np.testing.assert_array_equal(c, [[1, 2, 3], [-1, 7, -8]])
+    np.testing.assert_array_equal(a, [[0x21, 0x53], [0x7F, 0xE8 - 256]])
+
+
 @pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
 def test_numpy_subclasses_run_as_plain_arrays(rng, target):

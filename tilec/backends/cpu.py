@@ -12,7 +12,7 @@ from tilec.interp.tile import TileInterpreter
 from tilec.ir.buffer import Buffer
 from tilec.ir.evaluate import eval_int
 from tilec.ir.kernel import PrimFunc
-from tilec.runtime.args import Bound
+from tilec.runtime.args import Bound, written_params
 from tilec.runtime.arrays import to_numpy
 
 
@@ -39,18 +39,20 @@ class CpuExecutable:
 
     def __init__(self, func: PrimFunc) -> None:
         self.func = func
+        self.written = written_params(func)  # int4 tensors packed back after a run: only those the kernel writes
 
     def __call__(self, bound: Bound) -> None:
         arrays: dict[Buffer, np.ndarray] = {}
         scalars: dict[Any, Any] = dict(bound.sizes)
         packed: list[tuple[Buffer, np.ndarray]] = []
-        for p, v in zip(self.func.params, bound.values):
+        for i, (p, v) in enumerate(zip(self.func.params, bound.values)):
             if not isinstance(p, Buffer):
                 scalars[p] = v
                 continue
             arr = to_numpy(v)
             if p.dtype is dt.int4:
-                packed.append((p, arr))
+                if i in self.written:
+                    packed.append((p, arr))
                 arr = unpack_int4(arr, eval_int(p.shape[-1], bound.sizes))
             arrays[p] = arr
         TileInterpreter(self.func).run(arrays, scalars)
