@@ -226,10 +226,11 @@ def test_the_checked_path_names_the_grid_dimension_over_cudas_limits(monkeypatch
     launched = []
     monkeypatch.setattr("tilec.backends.cuda.driver.launch", lambda *a: launched.append(a))
     compiled = types.SimpleNamespace(function=5, threads=64, smem=0, align=(), tensor_maps=(), dependent=False,
-                                     grid=_grid_fn(grid_code(func.launch.grid, func.dyn_vars)))
+                                     grid=_grid_fn(grid_code(func.launch.grid, func.dyn_vars)), device=0)
     exe = CudaExecutable(compiled, func)
     exe.stream = lambda bound: 0
-    infos = [types.SimpleNamespace(data_ptr=4096), types.SimpleNamespace(data_ptr=8192)]
+    infos = [types.SimpleNamespace(data_ptr=4096, device="cuda:0"),
+             types.SimpleNamespace(data_ptr=8192, device="cuda:0")]
     (m,) = func.dyn_vars
     exe(Bound([None, None], infos, {m: 65535}, []))
     assert launched[-1][1] == (1, 65535, 1)
@@ -330,3 +331,28 @@ def test_outputs_of_a_kernel_without_array_inputs_are_allocated_on_the_gpu(monke
     (out,) = bound.outputs
     assert isinstance(out, Tensor) and out.shape == (64,) and out.dtype is torch.float32
     assert bound.infos[1].device == "cuda:1" and bound.infos[1].data_ptr == 8192
+
+
+def test_the_checked_path_refuses_an_array_on_another_gpu(monkeypatch):
+    """The checked path took any CUDA array: a tensor on cuda:1 (which the generated launcher hands to it) was launched
+    with the kernel loaded on cuda:0."""
+    from tilec.backends.cuda.runtime import CudaExecutable, _grid_fn, grid_code
+    from tilec.errors import TilecValueError
+    from tilec.runtime.args import Bound
+
+    func = _rows_on_y()
+    launched = []
+    monkeypatch.setattr("tilec.backends.cuda.driver.launch", lambda *a: launched.append(a))
+    compiled = types.SimpleNamespace(function=5, threads=64, smem=0, align=(), tensor_maps=(), dependent=False,
+                                     grid=_grid_fn(grid_code(func.launch.grid, func.dyn_vars)), device=0)
+    exe = CudaExecutable(compiled, func)
+    exe.stream = lambda bound: 0
+    (m,) = func.dyn_vars
+    infos = [types.SimpleNamespace(data_ptr=4096, device="cuda:0"),
+             types.SimpleNamespace(data_ptr=8192, device="cuda:1")]
+    with pytest.raises(TilecValueError, match=r"argument 'Y': the kernel was loaded on cuda:0, got an array on cuda:1"):
+        exe(Bound([None, None], infos, {m: 4}, []))
+    assert not launched
+    infos[1].device = "cuda:0"
+    exe(Bound([None, None], infos, {m: 4}, []))
+    assert len(launched) == 1

@@ -293,6 +293,13 @@ class CudaExecutable:
 
         return cupy.cuda.get_current_stream().ptr
 
+    def check_device(self, bound: Bound) -> None:
+        want = f"cuda:{self.ck.device}"
+        for p, info in zip(self.func.params, bound.infos):
+            if info is not None and info.device != want:
+                raise TilecValueError(f"argument {p.name!r}: the kernel was loaded on {want}, got an array on "
+                                      f"{info.device} (move it with .to('{want}'))")
+
     def check_alignment(self, bound: Bound) -> None:
         for i, nbytes in self.ck.align:
             ptr = bound.infos[i].data_ptr
@@ -303,6 +310,7 @@ class CudaExecutable:
                                       "(a slice with an offset: pass a .contiguous() copy)")
 
     def __call__(self, bound: Bound) -> None:
+        self.check_device(bound)
         self.check_alignment(bound)
         args, grid = self.args_of(bound)
         if 0 in grid:
