@@ -514,6 +514,24 @@ def test_launch_rejects_an_int_scalar_outside_its_type(dtype, value):
         np.testing.assert_array_equal(out, np.full(8, np.float32(lo)))
 
 
+def test_launch_rejects_an_int4_scalar_outside_its_type():
+    """The range check skipped types under 8 bits: an int4 scalar of 100 ran as 4."""
+    @T.prim_func
+    def main(A: T.Tensor((4,), "int32"), n: T.int4, B: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(4):
+                B[i] = A[i] + T.cast(n, "int32")
+
+    for target in ("cpu", "simt:sm_80"):
+        kernel = tilec.compile(main, target=target, out_idx=[-1])
+        for value in (100, 8, -9):
+            with pytest.raises(TilecValueError, match=rf"argument 'n': {value} does not fit the parameter's type int4 "
+                                                      r"\[-8, 7\]"):
+                kernel(np.zeros(4, np.int32), value)
+        np.testing.assert_array_equal(kernel(np.zeros(4, np.int32), -8), np.full(4, -8))
+        np.testing.assert_array_equal(kernel(np.zeros(4, np.int32), 7), np.full(4, 7))
+
+
 @pytest.mark.parametrize(("dtype", "value"), [("float16", 1e6), ("float16", 65520.0), ("float32", 1e300),
                                               ("float32", -(10**39)), ("float64", 10**400)])
 def test_launch_rejects_a_float_scalar_beyond_its_type(dtype, value):

@@ -120,8 +120,9 @@ def _check_scalar(p: Var, value: Any) -> Any:
                              f"{type(value).__name__} {value!r}")
     if p.dtype.is_float:
         _check_float_range(p, value)
-    if p.dtype.is_int and p.dtype.bits >= 8:  # the kernel gets the value in that many bits: never wrapped
-        lo, hi = int(np.iinfo(p.dtype.np).min), int(np.iinfo(p.dtype.np).max)
+    if p.dtype.is_int:  # the kernel gets the value in that many bits (int4 too): never wrapped
+        signed = p.dtype.kind == "int"
+        lo, hi = -(1 << (p.dtype.bits - 1)) if signed else 0, (1 << (p.dtype.bits - signed)) - 1
         if not lo <= value <= hi:
             raise TilecValueError(f"argument {p.name!r}: {value} does not fit the parameter's type {p.dtype} "
                                   f"[{lo}, {hi}]")
