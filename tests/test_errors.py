@@ -491,6 +491,23 @@ def test_launch_rejects_bad_scalars_and_arity():
     assert (out == 3.5).all()
 
 
+def test_launch_takes_keyword_arguments_by_parameter_name():
+    """A keyword argument was a bare TypeError from JITKernel.__call__ ('got an unexpected keyword argument')."""
+    kernel = _scaled_copy(8, 16)
+    a = np.ones((8, 16), np.float16)
+    np.testing.assert_array_equal(kernel(a, n=3, alpha=0.5), np.full((8, 16), 3.5, np.float16))
+    np.testing.assert_array_equal(kernel(A=a, alpha=0.5, n=3), np.full((8, 16), 3.5, np.float16))
+    with pytest.raises(TilecTypeError, match=r"kernel 'main' got multiple values for argument 'alpha'"):
+        kernel(a, 0.5, alpha=0.5, n=3)
+    with pytest.raises(TilecTypeError, match=r"kernel 'main' has no input 'B' \(its inputs: A, alpha, n; B is an "
+                                             r"output, allocated by the call\)"):
+        kernel(a, 0.5, 3, B=a)
+    with pytest.raises(TilecTypeError, match=r"kernel 'main' has no input 'scale' \(its inputs: A, alpha, n\)"):
+        kernel(a, 0.5, scale=3)
+    with pytest.raises(TilecTypeError, match=r"kernel 'main' takes 3 argument\(s\) \(A, alpha, n\): 'n' is missing"):
+        kernel(a, alpha=0.5)
+
+
 @pytest.mark.parametrize(("dtype", "value"), [("int32", 2**31), ("int32", -(2**31) - 1), ("uint8", 256),
                                               ("uint8", -1), ("int16", np.int64(40000))])
 def test_launch_rejects_an_int_scalar_outside_its_type(dtype, value):

@@ -118,7 +118,9 @@ class JITKernel:
 
     # ---------------------------------------------------------------------------------------------------- run
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            args = self._positional(args, kwargs)
         fast = self._fast
         if fast is not None:
             return fast(*args)
@@ -134,6 +136,25 @@ class JITKernel:
             self._fast = build_fast_launcher(self.prim_func, self._exe.ck, self._exe.ck.device,
                                              self._call_checked) or False
         return out
+
+    def _positional(self, args: tuple, kwargs: dict) -> tuple:
+        """``args`` and ``kwargs`` as the inputs in order (keywords name the kernel's input parameters)."""
+        func = self.prim_func
+        names = [p.name for i, p in enumerate(func.params) if i not in func.out_params]
+        outs = [func.params[i].name for i in func.out_params]
+        for k in kwargs:
+            if k not in names:
+                note = f"; {k} is an output, allocated by the call" if k in outs else ""
+                raise TilecTypeError(f"kernel {func.name!r} has no input {k!r} (its inputs: {', '.join(names)}{note})")
+            if names.index(k) < len(args):
+                raise TilecTypeError(f"kernel {func.name!r} got multiple values for argument {k!r}")
+        rest = names[len(args):]
+        missing = [n for n in rest if n not in kwargs]
+        if missing:
+            raise TilecTypeError(f"kernel {func.name!r} takes {len(names)} argument(s) ({', '.join(names)}): "
+                                 + ", ".join(repr(n) for n in missing) + (" is" if len(missing) == 1 else " are")
+                                 + " missing")
+        return args + tuple(kwargs[n] for n in rest)
 
     def _call_checked(self, *args: Any) -> Any:
         """The launch with every argument checked (the fast path falls back to it)."""
