@@ -628,6 +628,26 @@ def test_out_idx_naming_a_parameter_twice_is_refused_and_numpy_ints_count():
     np.testing.assert_array_equal(c, np.full(4, 3.0, np.float32))
 
 
+def test_out_idx_refuses_a_strided_tensor():
+    """The call allocates its outputs contiguous, but the kernel addresses a T.StridedTensor by its declared strides:
+    rows at pitch 16 into a (4, 8) allocation wrote past its end (the thread interpreter: 'write of global B[32]
+    outside its 32 elements'; the GPU: other memory, silently)."""
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float32"), B: T.StridedTensor((4, 8), (16, 1), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(4, 8):
+                B[i, j] = A[i, j] + 1.0
+
+    with pytest.raises(TilecTypeError, match=r"out_idx: parameter 1 \(B\) is a T.StridedTensor; the call allocates "
+                                             r"contiguous outputs"):
+        tilec.compile(main, target="simt:sm_80", out_idx=[-1])
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    b = np.full((4, 16), np.nan, np.float32)
+    tilec.compile(main, target="simt:sm_80")(a, b[:, :8])  # passed by the caller, with its strides
+    np.testing.assert_array_equal(b[:, :8], a + 1)
+    assert np.isnan(b[:, 8:]).all()
+
+
 def test_a_read_only_array_the_kernel_writes_is_refused_naming_it():
     """A read-only numpy array as an output was a bare numpy ValueError ('assignment destination is read-only') from
     inside the interpreter, naming no argument; as an input it is fine."""

@@ -195,6 +195,10 @@ def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
 
         if not isinstance(func.params[j], Buffer):
             raise TilecTypeError(f"out_idx: parameter {j} ({func.params[j].name}) is a scalar, not a tensor")
+        if func.params[j].strides is not None:
+            raise TilecTypeError(f"out_idx: parameter {j} ({func.params[j].name}) is a T.StridedTensor; the call "
+                                 "allocates contiguous outputs, which the kernel would address by the declared "
+                                 "strides: pass it as an argument, or declare it T.Tensor")
         if j in norm:  # two outputs allocated for one parameter: the kernel would write only the second
             raise TilecValueError(f"out_idx: {[int(k) for k in idx]} names parameter {j} ({func.params[j].name}) "
                                   "twice")
