@@ -119,6 +119,30 @@ def test_reduction_in_a_block_smaller_than_a_wavefront(rng, red):
     assert "__shfl_xor(" in src and ", 32, 64)" not in src
 
 
+@pytest.mark.parametrize("dtype", ["int32", "int64", "float64"])
+@pytest.mark.parametrize("scope", ["fragment", "shared"])
+def test_cumsum_sums_in_the_type_of_its_destination(rng, dtype, scope):
+    """A running sum of int32 / int64 / float64 values stays in that type, as on the CPU (the lowering summed in
+    float32, and went through a float32 shared scratch for fragments: int32 sums over 2^24 lost their low bits)."""
+    M, N, bm, bn = 20, 50, 16, 64
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), dtype), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, bm), threads=128) as bx:
+            x = T.alloc_fragment((bm, bn), dtype) if scope == "fragment" else T.alloc_shared((bm, bn), dtype)
+            T.copy(X[bx * bm, 0], x)
+            T.cumsum(x, dim=1)
+            T.copy(x, Y[bx * bm, 0])
+
+    if dtype == "float64":
+        x = rng.standard_normal((M, N)) * (1 + 2**-40)
+    else:
+        x = (rng.integers(0, 2**20, (M, N)) * 33 + 1).astype(dtype)  # sums past 2^24, odd
+    y = poisoned((M, N), dtype)
+    hip_simt(main)(x, y)
+    np.testing.assert_array_equal(y, np.cumsum(x, axis=1))
+
+
 def test_pipelined_loop_prefetches_into_registers(rng):
     """No cp.async on CDNA: T.Pipelined loads the next tiles into registers during the gemm (reported)."""
     M, N, K = 100, 72, 136

@@ -265,23 +265,31 @@ def lower_atomic_add(lw: Lowerer, a: AtomicAdd) -> TStmt:
 
 @lower_rule(CumSum)
 def lower_cumsum(lw: Lowerer, c: CumSum) -> TStmt:
-    """Each thread scans whole lines along ``dim``; fragments go through a shared scratch buffer."""
+    """Each thread scans whole lines along ``dim``, summing in the destination's type (float32 for 16-bit floats, as
+    the tile interpreter does); fragments go through a shared scratch buffer of that type."""
     s, d = c.src, c.dst
     shape = [int(e) for e in s.extents]
     parts: list[TStmt] = []
     src_buf, dst_buf = s, d
+    work = _scan_type(d.dtype)
     if s.buffer.scope == "fragment" or d.buffer.scope == "fragment":
-        scratch = Buffer(lw.fresh("scan"), tuple(shape), dt.float32, "shared")
+        scratch = Buffer(lw.fresh("scan"), tuple(shape), work, "shared")
         whole = scratch.full_region()
         parts += [lower_copy(lw, Copy(s, whole, loc=c.loc)), Sync()]
         src_buf = dst_buf = whole
-    parts.append(_scan(lw, src_buf, dst_buf, c.dim, c.reverse, shape))
+    parts.append(_scan(lw, src_buf, dst_buf, c.dim, c.reverse, shape, work))
     if d.buffer.scope == "fragment":
         parts += [Sync(), lower_copy(lw, Copy(src_buf, d, loc=c.loc))]
     return seq(parts)
 
 
-def _scan(lw: Lowerer, s: Region, d: Region, dim: int, reverse: bool, shape: list[int]) -> TStmt:
+def _scan_type(d: dt.DType) -> dt.DType:
+    """The type a scan into ``d`` sums in: float32 for floats narrower than 32 bits, else ``d`` (an int32 or float64
+    running sum in float32 lost its low bits)."""
+    return dt.float32 if d.is_float and d.bits < 32 else d
+
+
+def _scan(lw: Lowerer, s: Region, d: Region, dim: int, reverse: bool, shape: list[int], work: dt.DType) -> TStmt:
     n = shape[dim]
     lines = math.prod(shape) // n
     T = lw.T
@@ -299,11 +307,11 @@ def _scan(lw: Lowerer, s: Region, d: Region, dim: int, reverse: bool, shape: lis
         it = iter(r for r, e in zip(rel, shape) if e != 1)
         rel = [const(0) if int(e) == 1 else next(it) for e in d.extents]
     didx = [binop("+", st, r) for st, r in zip(d.starts, rel)]
-    acc = lw.scratch_reg("acc", dt.float32, 1)
-    val = cast(dt.float32, MemRef(lw.mem_of(s.buffer), _offset(lw, s.buffer, sidx)))
+    acc = lw.scratch_reg("acc", work, 1)
+    val = cast(work, MemRef(lw.mem_of(s.buffer), _offset(lw, s.buffer, sidx)))
     step = seq([Write(acc, const(0), binop("+", MemRef(acc, const(0)), val)),
                 Write(lw.mem_of(d.buffer), _offset(lw, d.buffer, didx), cast(d.dtype, MemRef(acc, const(0))))])
-    body: TStmt = seq([Write(acc, const(0), const(0.0)), Loop(k, const(n), step)])
+    body: TStmt = seq([Write(acc, const(0), cast(work, 0)), Loop(k, const(n), step)])
     if lines % T:
         body = If(binop("<", line, lines), body)
     trips = -(-lines // T)
