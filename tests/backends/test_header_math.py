@@ -105,3 +105,53 @@ def test_hip_bfloat16_from_double_rounds_once(tmp_path):
     assert not bad, f"{len(bad)} differ (value, got bits, want bits): {bad[:5]}"
     nan = subprocess.run([str(exe)], input="nan\n", capture_output=True, text=True, check=True).stdout
     assert (int(nan) & 0x7f80) == 0x7f80 and int(nan) & 0x7f, "NaN must stay NaN"
+
+
+_ATOMIC_DRIVER = r"""
+#include <cstdio>
+#define __device__
+#define __forceinline__ inline
+unsigned atomicCAS(unsigned* p, unsigned expected, unsigned desired) {  // one thread: no race to lose
+  const unsigned old = *p;
+  if (old == expected) *p = desired;
+  return old;
+}
+%s
+alignas(4) signed char s8[8]; alignas(4) unsigned char u8[8]; alignas(4) short s16[4]; alignas(4) unsigned short u16[4];
+int main() {
+  int which, at, v;
+  while (std::scanf("%%d %%d %%d", &which, &at, &v) == 3) {
+    if (which == 0) atomic_add_narrow_int(&s8[at], static_cast<signed char>(v));
+    if (which == 1) atomic_add_narrow_int(&u8[at], static_cast<unsigned char>(v));
+    if (which == 2) atomic_add_narrow_int(&s16[at], static_cast<short>(v));
+    if (which == 3) atomic_add_narrow_int(&u16[at], static_cast<unsigned short>(v));
+  }
+  for (int i = 0; i < 8; ++i) std::printf("%%d %%d\n", s8[i], u8[i]);
+  for (int i = 0; i < 4; ++i) std::printf("%%d %%d\n", s16[i], u16[i]);
+}
+"""
+
+
+def test_hip_atomic_add_of_8_and_16_bit_ints_wraps_in_place(tmp_path):
+    """The HIP header's atomic add of 8/16-bit ints (HIP's atomicAdd has none: hipcc rejected such a T.atomic_add)
+    adds into its byte(s) of the 32-bit word by compare-and-swap, wrapping as numpy (the interpreters) does and
+    leaving the word's other bytes alone."""
+    from tilec.backends.hip.header import HEADER
+
+    fn = re.search(r"template <class T> __device__ __forceinline__ void atomic_add_narrow_int\(.*?\n}\n", HEADER, re.S)
+    assert fn, "no atomic_add_narrow_int in the HIP header"
+    src, exe = tmp_path / "atomic.cpp", tmp_path / "atomic"
+    src.write_text(_ATOMIC_DRIVER % fn.group(0))
+    subprocess.run([CXX, "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)
+    rng = np.random.default_rng()
+    arrays = [np.zeros(8, np.int8), np.zeros(8, np.uint8), np.zeros(4, np.int16), np.zeros(4, np.uint16)]
+    ops = [(w, int(rng.integers(0, arrays[w].size)), int(rng.integers(-40000, 40000))) for w in rng.integers(0, 4, 600)]
+    for w, at, v in ops:
+        arrays[w][at] += np.array(v).astype(arrays[w].dtype)  # numpy's wrapping add
+    out = subprocess.run([str(exe)], input="".join(f"{w} {at} {v}\n" for w, at, v in ops), capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    got = np.array([[int(x) for x in line.split()] for line in out if line])
+    np.testing.assert_array_equal(got[:8, 0], arrays[0])
+    np.testing.assert_array_equal(got[:8, 1], arrays[1])
+    np.testing.assert_array_equal(got[8:, 0], arrays[2])
+    np.testing.assert_array_equal(got[8:, 1], arrays[3])
