@@ -162,6 +162,8 @@ def interpret_launches(fake, kernel: tilec.JITKernel) -> None:  # noqa: ANN001
                 assert isinstance(v, ctypes.c_void_p)
                 arr = next(a for a in fake.arrays() if a.host.ctypes.data == v.value)
                 mems[m] = arr.numpy().reshape(-1)
+            elif p.dtype.bits == 16 and p.dtype.is_float:  # passed as its bits
+                scalars[p] = np.array(v.value, np.uint16).view(p.dtype.np)[()]
             else:
                 scalars[p] = v.value
         for d in func.dyn_vars:
@@ -218,6 +220,40 @@ def test_scalars_are_packed_in_order(fake, rng):
     y = dy.numpy()
     np.testing.assert_allclose(y[:900], x[:900] * 2.5, rtol=1e-6)
     assert np.isnan(y[900:]).all()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_float_scalars_are_passed_as_their_bits(fake, rng, dtype):
+    """A float16 / bfloat16 scalar parameter travels as a 2-byte ctypes cell holding its bits, as the kernel's
+    ``_Float16`` / ``tl::bf16`` parameter reads it (it raised TypeError: cannot be passed to a HIP kernel)."""
+    N = 256
+
+    @T.prim_func
+    def f16(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32"), alpha: T.float16, n: T.int32):
+        with T.Kernel(1, threads=N) as bx:
+            for i in T.Parallel(N):
+                if i < n:
+                    Y[i] = X[i] * T.cast(alpha, "float32")
+
+    @T.prim_func
+    def bf16(X: T.Tensor((N,), "float32"), Y: T.Tensor((N,), "float32"), alpha: T.bfloat16, n: T.int32):
+        with T.Kernel(1, threads=N) as bx:
+            for i in T.Parallel(N):
+                if i < n:
+                    Y[i] = X[i] * T.cast(alpha, "float32")
+
+    x = randn(rng, (N,), "float32")
+    dx, dy = device_array(x), device_array(np.full(N, np.nan, np.float32))
+    fake.arrays = lambda: [dx, dy]
+    k = tilec.JITKernel(f16 if dtype == "float16" else bf16, "hip")
+    interpret_launches(fake, k)
+    k(dx, dy, 1.3, 200)
+    alpha = np.array(1.3, tilec.dtypes.dtype(dtype).np)
+    launch = [c for c in fake.hip.calls if c[0] == "launch"][0]
+    assert type(launch[6][2]) is ctypes.c_uint16 and launch[6][2].value == alpha.view(np.uint16)
+    y = dy.numpy()
+    np.testing.assert_array_equal(y[:200], x[:200] * np.float32(alpha))
+    assert np.isnan(y[200:]).all()
 
 
 def test_host_checks_before_launch(fake, rng):

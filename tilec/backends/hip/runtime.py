@@ -203,6 +203,8 @@ class HipExecutable:
                 args.append(ctypes.c_void_p(info.data_ptr))
             elif kind.name in _CTYPES:
                 args.append(_CTYPES[kind.name](v))
+            elif kind.is_float and kind.bits == 16:  # _Float16 / tl::bf16: its bits, in a 2-byte cell
+                args.append(ctypes.c_uint16(int(np.array(v, kind.np).view(np.uint16))))
             else:
                 raise TilecTypeError(f"argument {p.name!r}: {kind} scalars cannot be passed to a HIP kernel")
         sizes = [bound.sizes[v] for v in self.dyn]
