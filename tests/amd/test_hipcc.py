@@ -133,6 +133,18 @@ def test_atomic_adds_of_8_and_16_bit_ints_compile(tmp_path):
     compile_hip(source, "gfx90a", tmp_path)
 
 
+def test_vector_moves_span_their_elements(tmp_path):
+    """``tl::vec<T, n>``, the type of the emitter's vector moves, is n elements of T's size for every HIP type: a
+    clang ``bool`` vector is packed one bit an element (tl::vec<bool, 16> was 2 bytes, so a 16-byte copy of a
+    bool tile moved 2 bytes and spread their bits over 16 elements)."""
+    from tilec.backends.hip.header import HEADER
+    from tilec.backends.hip.table import HIP_TYPES
+
+    checks = "".join(f"static_assert(sizeof(tl::vec<{t}, {n}>) == {n} * sizeof({t}), \"tl::vec<{t}, {n}>\");\n"
+                     for t in sorted(set(HIP_TYPES.values())) for n in (2, 4, 8, 16))
+    compile_hip(HEADER + checks + 'extern "C" __global__ void k() {}\n', "gfx90a", tmp_path)
+
+
 def test_int_to_bfloat16_compiles(tmp_path):
     """int32 / int64 / float64 to bfloat16 go through the header's tl::bf16_rn (rounded once)."""
     from test_interp import int_to_bf16_kernel

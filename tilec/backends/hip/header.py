@@ -87,9 +87,10 @@ __device__ __forceinline__ void atomic_add(unsigned char* p, unsigned char v) { 
 __device__ __forceinline__ void atomic_add(short* p, short v) { atomic_add_narrow_int(p, v); }
 __device__ __forceinline__ void atomic_add(unsigned short* p, unsigned short v) { atomic_add_narrow_int(p, v); }
 
-// vector moves: n elements of T (bf16 as its 16-bit pattern)
+// vector moves: n elements of T (bf16 as its 16-bit pattern; bool as bytes: clang packs a bool vector in bits)
 template <class T, int N> struct vec_of { typedef T type __attribute__((ext_vector_type(N))); };
 template <int N> struct vec_of<bf16, N> { typedef unsigned short type __attribute__((ext_vector_type(N))); };
+template <int N> struct vec_of<bool, N> { typedef unsigned char type __attribute__((ext_vector_type(N))); };
 template <class T, int N> using vec = typename vec_of<T, N>::type;
 typedef _Float16 f16x4 __attribute__((ext_vector_type(4)));
 typedef short i16x4 __attribute__((ext_vector_type(4)));
