@@ -119,6 +119,28 @@ def test_reduction_in_a_block_smaller_than_a_wavefront(rng, red):
     assert "__shfl_xor(" in src and ", 32, 64)" not in src
 
 
+@pytest.mark.parametrize("red", ["sum", "max"])
+@pytest.mark.parametrize(("scope", "threads"), [("fragment", 128), ("fragment", 512), ("shared", 128)])
+def test_float64_reductions_combine_in_float64(rng, red, scope, threads):
+    """A float64 reduction keeps float64 through its partials, shuffles and cross-wave scratch, as on the CPU (the
+    lowering combined float64 values in float32: a max of values 1 + x * 1e-9 came back rounded to float)."""
+    M, N = 4, 128
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float64"), O: T.Tensor((M,), "float64")):
+        with T.Kernel(1, threads=threads) as bx:
+            a = T.alloc_fragment((M, N), "float64") if scope == "fragment" else T.alloc_shared((M, N), "float64")
+            o = T.alloc_fragment((M,), "float64")
+            T.copy(A, a)
+            getattr(T, f"reduce_{red}")(a, o, dim=1)
+            T.copy(o, O)
+
+    a = 1 + rng.random((M, N)) * 1e-9
+    o = poisoned((M,), "float64")
+    hip_simt(main)(a, o)
+    np.testing.assert_allclose(o, a.sum(1) if red == "sum" else a.max(1), rtol=1e-15, atol=0)
+
+
 @pytest.mark.parametrize("dtype", ["int32", "int64", "float64"])
 @pytest.mark.parametrize("scope", ["fragment", "shared"])
 def test_cumsum_sums_in_the_type_of_its_destination(rng, dtype, scope):
