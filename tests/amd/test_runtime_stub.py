@@ -268,6 +268,26 @@ def test_host_checks_before_launch(fake, rng):
     assert not [c for c in fake.hip.calls if c[0] == "launch"]
 
 
+def test_grid_over_hips_work_item_limit_is_refused_before_launch(fake):
+    """HIP launches no grid with 2^32 or more work-items (blocks x threads) along a dimension: tilec says so,
+    naming the dimension, instead of handing hipModuleLaunchKernel a launch it refuses or drops."""
+
+    @T.prim_func
+    def wide(X: T.Tensor((64,), "float32")):
+        with T.Kernel(2**26, threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx == 0:
+                    X[i] = X[i] + 1.0
+
+    dx = device_array(np.zeros(64, np.float32))
+    fake.arrays = lambda: [dx]
+    why = r"grid \(67108864, 1, 1\) of 64-thread blocks has 4294967296 work-items along x"
+    with pytest.raises(TilecValueError, match=why):
+        tilec.JITKernel(wide, "hip")(dx)
+    assert not [c for c in fake.hip.calls if c[0] == "launch"]
+    runtime.check_grid((2**26 - 1, 1, 1), 64, "wide")  # one block fewer: launched
+
+
 def test_compile_errors_show_the_log(fake):
     fake.rtc.fail = True
     why = "(?s)failed to compile kernel 'main_kernel' for gfx90a.*HIPRTC_ERROR_COMPILATION.*oops"

@@ -184,6 +184,19 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
                           _attribute(fn, "HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"), arch, device, kernel.align)
 
 
+WORK_ITEMS = 2**32  # HIP launches fewer work-items (blocks x threads) than this along each grid dimension
+
+
+def check_grid(grid: tuple[int, int, int], threads: int, kernel: str) -> None:
+    """Raise :class:`~tilec.errors.TilecValueError` when ``grid`` of ``threads``-thread blocks has 2^32 or more
+    work-items along a dimension, which HIP refuses (or, in some releases, drops without an error)."""
+    for d, items in enumerate((grid[0] * threads, grid[1], grid[2])):
+        if items >= WORK_ITEMS:
+            raise TilecValueError(f"kernel {kernel!r}: its launch grid {tuple(grid)} of {threads}-thread blocks has "
+                                  f"{items} work-items along {'xyz'[d]}; HIP launches fewer than 2^32 work-items "
+                                  "along each dimension (loop over part of the extent inside the kernel)")
+
+
 class HipExecutable:
     """Launches a compiled HIP kernel with the bound arguments of one call."""
 
@@ -233,6 +246,7 @@ class HipExecutable:
         args, grid = self.args_of(bound)
         if 0 in grid:
             return
+        check_grid(grid, self.ck.threads, self.func.name)
         check(hip.hipModuleLaunchKernel(self.ck.function, *grid, self.ck.threads, 1, 1, sharedMemBytes=self.ck.smem,
                                         stream=self.stream(bound), kernelParams=None, extra=tuple(args)),
               "hipModuleLaunchKernel")
