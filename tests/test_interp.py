@@ -548,6 +548,43 @@ def test_strided_tensors_take_an_empty_array_whatever_its_strides(rng, target):
     np.testing.assert_allclose(y, x[:, :64].astype(np.float64) * 3 + w[:, :64], rtol=1e-6, atol=1e-5)
 
 
+NARROW_INTS = ("int8", "uint8", "int16", "uint16")
+
+
+def narrow_int_atomic_kernel():
+    """256 int32 values added into 16 elements of each 8/16-bit int type (16 adds an element, wrapping)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((256,), "int32"), A: T.Tensor((16,), NARROW_INTS[0]), B: T.Tensor((16,), NARROW_INTS[1]),
+             C: T.Tensor((16,), NARROW_INTS[2]), D: T.Tensor((16,), NARROW_INTS[3])):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(256):
+                T.atomic_add(A[i % 16], X[i])
+                T.atomic_add(B[i % 16], X[i])
+                T.atomic_add(C[i % 16], X[i])
+                T.atomic_add(D[i % 16], X[i])
+
+    return main
+
+
+def narrow_int_atomic_inputs(rng):
+    """(x, the four accumulators, their expected values: numpy's wrapping sums)."""
+    x = rng.integers(-40000, 40000, 256).astype(np.int32)
+    accs = [rng.integers(np.iinfo(d).min, np.iinfo(d).max, 16).astype(d) for d in NARROW_INTS]
+    sums = x.astype(np.int64).reshape(16, 16).sum(axis=0)
+    refs = [((a.astype(np.int64) + sums) % 2 ** (8 * a.itemsize)).astype(np.dtype(d).str[1:].replace("i", "u"))
+            .view(d) for a, d in zip(accs, NARROW_INTS)]
+    return x, accs, refs
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_atomic_adds_of_8_and_16_bit_ints_wrap(rng, target):
+    x, accs, refs = narrow_int_atomic_inputs(rng)
+    tilec.JITKernel(narrow_int_atomic_kernel(), target)(x, *accs)
+    for a, r in zip(accs, refs):
+        np.testing.assert_array_equal(a, r)
+
+
 def int_to_bf16_kernel(n):
     @T.prim_func
     def main(X: T.Tensor((n,), "int32"), Y: T.Tensor((n,), "int64"), Z: T.Tensor((n,), "float64"),

@@ -114,20 +114,9 @@ def test_atomic_adds_of_16_bit_floats_compile(tmp_path):
 def test_atomic_adds_of_8_and_16_bit_ints_compile(tmp_path):
     """HIP's atomicAdd has no 8/16-bit integer overloads either (hipcc: no matching function for call to
     'atomicAdd'): the header's tl::atomic_add does them by CAS of the 32-bit word."""
-    import tilec.language as T
+    from test_interp import narrow_int_atomic_kernel
 
-    dtypes = ("int8", "uint8", "int16", "uint16")
-
-    @T.prim_func
-    def main(X: T.Tensor((256,), "int32"), A: T.Tensor((16,), dtypes[0]), B: T.Tensor((16,), dtypes[1]),
-             C: T.Tensor((16,), dtypes[2]), D: T.Tensor((16,), dtypes[3])):
-        with T.Kernel(1, threads=64) as bx:
-            for i in T.Parallel(256):
-                T.atomic_add(A[i % 16], X[i])
-                T.atomic_add(B[i % 16], X[i])
-                T.atomic_add(C[i % 16], X[i])
-                T.atomic_add(D[i % 16], X[i])
-
+    main = narrow_int_atomic_kernel()
     source = tilec.JITKernel(main, "hip:gfx90a").get_kernel_source()
     assert source.count("tl::atomic_add(&") == 4
     compile_hip(source, "gfx90a", tmp_path)

@@ -132,14 +132,12 @@ int main() {
 """
 
 
-def test_hip_atomic_add_of_8_and_16_bit_ints_wraps_in_place(tmp_path):
-    """The HIP header's atomic add of 8/16-bit ints (HIP's atomicAdd has none: hipcc rejected such a T.atomic_add)
-    adds into its byte(s) of the 32-bit word by compare-and-swap, wrapping as numpy (the interpreters) does and
-    leaving the word's other bytes alone."""
-    from tilec.backends.hip.header import HEADER
-
-    fn = re.search(r"template <class T> __device__ __forceinline__ void atomic_add_narrow_int\(.*?\n}\n", HEADER, re.S)
-    assert fn, "no atomic_add_narrow_int in the HIP header"
+def test_atomic_add_of_8_and_16_bit_ints_wraps_in_place(tmp_path):
+    """The common header's atomic add of 8/16-bit ints (neither CUDA's nor HIP's atomicAdd has them: nvcc and hipcc
+    rejected such a T.atomic_add) adds into its byte(s) of the 32-bit word by compare-and-swap, wrapping as numpy
+    (the interpreters) does and leaving the word's other bytes alone."""
+    fn = re.search(r"template <class T> __device__ __forceinline__ void atomic_add_narrow_int\(.*?\n}\n", COMMON, re.S)
+    assert fn, "no atomic_add_narrow_int in the common header"
     src, exe = tmp_path / "atomic.cpp", tmp_path / "atomic"
     src.write_text(_ATOMIC_DRIVER % fn.group(0))
     subprocess.run([CXX, "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)

@@ -337,6 +337,16 @@ def test_int_to_bfloat16_compiles(tmp_path, arch):
     compile_cuda(source, tmp_path, arch)
 
 
+def test_atomic_adds_of_8_and_16_bit_ints_compile(tmp_path):
+    """CUDA's atomicAdd has no 8/16-bit int overloads (nvcc: no instance of overloaded function "atomicAdd"): the
+    common header's tl::atomic_add does them by CAS of the 32-bit word."""
+    from test_interp import narrow_int_atomic_kernel
+
+    source = tilec.JITKernel(narrow_int_atomic_kernel(), "cuda:sm_80").get_kernel_source()
+    assert source.count("tl::atomic_add(&") == 4
+    compile_cuda(source, tmp_path)
+
+
 def test_int64_atomic_add(tmp_path):
     """atomicAdd has no long long overload: an int64 add goes to the unsigned long long one (the same bits)."""
     import tilec.language as T

@@ -191,6 +191,21 @@ def test_int_and_double_to_bfloat16_round_once():
         assert out.cpu().view(torch.int16).numpy().view(np.uint16).tolist() == ref.view(np.uint16).tolist()
 
 
+def test_atomic_adds_of_8_and_16_bit_ints_wrap():
+    """8/16-bit int atomic adds (the header's compare-and-swap of the 32-bit word) wrap as numpy's sums do, and
+    leave the word's other elements alone."""
+    import numpy as np
+    from test_interp import narrow_int_atomic_inputs, narrow_int_atomic_kernel
+
+    x, accs, refs = narrow_int_atomic_inputs(np.random.default_rng())
+    dev = [torch.from_numpy(a).cuda() if a.dtype != np.uint16 else torch.from_numpy(a.view(np.int16)).cuda()
+           .view(torch.uint16) for a in accs]
+    tilec.compile(narrow_int_atomic_kernel(), target="cuda")(torch.from_numpy(x).cuda(), *dev)
+    for d, r in zip(dev, refs):
+        got = d.cpu().view(torch.int16).numpy().view(np.uint16) if r.dtype == np.uint16 else d.cpu().numpy()
+        assert got.tolist() == r.tolist()
+
+
 def test_launch_checks():
     k = axpy(1000)
     x = torch.randn(1000, device="cuda").half()

@@ -1,6 +1,6 @@
 """Device helpers both backends' headers share (inside their ``namespace tl``): min/max with fminf/fmaxf for
 floats, floor division and modulo (the IR's ``//`` and ``%`` on possibly negative operands), sigmoid, the
-vector of values ``Vec`` and ``bits`` (narrow values packed into a word)."""
+vector of values ``Vec``, ``bits`` (narrow values packed into a word) and atomic adds."""
 
 COMMON = r"""
 template <class T> __device__ __forceinline__ T min(T a, T b) { return a < b ? a : b; }
@@ -46,4 +46,24 @@ template <class W, class T, int N> __device__ __forceinline__ W bits(Vec<T, N> v
   union { Vec<T, N> v; W w; } u{v};  // no memcpy: NVRTC has none
   return u.w;
 }
+
+// atomic adds: atomicAdd; 8- and 16-bit ints (neither CUDA's nor HIP's atomicAdd has them) by compare-and-swap of
+// the 32-bit word holding them, wrapping: the low bits of the 32-bit sum
+template <class T> __device__ __forceinline__ void atomic_add(T* p, T v) { atomicAdd(p, v); }
+template <class T> __device__ __forceinline__ void atomic_add_narrow_int(T* p, T v) {
+  const unsigned long long at = reinterpret_cast<unsigned long long>(p);
+  unsigned* word = reinterpret_cast<unsigned*>(at & ~3ull);
+  const unsigned shift = static_cast<unsigned>(at & 3ull) * 8u;
+  const unsigned mask = (sizeof(T) == 1 ? 0xffu : 0xffffu) << shift;
+  unsigned old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned sum = (assumed >> shift) + static_cast<unsigned>(v);
+    old = atomicCAS(word, assumed, (assumed & ~mask) | ((sum << shift) & mask));
+  } while (old != assumed);
+}
+__device__ __forceinline__ void atomic_add(signed char* p, signed char v) { atomic_add_narrow_int(p, v); }
+__device__ __forceinline__ void atomic_add(unsigned char* p, unsigned char v) { atomic_add_narrow_int(p, v); }
+__device__ __forceinline__ void atomic_add(short* p, short v) { atomic_add_narrow_int(p, v); }
+__device__ __forceinline__ void atomic_add(unsigned short* p, unsigned short v) { atomic_add_narrow_int(p, v); }
 """

@@ -52,9 +52,8 @@ __device__ __forceinline__ bf16 operator-(bf16 a) {  // the sign flipped (it was
   return r;
 }
 
-// atomic adds: HIP's for 32/64-bit types; 16-bit floats and 8/16-bit ints by compare-and-swap of the 32-bit
-// word holding them
-template <class T> __device__ __forceinline__ void atomic_add(T* p, T v) { atomicAdd(p, v); }
+// atomic adds (the common header's atomic_add: atomicAdd, 8/16-bit ints by compare-and-swap); 16-bit floats, which
+// HIP's atomicAdd lacks, by compare-and-swap of the 32-bit word holding them
 template <class T> __device__ __forceinline__ void atomic_add_16(T* p, T v) {
   const unsigned long long at = reinterpret_cast<unsigned long long>(p);
   unsigned* word = reinterpret_cast<unsigned*>(at & ~3ull);
@@ -69,23 +68,6 @@ template <class T> __device__ __forceinline__ void atomic_add_16(T* p, T v) {
 }
 __device__ __forceinline__ void atomic_add(_Float16* p, _Float16 v) { atomic_add_16(p, v); }
 __device__ __forceinline__ void atomic_add(bf16* p, bf16 v) { atomic_add_16(p, v); }
-// 8- and 16-bit integers (HIP's atomicAdd has none) likewise, wrapping: the low bits of the 32-bit sum
-template <class T> __device__ __forceinline__ void atomic_add_narrow_int(T* p, T v) {
-  const unsigned long long at = reinterpret_cast<unsigned long long>(p);
-  unsigned* word = reinterpret_cast<unsigned*>(at & ~3ull);
-  const unsigned shift = static_cast<unsigned>(at & 3ull) * 8u;
-  const unsigned mask = (sizeof(T) == 1 ? 0xffu : 0xffffu) << shift;
-  unsigned old = *word, assumed;
-  do {
-    assumed = old;
-    const unsigned sum = (assumed >> shift) + static_cast<unsigned>(v);
-    old = atomicCAS(word, assumed, (assumed & ~mask) | ((sum << shift) & mask));
-  } while (old != assumed);
-}
-__device__ __forceinline__ void atomic_add(signed char* p, signed char v) { atomic_add_narrow_int(p, v); }
-__device__ __forceinline__ void atomic_add(unsigned char* p, unsigned char v) { atomic_add_narrow_int(p, v); }
-__device__ __forceinline__ void atomic_add(short* p, short v) { atomic_add_narrow_int(p, v); }
-__device__ __forceinline__ void atomic_add(unsigned short* p, unsigned short v) { atomic_add_narrow_int(p, v); }
 
 // vector moves: n elements of T (bf16 as its 16-bit pattern; bool as bytes: clang packs a bool vector in bits)
 template <class T, int N> struct vec_of { typedef T type __attribute__((ext_vector_type(N))); };
