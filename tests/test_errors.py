@@ -909,3 +909,11 @@ def main(A: T.Tensor((8,), "float32")):
     assert message in text and f"{path}:7:16: " in text, text
     shown, caret = text.splitlines()[-2:]
     assert caret.index("^") == shown.index(index) and caret.strip() == "^", text
+
+
+def test_dynamic_size_of_another_int_type_is_an_error():
+    """Symbolic sizes reach the kernel as int32 (the CUDA and HIP launches pass them so): an int64 T.dynamic would
+    have been declared int in the kernel and wrapped past 2^31 on HIP."""
+    with pytest.raises(TilecTypeError, match=r"T.dynamic\('M'\): dtype must be int32 .* got int64"):
+        T.dynamic("M", "int64")
+    assert T.dynamic("N", "int32").dtype.name == "int32"

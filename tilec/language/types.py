@@ -80,8 +80,12 @@ class StridedTensor(metaclass=_StridedMeta):
 
 
 def dynamic(name: str, dtype: Any = "int32") -> SizeVar:
-    """``T.dynamic("M")``: a symbolic size, bound from the arguments' shapes at every launch."""
-    return SizeVar(name, dt.dtype(dtype))
+    """``T.dynamic("M")``: a symbolic size, bound from the arguments' shapes at every launch. Sizes reach the kernel
+    as int32 (a launch with a larger one is refused), so ``dtype`` may only be int32."""
+    if dt.dtype(dtype) is not dt.int32:
+        raise TilecTypeError(f"T.dynamic({name!r}): dtype must be int32 (symbolic sizes are passed to the kernel as "
+                             f"int32), got {dt.dtype(dtype)}")
+    return SizeVar(name, dt.int32)
 
 
 symbolic = dynamic
