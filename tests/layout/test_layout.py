@@ -77,8 +77,17 @@ def test_inverse_symbolic_forms() -> None:
     assert not S.inverse().tables()
 
 
-def test_inverse_table_fallback() -> None:
+def test_inverse_of_a_stride_modulo_the_size_is_a_formula() -> None:
+    """``5 * flat % 64`` is inverted by ``13 * flat % 64``: a stride form modulo the size, no lookup table."""
     L = Layout((8, 8), lambda i, j: (i * 8 + j) * 5 % 64)
+    inv = L.inverse()
+    assert not inv.tables()
+    assert inv.compose(L).equals(identity((8, 8)))
+    check_to_c(inv)
+
+
+def test_inverse_table_fallback() -> None:
+    L = Layout.from_table(np.random.default_rng(0).permutation(64).reshape(8, 8))
     inv = L.inverse()
     assert inv.tables() and any(isinstance(n, Lut) for e in inv.exprs for n in sympy.preorder_traversal(e))
     assert inv.compose(L).equals(identity((8, 8)))
@@ -173,6 +182,6 @@ def test_inverse_through_the_flat_input_index() -> None:
     L = Layout((16, 24), lambda i, j: ((i * 24 + j) % 128, (i * 24 + j) // 128))
     inv = L.inverse()
     assert not inv.tables(), str(inv)
-    assert str(inv) == "Layout((128, 3): (i, j) -> ((j*128 + i) // 24, (j*128 + i) % 24))"
+    assert str(inv) == "Layout((128, 3): (i, j) -> ((j*128 + i) // 24, (j*8 + i) % 24))"  # column: stride mod 24
     assert inv.compose(L).equals(identity((16, 24)))
     check_to_c(inv)

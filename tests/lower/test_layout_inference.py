@@ -484,3 +484,17 @@ def test_which_fragments_a_loop_can_read():
     assert not holds(c, make_mma_c_fragment(64, 64, 4, 1), (0, 1))
     assert not holds(c, make_mma_a_fragment(64, 64, 2, 2), (0, 1))
     assert holds(c, c, (0, 1))
+
+
+@pytest.mark.parametrize(("shape", "threads", "dims"), [((8, 24), 64, (1,)), ((16, 24), 64, (1,)), ((24, 8), 64, (0,))])
+def test_projection_keeps_registers_a_loop_over_the_tile_can_use(shape, threads, dims):
+    """Where the even spread wraps the threads around in mid-row, a thread's elements of one column are not in
+    increasing column order (8 x 24 over 64 threads: thread 0 holds columns 0, 16, 8 in registers 0, 1, 2, thread
+    8 columns 8, 0, 16): the projection must number its registers like the tile's, so that the loop over the tile
+    (and a reduction onto the columns) finds each column in one register on every thread."""
+    from tilec.lower.layouts import holds
+
+    f = default_fragment(shape, threads)
+    p = project(f, dims)
+    assert p.is_valid() and p.num_threads == threads
+    assert holds(f, p, dims)

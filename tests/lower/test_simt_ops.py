@@ -388,3 +388,56 @@ def test_print_takes_each_dtypes_conversion(capsys, target):
     source = tilec.compile(main, target="cuda:sm_80" if target.endswith("sm_80") else "hip:gfx90a").get_kernel_source()
     assert r'printf("f f[%lld] = %lld\n", ' in source and r'printf("u= %llu\n", (unsigned long long)(' in source
     assert "(double)(D[" in source
+
+
+def column_vector_kernel(reduce: bool):
+    """8 x 24 over 64 threads (the even spread wraps around in mid-row): a column vector read beside the tile,
+    then (``reduce``) the tile summed onto another column vector."""
+    M, N = 8, 24
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), S: T.Tensor((N,), "float32"), B: T.Tensor((M, N), "float32"),
+             C: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            a = T.alloc_fragment((M, N), "float32")
+            s = T.alloc_fragment((N,), "float32")
+            c = T.alloc_fragment((N,), "float32")
+            T.copy(A, a)
+            for j in T.Parallel(N):
+                s[j] = S[j]
+            for i, j in T.Parallel(M, N):
+                a[i, j] = a[i, j] * s[j]
+            if reduce:
+                T.reduce_sum(a, c, dim=0)  # the reduction
+                T.copy(c, C)
+            T.copy(a, B)
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+def test_column_vector_of_a_tile_spread_across_rows(rng, target):
+    """A thread's elements of one column are not in increasing column order (thread 0 holds columns 0, 16, 8 in
+    registers 0, 1, 2, thread 8 columns 8, 0, 16): the column vector must number its registers like the tile's
+    (it was refused: 's is not held where the loop at line N runs', the loop its layout came from)."""
+    import tilec
+
+    a, s = randn(rng, (8, 24), "float32"), randn(rng, (24,), "float32")
+    b = poisoned((8, 24), "float32")
+    tilec.JITKernel(column_vector_kernel(False), target)(a, s, b, np.zeros(24, np.float32))
+    assert_close(b, a.astype(np.float64) * s.astype(np.float64), "float32")
+
+
+def test_reduction_whose_holders_keep_an_element_in_different_registers_is_refused():
+    """Summing that tile onto its columns: the holders of a column keep it in different registers (thread 0 in
+    register 0, thread 8 in register 1), so XOR shuffles would add other columns' partials: refused, naming the
+    reduction's line, instead of a wrong sum."""
+    import tilec
+    from tilec.errors import TilecError
+
+    kernel = tilec.JITKernel(column_vector_kernel(True), "simt:sm_80")
+    args = (np.ones((8, 24), np.float32), np.ones(24, np.float32), np.zeros((8, 24), np.float32),
+            np.zeros(24, np.float32))
+    with pytest.raises(TilecError, match="keep it in different registers") as e:
+        kernel(*args)
+    assert "T.reduce_sum(a, c, dim=0)  # the reduction" in str(e.value)

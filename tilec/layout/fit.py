@@ -10,7 +10,9 @@ Given a table ``g`` of length ``N`` (a map ``[0, N) -> integers``) these helpers
    with ``+`` and ``R`` the remaining bits;
 3. an *additive split* ``g(y) = g_hi(y // P) + g_lo(y % P)`` for a divisor ``P`` of ``N``, with
    both parts fitted recursively (e.g. one component of a multi-panel swizzle);
-4. a lookup table :class:`~tilec.layout.expr.Lut` indexed by ``y``.
+4. a stride form *modulo* ``m = max(g) + 1``: ``g(y) = (sum_k s_k * ((y // p_k) % r_k)) % m`` (the column of
+   a register of a tile spread row-major over a thread count that rows do not divide);
+5. a lookup table :class:`~tilec.layout.expr.Lut` indexed by ``y``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from sympy import Integer
 
 from .expr import BitXor, FloorDiv, FloorMod, Lut, register_lut
 
-__all__ = ["fit_expr", "fit_stride", "fit_xor"]
+__all__ = ["fit_expr", "fit_stride", "fit_stride_mod", "fit_xor"]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -59,6 +61,33 @@ def fit_stride(g: np.ndarray) -> list[tuple[int, int, int]] | None:
     for lo, width, stride in modes:
         acc += stride * ((y // lo) % width)
     return modes if np.array_equal(acc, g) else None
+
+
+def fit_stride_mod(g: np.ndarray) -> tuple[list[tuple[int, int, int]], int] | None:
+    """Digits ``(p_k, r_k, s_k)`` and ``m = max(g) + 1`` with ``g(y) == (sum s_k * ((y // p_k) % r_k)) % m``, or
+    ``None``; each digit as long as ``g`` follows its stride modulo ``m``."""
+    n = int(g.size)
+    if n < 2 or int(g[0]) != 0 or int(g.min()) < 0:
+        return None
+    m = int(g.max()) + 1
+    modes: list[tuple[int, int, int]] = []
+    step = 1
+    while step < n:
+        rem = n // step
+        stride = int(g[step])
+        t = np.arange(rem, dtype=np.int64)
+        bad = np.flatnonzero(g[t * step] != (t * stride) % m)
+        first_bad = int(bad[0]) if bad.size else rem
+        radix = max(d for d in _divisors(rem) if d <= first_bad)
+        if radix <= 1:
+            return None
+        modes.append((step, radix, stride))
+        step *= radix
+    y = np.arange(n, dtype=np.int64)
+    acc = np.zeros(n, dtype=np.int64)
+    for lo, width, stride in modes:
+        acc += stride * ((y // lo) % width)
+    return (modes, m) if np.array_equal(acc % m, g) else None
 
 
 def fit_xor(g: np.ndarray) -> list[int] | None:
@@ -135,8 +164,12 @@ def _fit(g: np.ndarray, y: sympy.Expr, depth: int = 0) -> sympy.Expr | None:
     cols = fit_xor(g)
     if cols is not None:
         return _xor_expr(cols, y)
-    if depth < 4 and g.size > 1:
-        return _fit_split(g, y, depth)
+    split = _fit_split(g, y, depth) if depth < 4 and g.size > 1 else None
+    if split is not None:
+        return split
+    fitted = fit_stride_mod(g)
+    if fitted is not None:
+        return FloorMod(sympy.Add(*[Integer(s) * _digit(y, lo, w) for lo, w, s in fitted[0]]), fitted[1])
     return None
 
 

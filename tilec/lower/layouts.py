@@ -56,7 +56,9 @@ def project(frag: Fragment, dims: tuple[int, ...]) -> Fragment:
     """The fragment of a tile indexed by dimensions ``dims`` of ``frag``'s tile, held by the threads that hold
     the corresponding elements of ``frag`` (a row vector of a 2-D tile: the threads of each row).
 
-    Every thread keeps its elements in increasing row-major order. When threads would hold different
+    Every thread keeps its elements in increasing row-major order, unless then a register of ``frag`` would not
+    map to one register of the result on every thread (what loops over ``frag`` and reductions of it need): the
+    result's registers then follow ``frag``'s (:func:`_by_source_registers`). When threads would hold different
     numbers of elements, the result is replicated over all threads instead.
     """
     threads, _ = frag.eval_tables()  # shape + (rep,)
@@ -80,8 +82,50 @@ def project(frag: Fragment, dims: tuple[int, ...]) -> Fragment:
         for r, t in enumerate(s):
             t_tab[e, r] = t
             l_tab[e, r] = per_thread[int(t)].index(e)
+    sorted_ = Fragment.from_tables(t_tab.reshape(shape + (rep,)), l_tab.reshape(shape + (rep,)), num_threads=T,
+                                   num_locals=sizes.pop())
+    if holds(frag, sorted_, dims):
+        return sorted_
+    return _by_source_registers(frag, dims, shape, rep) or sorted_
+
+
+def _by_source_registers(frag: Fragment, dims: tuple[int, ...], shape: tuple[int, ...], rep: int) -> Fragment | None:
+    """The projection of ``frag`` onto ``dims`` whose register ``c`` holds, on every thread, what that thread's
+    registers of class ``c`` of ``frag`` project to (registers are of one class where one thread's project to
+    one element); None when a class would hold two elements on one thread."""
+    inv = inverse_table(frag)  # (T, L, nd [+ rep])
+    T, L = inv.shape[:2]
+    elem = np.ravel_multi_index(tuple(inv[:, :, d] for d in dims), shape)  # (T, L)
+    parent = list(range(L))
+
+    def root(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for t in range(T):
+        first: dict[int, int] = {}
+        for sl in range(L):
+            a, b = root(first.setdefault(int(elem[t, sl]), sl)), root(sl)
+            parent[max(a, b)] = min(a, b)
+    roots = sorted({root(sl) for sl in range(L)})
+    cls = np.array([roots.index(root(sl)) for sl in range(L)])
+    held = np.full((T, len(roots)), -1, np.int64)  # the element in each class register of each thread
+    for t in range(T):
+        for sl in range(L):
+            if held[t, cls[sl]] not in (-1, elem[t, sl]):
+                return None
+            held[t, cls[sl]] = elem[t, sl]
+    t_tab = np.zeros((math.prod(shape), rep), np.int64)
+    l_tab = np.zeros((math.prod(shape), rep), np.int64)
+    count = np.zeros(math.prod(shape), np.int64)
+    for t in range(T):
+        for c in range(len(roots)):
+            e = held[t, c]
+            t_tab[e, count[e]], l_tab[e, count[e]] = t, c
+            count[e] += 1
     return Fragment.from_tables(t_tab.reshape(shape + (rep,)), l_tab.reshape(shape + (rep,)), num_threads=T,
-                                num_locals=sizes.pop())
+                                num_locals=len(roots))
 
 
 def around(frag: Fragment, dims: tuple[int, ...], shape: tuple[int, ...]) -> Fragment:

@@ -121,6 +121,11 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
         out.append(Write(acc, const(dl), _chains(r.red, [_source(lw, F, r.red, src, sl, work) for sl in members],
                                                  work)))
     masks = _xor_masks(D)
+    dlocals = D.eval_tables()[1]  # shape + (replica,)
+    if not (dlocals == dlocals[..., :1]).all():
+        raise TilecError("the threads holding one element of this reduction's result keep it in different registers "
+                         "(the tile's spread wraps around its rows), so shuffles cannot combine their partials; "
+                         "reduce through a shared buffer instead", lw.loc)
     ws = lw.target.warp_size  # thread-id bits below it are lanes of one warp (wavefront): shuffles reach them
     for m in (m for m in masks if m < ws):
         for dl in range(D.num_locals):
