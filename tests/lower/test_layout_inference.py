@@ -17,9 +17,11 @@ from tilec.errors import LayoutConflictError
 from tilec.ir.stmt import Fill, Gemm, Parallel
 from tilec.layout import (
     Fragment,
+    Layout,
     make_mma_a_fragment,
     make_mma_b_fragment,
     make_mma_c_fragment,
+    row_major,
     swizzle,
 )
 from tilec.lower.layouts import default_fragment, project
@@ -379,6 +381,56 @@ def test_annotate_layout_against_a_gemm_conflicts():
     msg = str(e.value)
     assert f"T.annotate_layout (at line {line_of(annotated_kernel, '# annotation')})" in msg
     assert f"mma.m16n8k16 accumulator, 2x2 warps (gemm at line {line_of(annotated_kernel, '# the gemm')})" in msg
+
+
+_ILLEGAL_ANNOTATIONS = {  # name: (buffer, layout, words the error must contain)
+    "fragment register shared": ("a", lambda: Fragment((16, 16), lambda i, j: (i * 16 + j) % 128, lambda i, j: 0,
+                                                       num_threads=128, num_locals=2),
+                                 ["a[0, 0] and a[8, 0] both in register 0 of thread 0"]),
+    "fragment over 64 threads": ("a", lambda: default_fragment((16, 16), 64),
+                                 ["spreads 'a' over 64 threads; the block has 128"]),
+    "fragment given a Layout": ("a", lambda: row_major(16, 16), ["needs a Fragment", "got Layout"]),
+    "fragment of another shape": ("a", lambda: default_fragment((16, 32), 128),
+                                  ["layout of shape (16, 32) given to 'a' of shape (16, 16)"]),
+    "shared offsets collide": ("s", lambda: Layout((16, 16), lambda i, j: (i * 16 + j) // 2),
+                               ["s[0, 0] and s[0, 1] both at offset 0"]),
+    "shared of another shape": ("s", lambda: row_major(16, 32),
+                                ["layout of shape (16, 32) given to 's' of shape (16, 16)"]),
+    "shared given a Fragment": ("s", lambda: default_fragment((16, 16), 128), ["needs a Layout", "got Fragment"]),
+    "shared transpose": ("s", lambda: Layout((16, 16), lambda i, j: (j, i)), ["one offset per element"]),
+}
+
+
+def annotation_kernel(name: str, layout):
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float32"), C: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            s = T.alloc_shared((16, 16), "float32")
+            a = T.alloc_fragment((16, 16), "float32")
+            T.annotate_layout({s if name == "s" else a: layout})  # annotation
+            T.copy(A, s)
+            T.copy(s, a)
+            for i, j in T.Parallel(16, 16):
+                a[i, j] = a[i, j] + 1.0
+            T.copy(a, C)
+
+    return main
+
+
+@pytest.mark.parametrize("case", list(_ILLEGAL_ANNOTATIONS))
+def test_annotate_layout_that_cannot_be_the_buffers_is_an_error_naming_its_line(case):
+    """An annotation must be a layout of its buffer: a valid Fragment over the block's threads for a fragment, an
+    offset Layout giving each element its own offset for shared memory, of the buffer's shape. Such mistakes were
+    taken in and failed later (AttributeError, 'cannot reshape array', 'inverse() needs a valid fragment', a loop
+    over 64 threads at the line of the T.copy) or ran (colliding offsets: threads racing on one word)."""
+    from tilec.errors import TilecError
+
+    name, make, words = _ILLEGAL_ANNOTATIONS[case]
+    with pytest.raises(TilecError) as e:
+        Plan(annotation_kernel(name, make()))
+    assert e.value.loc is not None and e.value.loc.line == line_of(annotation_kernel, "# annotation")
+    for w in words:
+        assert w in str(e.value)
 
 
 def test_annotate_layout_that_agrees_with_the_gemm_is_kept():

@@ -23,8 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tilec import dtypes as dt
-from tilec.errors import LayoutConflictError, SourceLoc, TilecValueError
+from tilec.errors import LayoutConflictError, SourceLoc, TilecTypeError, TilecValueError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load, Var
 from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store, TmaCopy
@@ -176,6 +178,7 @@ class _Inference:
     def strict(self) -> None:
         for buf, lay in self.annotations.items():
             at = _Annotation(self.annotation_locs.get(buf))
+            _check_annotation(buf, lay, self.T, at.loc)
             if buf.scope == "fragment":
                 self.set_fragment(buf, lay, "strict", at, "T.annotate_layout")
             else:
@@ -401,6 +404,53 @@ class _Inference:
         self.free_shared()
         self.free_loops()
         return self.plan
+
+
+def _check_annotation(buf: Buffer, lay: Any, threads: int, loc: SourceLoc | None) -> None:
+    """A ``T.annotate_layout`` value must be a layout of its buffer, of its shape: a valid Fragment over the block's
+    threads for a fragment, an offset Layout giving each element an offset of its own for shared memory."""
+    want = Fragment if buf.scope == "fragment" else Layout
+    head = f"T.annotate_layout of {buf.scope} {buf.name!r}"
+    if not isinstance(lay, want):
+        raise TilecTypeError(f"{head} needs a {want.__name__}, got {type(lay).__name__} {lay!r}", loc)
+    shape = tuple(int(d) for d in buf.shape)
+    if tuple(lay.shape) != shape:
+        raise LayoutConflictError(f"{head}: layout of shape {tuple(lay.shape)} given to {buf.name!r} of shape {shape}",
+                                  loc)
+    if isinstance(lay, Fragment):
+        if lay.num_threads != threads:
+            raise TilecValueError(f"{head}: the fragment spreads {buf.name!r} over {lay.num_threads} threads; the "
+                                  f"block has {threads}", loc)
+        if not lay.is_valid():
+            raise TilecValueError(f"{head}: {_fragment_fault(buf, lay)} in {lay}", loc)
+        return
+    if not lay.scalar_output:
+        raise TilecValueError(f"{head}: a shared layout must give one offset per element, got {lay}", loc)
+    offsets = lay.eval_table().reshape(-1)
+    order = np.argsort(offsets, kind="stable")
+    same = np.flatnonzero(offsets[order][1:] == offsets[order][:-1])
+    if offsets.min() < 0 or same.size:
+        k = int(np.argmin(offsets)) if offsets.min() < 0 else int(order[same[0]])
+        other = "" if offsets.min() < 0 else f" and {_element(buf, shape, int(order[same[0] + 1]))} both"
+        raise TilecValueError(f"{head}: {_element(buf, shape, k)}{other} at offset {int(offsets[k])} in {lay}", loc)
+
+
+def _fragment_fault(buf: Buffer, frag: Fragment) -> str:
+    """Why ``frag`` is not valid: two elements (or replicas) in one register of one thread, or an unused register."""
+    threads, locs = (t.reshape(-1) for t in frag.eval_tables())  # element-major, replicas fastest
+    codes = threads * frag.num_locals + locs
+    order = np.argsort(codes, kind="stable")
+    same = np.flatnonzero(codes[order][1:] == codes[order][:-1])
+    shape, r = tuple(frag.shape), frag.replicate
+    if same.size:
+        a, b = (int(order[same[0] + d]) for d in (0, 1))
+        return (f"{_element(buf, shape, a // r)} and {_element(buf, shape, b // r)} both in register "
+                f"{int(locs[a])} of thread {int(threads[a])}")
+    return f"registers of {frag.num_threads} threads x {frag.num_locals} are not all used"
+
+
+def _element(buf: Buffer, shape: tuple[int, ...], flat: int) -> str:
+    return f"{buf.name}[{', '.join(str(int(i)) for i in np.unravel_index(flat, shape))}]"
 
 
 def _line(op: Any) -> int:
