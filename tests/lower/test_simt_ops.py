@@ -441,3 +441,33 @@ def test_reduction_whose_holders_keep_an_element_in_different_registers_is_refus
     with pytest.raises(TilecError, match="keep it in different registers") as e:
         kernel(*args)
     assert "T.reduce_sum(a, c, dim=0)  # the reduction" in str(e.value)
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_reduction_into_a_fragment_keeping_the_reduced_dim(rng, target, dim):
+    """``T.reduce_sum(a, c, dim=1)`` with ``c`` of shape (16, 1) (the frontend takes a result with unit dims): layout
+    inference gave ``c`` the (16,) projection ('layout of shape (16,) given to c of shape (16, 1)')."""
+    import tilec
+
+    M, N = 16, 32
+    oshape = (M, 1) if dim == 1 else (1, N)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), C: T.Tensor(oshape, "float32"), D: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            a = T.alloc_fragment((M, N), "float32")
+            c = T.alloc_fragment(oshape, "float32")
+            T.copy(A, a)
+            T.reduce_sum(a, c, dim=dim)
+            T.copy(c, C)
+            for i, j in T.Parallel(M, N):
+                a[i, j] = a[i, j] - (c[i, 0] if dim == 1 else c[0, j])
+            T.copy(a, D)
+
+    a = randn(rng, (M, N), "float32")
+    c, d = poisoned(oshape, "float32"), poisoned((M, N), "float32")
+    tilec.JITKernel(main, target)(a, c, d)
+    ref = a.astype(np.float64).sum(axis=dim, keepdims=True)
+    assert_close(c, ref, "float32", scale=float(np.abs(a).sum(axis=dim).max()))
+    assert_close(d, a - ref, "float32", scale=float(np.abs(a).sum(axis=dim).max()))

@@ -110,6 +110,8 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
     F = lw.fragment(r.src.buffer)
     natural = project(F, tuple(i for i in range(F.ndim) if i != r.dim))
     D = lw.fragment(r.dst.buffer) if r.dst.buffer.scope == "fragment" else natural
+    if D.shape != natural.shape and D.size == natural.size:  # a result keeping unit dims: the same registers
+        D = D.reshape(natural.shape)
     if not (D is natural or D.equals(natural)):
         return _converted(lw, r, natural, D)
     groups = _groups(lw, F, D, r.dim)

@@ -276,7 +276,10 @@ class _Inference:
         fs = self.plan.fragments.get(s)
         if s.scope == d.scope == "fragment" and fs is not None and d not in self.plan.fragments:
             keep = tuple(i for i in range(s.ndim) if i != r.dim)
-            return self.set_fragment(d, project(fs, keep), "common", r, f"rows of {s.name}")
+            rows = project(fs, keep)
+            if rows.shape != tuple(int(e) for e in d.shape):  # the result keeps unit dims, e.g. (M, 1)
+                rows = rows.reshape(tuple(int(e) for e in d.shape))
+            return self.set_fragment(d, rows, "common", r, f"rows of {s.name}")
         return False
 
     def parallel(self, p: Parallel) -> bool:
