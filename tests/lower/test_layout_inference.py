@@ -515,6 +515,35 @@ def loop_over_two_accumulators_kernel():
     return main
 
 
+def part_loop_kernel(row_vector: bool):
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), C: T.Tensor((8, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            v = T.alloc_fragment((16,), "float32")
+            T.copy(A, v)
+            if row_vector:
+                for i, j in T.Parallel(8, 32):  # the 2-D loop
+                    C[i, j] = v[i] * 2.0
+            else:
+                for i in T.Parallel(8):  # the 1-D loop
+                    C[i, 0] = v[i] * 2.0
+
+    return main
+
+
+@pytest.mark.parametrize("row_vector", [False, True])
+def test_a_loop_over_part_of_a_fragment_is_a_conflict_naming_the_loop(row_vector):
+    """A loop over rows 0-7 of a 16-element fragment: it took the fragment's layout of shape (16,) ('loop layout of
+    shape (16,) ... does not fit the loop (8,)' in lowering), or ran around it with registers left unused
+    (ValueError 'inverse() needs a valid fragment', no line). Half the fragment cannot be spread evenly over the
+    threads that hold it: a layout conflict at the loop, saying it covers part of the fragment."""
+    f = part_loop_kernel
+    with pytest.raises(LayoutConflictError) as e:
+        Plan(f(row_vector))
+    assert e.value.loc is not None and e.value.loc.line == line_of(f, "# the 2-D loop" if row_vector else "# the 1-D")
+    assert "the loop covers only part of it (extents (8,) of its shape (16,))" in str(e.value)
+
+
 def test_a_loop_over_two_fragments_of_incompatible_layouts_conflicts():
     f = loop_over_two_accumulators_kernel
     with pytest.raises(LayoutConflictError) as e:

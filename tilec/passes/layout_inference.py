@@ -286,10 +286,11 @@ class _Inference:
         changed = False
         accesses = _fragment_accesses(p)
         loop = self.plan.loops.get(p)
+        shape = _extents(p)
         if loop is None:
             for buf, dims in accesses:
                 f = self.plan.fragments.get(buf)
-                if f is not None and dims == tuple(range(len(p.vars))):
+                if f is not None and dims == tuple(range(len(p.vars))) and f.shape == shape:
                     loop = self.plan.loops[p] = f
                     self.plan.origin[p] = ("common", f"from {buf.name}")
                     self.loop_src[p] = buf
@@ -300,6 +301,8 @@ class _Inference:
         for buf, dims in accesses:
             if buf in self.plan.fragments:
                 self.check_loop(p, loop, buf, dims)
+                continue
+            if _covers_part(buf.shape, shape, dims):  # its layout comes from elsewhere; the check then tells
                 continue
             frag = loop if dims == tuple(range(len(p.vars))) else project(loop, dims)
             changed |= self.set_fragment(buf, frag, "common", p, f"indexed by the loop at line {_line(p)}")
@@ -317,10 +320,14 @@ class _Inference:
         src = self.loop_src.get(p)
         how = f"the layout of {src.name}: {self.plan.origin[src][1]} ({_where(self.by[src])})" if src is not None \
             else self.plan.origin[p][1]
+        part = ""
+        if _covers_part(f.shape, _extents(p), dims):
+            part = (f"; the loop covers only part of it (extents {tuple(_extents(p)[d] for d in dims)} of its shape "
+                    f"{tuple(f.shape)}): a loop reading a fragment's registers runs over all of it")
         raise LayoutConflictError(
             f"fragment {buf.name!r} ({self.plan.origin[buf][1]}, {_where(self.by[buf])}) is not held where the loop "
-            f"at line {_line(p)} runs ({how}); copy one of them through a shared buffer (T.copy) or change one op",
-            p.loc)
+            f"at line {_line(p)} runs ({how}){part}; copy one of them through a shared buffer (T.copy) or change one "
+            "op", p.loc)
 
     # --------------------------------------------------------------------------------------------- free
 
@@ -385,17 +392,18 @@ class _Inference:
             if isinstance(op, Parallel) and op not in self.plan.loops:
                 shape = tuple(int(e) for e in op.extents)
                 held = [(b, dims) for b, dims in _fragment_accesses(op) if b in self.plan.fragments]
-                if held:
-                    buf, dims = held[0]
+                whole = [(b, dims) for b, dims in held if not _covers_part(b.shape, shape, dims)]
+                if whole:
+                    buf, dims = whole[0]
                     loop = self.plan.loops[op] = around(self.plan.fragments[buf], dims, shape)
                     self.plan.origin[op] = ("free", f"around {buf.name}")
                     self.loop_src[op] = buf
-                    for b, d in held[1:]:
-                        self.check_loop(op, loop, b, d)
-                    continue
-                vec = _loop_vector(op, shape)
-                self.plan.loops[op] = self._spread(shape, vec, op, "the T.Parallel loop")
-                self.plan.origin[op] = ("free", "spread over the threads")
+                else:
+                    vec = _loop_vector(op, shape)
+                    loop = self.plan.loops[op] = self._spread(shape, vec, op, "the T.Parallel loop")
+                    self.plan.origin[op] = ("free", "spread over the threads")
+                for b, d in held:
+                    self.check_loop(op, loop, b, d)
 
     def run(self) -> LayoutPlan:
         self.strict()
@@ -454,6 +462,17 @@ def _fragment_fault(buf: Buffer, frag: Fragment) -> str:
 
 def _element(buf: Buffer, shape: tuple[int, ...], flat: int) -> str:
     return f"{buf.name}[{', '.join(str(int(i)) for i in np.unravel_index(flat, shape))}]"
+
+
+def _extents(p: Parallel) -> tuple[int | None, ...]:
+    """The loop's extents (None where not a constant)."""
+    return tuple(e if isinstance(e, int) else None for e in p.extents)
+
+
+def _covers_part(buf_shape: Any, loop_shape: tuple[int | None, ...], dims: tuple[int, ...]) -> bool:
+    """Whether a loop over ``loop_shape`` indexing a fragment of ``buf_shape`` by its variables ``dims`` runs over
+    only part of it (a loop over rows 0-7 of 16)."""
+    return tuple(int(d) for d in buf_shape) != tuple(loop_shape[d] for d in dims)
 
 
 def _line(op: Any) -> int:
