@@ -471,3 +471,36 @@ def test_reduction_into_a_fragment_keeping_the_reduced_dim(rng, target, dim):
     ref = a.astype(np.float64).sum(axis=dim, keepdims=True)
     assert_close(c, ref, "float32", scale=float(np.abs(a).sum(axis=dim).max()))
     assert_close(d, a - ref, "float32", scale=float(np.abs(a).sum(axis=dim).max()))
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize(("threads", "red"), [(32, "sum"), (128, "sum"), (128, "max")])
+def test_reduction_of_a_vector_to_one_value(rng, target, threads, red):
+    """``T.reduce_sum(v, s, dim=0)`` with ``v`` of shape (64,) and ``s`` of shape (1,): the projection onto no dims
+    had no shape (ValueError 'threads and locals must share a shape'); the value lives on every thread holding an
+    element of ``v``."""
+    import tilec
+
+    N = 64
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), "float32"), C: T.Tensor((1,), "float32"), D: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            v = T.alloc_fragment((N,), "float32")
+            s = T.alloc_fragment((1,), "float32")
+            T.copy(A, v)
+            if red == "sum":
+                T.reduce_sum(v, s, dim=0)
+            else:
+                T.reduce_max(v, s, dim=0)
+            for i in T.Parallel(N):
+                v[i] = v[i] - s[0]
+            T.copy(s, C)
+            T.copy(v, D)
+
+    a = randn(rng, (N,), "float32")
+    c, d = poisoned((1,), "float32"), poisoned((N,), "float32")
+    tilec.JITKernel(main, target)(a, c, d)
+    ref = a.astype(np.float64).sum() if red == "sum" else a.astype(np.float64).max()
+    assert_close(c, np.array([ref]), "float32", scale=float(np.abs(a).sum()))
+    assert_close(d, a - ref, "float32", scale=float(np.abs(a).sum()))

@@ -61,6 +61,8 @@ def project(frag: Fragment, dims: tuple[int, ...]) -> Fragment:
     result's registers then follow ``frag``'s (:func:`_by_source_registers`). When threads would hold different
     numbers of elements, the result is replicated over all threads instead.
     """
+    if not dims:  # no dims kept (a vector reduced to one value): a unit dim, held by every thread holding an element
+        return project(frag.reshape(frag.shape + (1,)), (frag.ndim,))
     threads, _ = frag.eval_tables()  # shape + (rep,)
     shape = tuple(frag.shape[d] for d in dims)
     T = frag.num_threads

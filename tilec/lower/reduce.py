@@ -181,7 +181,7 @@ def _groups(lw: Lowerer, F: Fragment, D: Fragment, dim: int) -> list[list[int]]:
     T, L = inv.shape[0], inv.shape[1]
     keep = [d for d in range(F.ndim) if d != dim]
     dthreads, dlocals = D.eval_tables()
-    elems = tuple(inv[:, :, d] for d in keep)
+    elems = tuple(inv[:, :, d] for d in keep) if keep else (np.zeros((T, L), np.int64),)  # one value: D of shape (1,)
     holders = dthreads[elems]  # (T, L, R)
     match = holders == np.arange(T)[:, None, None]
     if not match.any(axis=-1).all():
