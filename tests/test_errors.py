@@ -917,3 +917,23 @@ def test_dynamic_size_of_another_int_type_is_an_error():
     with pytest.raises(TilecTypeError, match=r"T.dynamic\('M'\): dtype must be int32 .* got int64"):
         T.dynamic("M", "int64")
     assert T.dynamic("N", "int32").dtype.name == "int32"
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "cuda:sm_90a", "hip:gfx90a"])
+def test_parallel_over_a_symbolic_extent_is_an_error_on_gpu_targets(target):
+    """A T.Parallel loop is spread over the threads at compile time: over a T.dynamic extent the GPU targets raised
+    a bare TypeError from layout inference (int() of the size); the CPU interpreter runs it."""
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(X: T.Tensor((M, 4), "float32"), Y: T.Tensor((M, 4), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            for i, j in T.Parallel(M, 4):
+                Y[i, j] = X[i, j] * 2.0
+
+    with pytest.raises(TilecValueError, match=r"test_errors.py:\d+:\d+: T.Parallel over a symbolic extent \(M\)"):
+        tilec.JITKernel(main, target).get_kernel_source()
+    x = np.random.default_rng().standard_normal((37, 4)).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    tilec.compile(main, target="cpu")(x, y)
+    np.testing.assert_array_equal(y, x * 2)

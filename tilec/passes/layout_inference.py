@@ -390,6 +390,12 @@ class _Inference:
         along a row), else an even spread."""
         for op in self.ops:
             if isinstance(op, Parallel) and op not in self.plan.loops:
+                symbolic = [str(e) for e in op.extents if not isinstance(getattr(e, "value", e), int)]
+                if symbolic:  # a spread over the threads needs its extents (the CPU interpreter runs any)
+                    raise TilecValueError(f"T.Parallel over a symbolic extent ({', '.join(symbolic)}): the GPU "
+                                          "targets spread a T.Parallel loop's iterations over the threads at compile "
+                                          "time, so its extents must be constants (loop over fixed-size tiles of the "
+                                          "symbolic size, guarding the last one with an if)", op.loc)
                 shape = tuple(int(e) for e in op.extents)
                 held = [(b, dims) for b, dims in _fragment_accesses(op) if b in self.plan.fragments]
                 whole = [(b, dims) for b, dims in held if not _covers_part(b.shape, shape, dims)]
