@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -69,3 +70,23 @@ def assert_close(got: np.ndarray, ref: np.ndarray, dtype: str, scale: float | No
     s = float(np.abs(ref).max()) if scale is None else scale
     err = float(np.abs(g - ref).max()) / max(s, 1e-30)
     assert err <= RTOL[dtype], f"relative error {err:.3g} > {RTOL[dtype]} ({dtype})"
+
+
+def bf16_exact(values: Any) -> np.ndarray:
+    """The bfloat16 nearest (ties to even) to each value, found in the table of every bfloat16 rather than by a
+    conversion (some ml_dtypes versions round ints through float32, twice). Values must be exact as float64 (ints
+    below 2^53); NaN stays NaN."""
+    import ml_dtypes
+
+    v = np.asarray(values, dtype=np.float64)
+    table = (np.arange(0x7F81, dtype=np.uint32) << 16).view(np.float32).astype(np.float64)  # 0 .. max, then inf
+    table[-1] = 2.0**128  # where inf takes over: past the largest finite value by a whole step, as rounding sees it
+    a = np.abs(v)
+    hi = np.clip(np.searchsorted(table, a), 1, len(table) - 1)
+    lo = hi - 1
+    pick = np.where(table[hi] - a < a - table[lo], hi, lo)
+    pick = np.where((table[hi] - a == a - table[lo]) & (lo % 2 == 1), hi, pick)  # a tie: the even pattern
+    pick = np.where(a == 0, 0, pick)
+    bits = (pick.astype(np.uint16) | np.where(np.signbit(v), 0x8000, 0).astype(np.uint16)).astype(np.uint16)
+    bits = np.where(np.isnan(v), 0x7FC0, bits).astype(np.uint16)
+    return bits.view(ml_dtypes.bfloat16)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import assert_close, load_example, poisoned, randn
+from conftest import assert_close, bf16_exact, load_example, poisoned, randn
 
 import tilec
 import tilec.language as T
@@ -601,7 +601,8 @@ def int_to_bf16_kernel(n):
 def int_to_bf16_inputs(rng, n):
     """Ints of up to 31 / 52 bits and doubles, with ties that rounding through float32 gets wrong (2^24 + 2^16 + 1:
     float32 rounds it to the tie 2^24 + 2^16, which then goes to even, 2^24; once rounded it is 2^24 + 2^17); the
-    three inputs and the three results (ml_dtypes rounds once)."""
+    three inputs and the three results, each the nearest bfloat16 looked up, not converted (some ml_dtypes versions
+    round ints through float32, twice)."""
     x = (rng.integers(-(2**31), 2**31, n) >> rng.integers(0, 31, n)).astype(np.int32)
     y = rng.integers(-(2**52), 2**52, n) >> rng.integers(0, 52, n)
     ties = [2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 2**24 + 3 * 2**16 - 1, 2**30 + 2**22 + 1]
@@ -610,7 +611,7 @@ def int_to_bf16_inputs(rng, n):
     y[4] = 2**40 + 2**32 + 1
     z = rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20, n)
     z[:6] = [1 + 2**-8 + 2**-30, -(1 + 2**-8 + 2**-30), 3 * 2**-9 + 2**-40, 1e-39 * (1 + 2**-9), 3.3961e38, -np.inf]
-    return (x, y, z), tuple(v.astype(ml_dtypes.bfloat16) for v in (x, y, z))
+    return (x, y, z), tuple(bf16_exact(v) for v in (x, y, z))
 
 
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])

@@ -179,7 +179,7 @@ def test_16_bit_float_atomic_adds_round_each_add(dtype):
 
 def test_int_and_double_to_bfloat16_round_once():
     """int32 / int64 / float64 to bfloat16 round once (through float they rounded twice: 2^24 + 2^16 + 1 gave
-    2^24; so did the GPU's own conversion from double)."""
+    2^24), against references looked up, not converted (the GPU machine's ml_dtypes rounds ints twice)."""
     import numpy as np
     from test_interp import int_to_bf16_inputs, int_to_bf16_kernel
 

@@ -484,7 +484,7 @@ class CEmitter:
         if low(src) and (to.is_int or to.is_bool):
             return f"static_cast<{self.ctype(to)}>(static_cast<float>({inner}))"
         if to is dt.bfloat16 and (src is dt.float64 or not src.is_float):  # the header's, rounded once (through
-            # float an int over 2^24 or a double rounded twice; float16's and float8's ranges end far below 2^24)
+            # float, an int over 2^24 or a double would round twice; float16's and float8's ranges end below 2^24)
             return f"tl::bf16_rn(static_cast<double>({inner}))"
         if low(to) and not src.is_float:
             return f"{self.ctype(to)}(static_cast<float>({inner}))"

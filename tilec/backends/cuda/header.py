@@ -16,14 +16,8 @@ HEADER = r"""
 namespace tl {
 
 """ + COMMON + r"""
-// a double to bfloat16, rounded once: to float rounded to odd (an inexact result's last bit set; float's 24 bits keep
-// the sticky bit), then to nearest even (the GPU's own double-to-bfloat16 conversion rounded some values twice)
-__device__ __forceinline__ __nv_bfloat16 bf16_rn(double d) {
-  const float f = __double2float_rn(d);
-  unsigned u = __float_as_uint(f);
-  if (static_cast<double>(f) != d && d == d && !(u & 1u)) u += fabs(d) > fabsf(f) ? 1u : ~0u;
-  return __float2bfloat16_rn(__uint_as_float(u));
-}
+// a double to bfloat16, rounded once (cvt.rn.bf16.f64 on sm_90; before it, through float rounded to odd)
+__device__ __forceinline__ __nv_bfloat16 bf16_rn(double d) { return __double2bfloat16(d); }
 
 // exp2 / log2 on the special-function unit (the PTX approximations, within 2 ulp; denormal results flush to 0)
 __device__ __forceinline__ float exp2(float x) {
