@@ -208,3 +208,17 @@ def promote(a: DType, b: DType) -> DType:
     if a.bits != b.bits:
         return a if a.bits > b.bits else b
     return a if a.kind == "int" else b
+
+
+def float32_to_odd(x: np.ndarray) -> np.ndarray:
+    """Ints and doubles as float32 rounded to odd (an inexact result's last bit set): converted on to bfloat16 they
+    are then rounded once, as the GPU rounds them (the interpreters' path to bfloat16: some ml_dtypes versions convert
+    ints through float32 rounded to nearest, which rounds 2^24 + 2^16 + 1 twice, to 2^24). Ints beyond 2^53 are first
+    rounded to double, as the generated code converts them."""
+    v = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = v.astype(np.float32)
+        u = f.view(np.uint32).astype(np.int64)
+        fix = (f.astype(np.float64) != v) & ~np.isnan(v) & (u % 2 == 0)
+        u = np.where(fix, u + np.where(np.abs(v) > np.abs(f.astype(np.float64)), 1, -1), u)
+    return u.astype(np.uint32).view(np.float32)

@@ -3,11 +3,13 @@
 A GPU's ``atomicAdd`` on a 16-bit float (``__half``, ``__nv_bfloat16``) rounds the sum to the element's type after
 each add, so many adds into one element lose what a single rounding at the end would keep (2048 + 1 in float16 is
 2048 again). The interpreters add in that order too: the k-th add into every element at once, for k = 0, 1, ...,
-each summed in float64 (exact for two 16-bit values) and rounded to the element's type."""
+each summed in float64 (exact for two 16-bit values) and rounded once to the element's type."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from tilec import dtypes as dt
 
 
 def add_at(arr: np.ndarray, index: tuple[np.ndarray, ...], values: np.ndarray) -> None:
@@ -30,4 +32,5 @@ def add_at(arr: np.ndarray, index: tuple[np.ndarray, ...], values: np.ndarray) -
     for k in range(int(rank.max()) + 1):  # the k-th add into each element: one rounding per add
         sel = rank == k
         at = tuple(i[sel] for i in index)
-        arr[at] = (arr[at].astype(np.float64) + v[sel]).astype(arr.dtype)
+        total = arr[at].astype(np.float64) + v[sel]
+        arr[at] = (dt.float32_to_odd(total) if arr.dtype.kind == "V" else total).astype(arr.dtype)

@@ -77,25 +77,11 @@ def typed(x: Any, d: dt.DType) -> np.ndarray:
     if d is dt.bfloat16:
         x = np.asarray(x)
         if x.dtype.kind in "iu" or x.dtype == np.float64:
-            x = _float32_to_odd(x)
+            x = dt.float32_to_odd(x)
     out = np.asarray(x).astype(d.np, copy=False)
     if d is dt.int4:  # stored in int8: keep the 4-bit two's complement range [-8, 7]
         out = ((out.astype(np.int16) + 8) & 0xF).astype(np.int8) - np.int8(8)
     return out
-
-
-def _float32_to_odd(x: np.ndarray) -> np.ndarray:
-    """Ints and doubles as float32 rounded to odd (an inexact result's last bit set): converted on to bfloat16 they
-    are then rounded once, as the GPU rounds them. (Some ml_dtypes versions convert ints through float32 rounded to
-    nearest, which rounds 2^24 + 2^16 + 1 twice, to 2^24.) Ints beyond 2^53 are first rounded to double, as the
-    generated code converts them."""
-    v = x.astype(np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = v.astype(np.float32)
-        u = f.view(np.uint32).astype(np.int64)
-        fix = (f.astype(np.float64) != v) & ~np.isnan(v) & (u % 2 == 0)
-        u = np.where(fix, u + np.where(np.abs(v) > np.abs(f.astype(np.float64)), 1, -1), u)
-    return u.astype(np.uint32).view(np.float32)
 
 
 def _fp8_max(d: dt.DType) -> float:
