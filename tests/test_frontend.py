@@ -797,3 +797,33 @@ def test_and_or_on_kernel_values_take_the_deciding_operand_as_python_does():
         out = np.full((8, 4), np.iinfo(np.int32).min, np.int32)
         tilec.compile(main, target=target)(a, out)
         np.testing.assert_array_equal(out, want, err_msg=target)
+
+
+def test_assigning_one_alloc_var_to_another_copies_its_value():
+    """`a = b` on two T.alloc_var scalars stores b's value into a (it rebound the name a to b's buffer, so a later
+    `a = 5` changed b too); `old = m` binds old to m's value, not to m. Checked on both interpreters."""
+    import numpy as np
+
+    import tilec
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            a = T.alloc_var("float32")
+            b = T.alloc_var("float32")
+            a = A[0]
+            b = A[1]
+            a = b
+            a = 5.0
+            B[0] = a
+            B[1] = b
+            old = b
+            B[2] = old + 1.0
+
+    text = str(main)
+    assert "    a = b\n" in text and "B[2] = b + 1.0" in text, text
+    a = np.array([1, 2, 3, 4], np.float32)
+    for target in ("cpu", "simt:sm_80"):
+        out = np.full(4, np.nan, np.float32)
+        tilec.compile(main, target=target)(a, out)
+        np.testing.assert_array_equal(out[:3], [5, 2, 3], err_msg=target)

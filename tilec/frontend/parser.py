@@ -127,7 +127,7 @@ class Parser(ExprParser):
         raise TilecValueError(f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else str(exc))
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        value = self.rhs(node.value, node.targets[0] if len(node.targets) == 1 else None)
+        value = self.by_value(node.value, self.rhs(node.value, node.targets[0] if len(node.targets) == 1 else None))
         for t in node.targets:
             self.assign(t, value)
 
@@ -143,7 +143,7 @@ class Parser(ExprParser):
             self.annotate(node.target.id, ann)
             return
         ann = self.expr(node.annotation)
-        value = self.rhs(node.value, node.target)
+        value = self.by_value(node.value, self.rhs(node.value, node.target))
         if isinstance(value, Expr) and hasattr(ann, "is_float"):
             value = cast(ann, value)
         self.assign(node.target, value)
@@ -177,6 +177,16 @@ class Parser(ExprParser):
             return self.expr(value)
         finally:
             self.b.name_hint = None
+
+    def by_value(self, node: ast.expr, value: Any) -> Any:
+        """A T.alloc_var named on an assignment's right side (``a = b``, ``a, b = b, a``) is read for its value: the
+        target gets that value (stored when it is a T.alloc_var too), not the name of b's buffer."""
+        if isinstance(node, ast.Name):
+            return self.rvalue(value)
+        if isinstance(node, (ast.Tuple, ast.List)) and isinstance(value, (tuple, list)) \
+                and len(node.elts) == len(value):
+            return type(value)(self.by_value(n, v) for n, v in zip(node.elts, value))
+        return value
 
     def assign(self, t: ast.expr, value: Any) -> None:
         if isinstance(t, ast.Name):
