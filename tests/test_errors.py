@@ -193,6 +193,78 @@ def test_names_assigned_under_a_runtime_if_are_undefined_after_it():
     assert "A[3] = A[2]" in str(fine) and "A[4] = A[1]" in str(fine)
 
 
+def test_a_name_reading_an_element_a_later_store_changes_is_an_error():
+    """A name bound to a kernel expression is evaluated where it is used: after a store to what it reads it would
+    read the new value, not the one assigned (`t = x[i]; x[i] = y[i]; y[i] = t` set y to y; `old = m; m = m + 1`
+    made old m + 1), silently. Reading such a name, or storing in a loop to what a name bound before it and read in
+    it reads, is an error naming the store's line; stores to other elements leave it valid."""
+    with pytest.raises(TilecSyntaxError, match=r"'t' reads x, which the statement at line \d+ stored to after 't' "
+                                               r"was assigned.*T.alloc_var") as ei:
+
+        @T.prim_func
+        def swap(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                x = T.alloc_fragment((16,), "float32")
+                y = T.alloc_fragment((16,), "float32")
+                for i in T.Parallel(16):
+                    t = x[i]
+                    x[i] = y[i]
+                    y[i] = t  # stale-t
+
+    assert_points_at(ei.value, "stale-t")
+    assert f"line {line_of('stale-t') - 1}" in str(ei.value)
+    with pytest.raises(TilecSyntaxError, match=r"'old' reads m, which the statement at line \d+ stored to"):
+
+        @T.prim_func
+        def old_value(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                m = T.alloc_var("float32")
+                m = A[0]
+                old = m
+                m = m + 1.0
+                A[1] = old
+
+    with pytest.raises(TilecSyntaxError, match=r"'s0' reads s, which the statement at line \d+ stored to"):
+
+        @T.prim_func
+        def by_tile_op(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                s = T.alloc_shared((16,), "float32")
+                T.copy(A, s)
+                s0 = s[0]
+                T.fill(s, 1.0)
+                A[1] = s0
+
+    with pytest.raises(TilecSyntaxError, match=r"'x0' is bound before the T.serial loop at line \d+ to an "
+                                               r"expression reading s and read in its body, where this statement "
+                                               r"stores to s") as ei:
+
+        @T.prim_func
+        def in_loop(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                s = T.alloc_shared((16,), "float32")
+                T.copy(A, s)
+                x0 = s[0]
+                for k in T.serial(16):
+                    A[k] = x0
+                    s[k] = 2.0  # loop-store
+
+    assert_points_at(ei.value, "loop-store")
+
+    @T.prim_func
+    def fine(A: T.Tensor((16,), "float32")):  # other elements: the names keep their meaning
+        with T.Kernel(1, threads=32) as bx:
+            s = T.alloc_shared((16,), "float32")
+            T.copy(A, s)
+            a = s[bx]
+            b = s[bx + 1]
+            s[bx + 2] = 5.0
+            T.fill(s[bx + 4:bx + 8], 0.0)
+            A[1] = a + b
+
+    assert "A[1] = s[bx] + s[bx + 1]" in str(fine)
+
+
 def test_kernel_expression_errors_carry_the_location():
     with pytest.raises(TilecTypeError, match=r"`/` on integers \(bx / 2\) is not defined") as ei:
 

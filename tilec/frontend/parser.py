@@ -86,12 +86,16 @@ class Parser(ExprParser):
         loc = self.src.loc(node)
         saved = self.b.loc
         self.b.loc = loc
+        frame = self.b.frames[-1]
+        emitted = len(frame)
         try:
             handler = getattr(self, f"visit_{type(node).__name__}", None)
             if handler is None:
                 what = _KEYWORDS.get(type(node).__name__, type(node).__name__)
                 raise TilecSyntaxError(f"`{what}` statements are not supported in a kernel; supported: {_SUPPORTED}")
             handler(node)
+            for s in frame[emitted:]:
+                self.note_writes(s, loc.line)
         except TilecError as e:
             raise attach_loc(e, loc) from None
         finally:

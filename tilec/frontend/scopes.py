@@ -10,6 +10,11 @@ Rather than give such a kernel a meaning its text does not have, the parser trac
 name in a loop body and then rebinding it raises an error, and a name assigned in such a body is undefined after
 it (reading it raises an error naming the body). ``T.alloc_var`` scalars are stores, not bindings, and are the
 way to carry a value across iterations or out of a branch. On-chip buffers allocated in a body stay visible.
+
+A name bound to a kernel expression (``t = x[i]``) is likewise evaluated where it is used, not where it is
+assigned: after a store to an element it reads, it would read the new value. Such a name becomes :class:`Stale`
+(reading it raises an error naming the store), and a store in a loop to what a name bound before the loop and
+read in its body reads is an error: the next iteration would read the new value.
 """
 
 from __future__ import annotations
@@ -20,7 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilec.errors import TilecSyntaxError
+from tilec.ir import affine
 from tilec.ir.buffer import Buffer
+from tilec.ir.expr import Expr, Load
+from tilec.ir.stmt import AtomicRMW, Parallel, Stmt, Store, TileOp
+from tilec.ir.visit import walk
 
 _MISSING = object()
 
@@ -57,6 +66,62 @@ class Undefined:
         return f"<undefined {self.name}>"
 
 
+class Stale(Undefined):
+    """The binding of a name whose kernel expression reads an element that a later statement stored to."""
+
+    def __init__(self, name: str, buffer: Buffer, line: int) -> None:
+        self.name = name
+        self.buffer = buffer
+        self.line = line
+
+    def error(self) -> TilecSyntaxError:
+        n, b = self.name, self.buffer.name
+        return TilecSyntaxError(f"{n!r} reads {b}, which the statement at line {self.line} stored to after {n!r} was "
+                                f"assigned: a name bound to a kernel expression is evaluated where it is used, so it "
+                                f"would read the new value, not the one assigned; keep the value in a T.alloc_var (or "
+                                f"a fragment inside T.Parallel) before the store, or use {n!r} before it")
+
+    def __repr__(self) -> str:
+        return f"<stale {self.name}>"
+
+
+Write = tuple[Buffer, tuple, tuple]  # a buffer and the starts and extents of what a statement writes in it
+
+
+def writes_of(stmt: Stmt) -> list[Write]:
+    out: list[Write] = []
+    for node in walk(stmt):
+        if isinstance(node, (Store, AtomicRMW)):
+            out.append((node.buffer, node.indices, (1,) * len(node.indices)))
+        elif isinstance(node, TileOp) and not isinstance(node, Parallel):  # a T.Parallel's stores are walked
+            out.extend((r.buffer, r.starts, r.extents) for r in node.writes())
+    return out
+
+
+def _outside(index: Any, start: Any, extent: Any) -> bool:
+    """``index`` is provably outside ``[start, start + extent)``: it differs from ``start`` by a constant."""
+    a, b = affine.linear(index), affine.linear(start)
+    if a is None or b is None or not isinstance(extent, int):
+        return False
+    diff = dict(a)
+    for k, v in b.items():
+        diff[k] = diff.get(k, 0) - v
+    if any(k is not None and v != 0 for k, v in diff.items()):
+        return False
+    return not 0 <= diff.get(None, 0) < extent
+
+
+def reads_written(value: Any, w: Write) -> bool:
+    """``value`` (a kernel expression, or a tuple or list of them) may read an element that ``w`` writes."""
+    if isinstance(value, (tuple, list)):
+        return any(reads_written(v, w) for v in value)
+    if not isinstance(value, Expr):
+        return False
+    buf, starts, extents = w
+    return any(isinstance(ld, Load) and ld.buffer is buf and len(ld.indices) == len(starts) and
+               not any(_outside(i, s, e) for i, s, e in zip(ld.indices, starts, extents)) for ld in walk(value))
+
+
 class ScopeTracker:
     """The part of the parser that keeps Python names honest in run-time bodies (see the module docstring)."""
 
@@ -79,6 +144,22 @@ class ScopeTracker:
                     f"or `{name} += ...` store into it)")
             body.assigned.add(name)
         self.local[name] = value
+
+    def note_writes(self, stmt: Stmt, line: int) -> None:
+        """After the statement at ``line`` emitted ``stmt``: names reading what it wrote become :class:`Stale`; a name
+        bound before an enclosing loop, read in its body and reading what it wrote is an error."""
+        for w in writes_of(stmt):
+            for body in self.bodies:
+                for n in sorted(body.read_outer) if body.is_loop else ():
+                    if reads_written(body.before.get(n), w):
+                        raise TilecSyntaxError(
+                            f"{n!r} is bound before {body.what} to an expression reading {w[0].name} and read in its "
+                            f"body, where this statement stores to {w[0].name}: a name is evaluated where it is used, "
+                            f"so later iterations would read the new value; keep the value in a T.alloc_var before "
+                            f"the loop")
+            for n, v in list(self.local.items()):
+                if reads_written(v, w):
+                    self.local[n] = Stale(n, w[0], line)
 
     @contextlib.contextmanager
     def runtime_body(self, what: str, is_loop: bool) -> Iterator[RuntimeBody]:
