@@ -265,6 +265,45 @@ def test_a_name_reading_an_element_a_later_store_changes_is_an_error():
     assert "A[1] = s[bx] + s[bx + 1]" in str(fine)
 
 
+def test_unpacking_whose_values_read_an_earlier_target_is_an_error():
+    """Python evaluates the whole right side before it assigns; a kernel stores the targets one after another, so
+    `x[i], y[i] = y[i], x[i]` stored the new x[i] into y[i] (and `a, b = b, a` on T.alloc_vars set both to b),
+    silently. It is an error naming the target and the value; unpackings whose values do not read an earlier
+    target's element run."""
+    with pytest.raises(TilecSyntaxError, match=r"the value for `y\[i\]` reads x, which the target `x\[i\]` before it "
+                                               r"stores to.*temporary") as ei:
+
+        @T.prim_func
+        def swap(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                x = T.alloc_fragment((16,), "float32")
+                y = T.alloc_fragment((16,), "float32")
+                for i in T.Parallel(16):
+                    x[i], y[i] = y[i], x[i]  # swap-line
+
+    assert_points_at(ei.value, "swap-line")
+    with pytest.raises(TilecSyntaxError, match=r"the value for `b` reads a, which the target `a` before it stores to"):
+
+        @T.prim_func
+        def swap_vars(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                a = T.alloc_var("float32")
+                b = T.alloc_var("float32")
+                a, b = A[0], A[1]
+                a, b = b, a
+                A[2] = a
+
+    @T.prim_func
+    def fine(A: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            a = T.alloc_var("float32")
+            b = T.alloc_var("float32")
+            b, a = a + A[1], A[0]  # b's value reads a, whose target comes after b's
+            A[bx + 1], A[bx] = A[bx], A[bx + 2]
+
+    assert "b = a + A[1]\n        a = A[0]\n        A[bx + 1] = A[bx]\n        A[bx] = A[bx + 2]\n" in str(fine)
+
+
 def test_kernel_expression_errors_carry_the_location():
     with pytest.raises(TilecTypeError, match=r"`/` on integers \(bx / 2\) is not defined") as ei:
 

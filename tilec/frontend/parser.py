@@ -26,6 +26,7 @@ from typing import Any
 from tilec.errors import TilecError, TilecSyntaxError, TilecTypeError, TilecValueError
 from tilec.frontend.builder import Builder, KernelFrame, seq
 from tilec.frontend.expressions import _ACTIVE, ExprParser, Macro, attach_loc
+from tilec.frontend.scopes import reads_written, writes_of
 from tilec.frontend.source import FunctionSource
 from tilec.ir.buffer import Buffer, Region, index_buffer
 from tilec.ir.expr import Expr, Load, Var, as_expr, binop, cast
@@ -207,8 +208,7 @@ class Parser(ExprParser):
             if len(items) != len(t.elts):
                 raise TilecValueError(f"cannot unpack {len(items)} values into {len(t.elts)} names "
                                       f"(`{ast.unparse(t)}`)")
-            for sub, v in zip(t.elts, items):
-                self.assign(sub, v)
+            self.unpack(t, items)
         elif isinstance(t, ast.Subscript):
             base = self.expr(t.value)
             key = self.subscript_key(t.slice)
@@ -226,6 +226,22 @@ class Parser(ExprParser):
                 raise TilecSyntaxError(f"cannot assign to an element of {type(base).__name__} `{ast.unparse(t)}`")
         else:
             raise TilecSyntaxError(f"cannot assign to `{ast.unparse(t)}`")
+
+    def unpack(self, t: ast.Tuple | ast.List, items: list) -> None:
+        """``x, y = a, b``: Python evaluates the whole right side first; a kernel stores the targets one after
+        another, so a value reading what an earlier target stored would read the new element: an error."""
+        frame = self.b.frames[-1]
+        for k, (sub, v) in enumerate(zip(t.elts, items)):
+            emitted = len(frame)
+            self.assign(sub, v)
+            for w in (w for s in frame[emitted:] for w in writes_of(s)):
+                later = next((e for e, x in zip(t.elts[k + 1:], items[k + 1:]) if reads_written(x, w)), None)
+                if later is not None:
+                    raise TilecSyntaxError(
+                        f"`{ast.unparse(t)} = ...`: the value for `{ast.unparse(later)}` reads {w[0].name}, which the "
+                        f"target `{ast.unparse(sub)}` before it stores to; Python evaluates the whole right side "
+                        "first, a kernel stores the targets one after another, so it would read the new value; assign "
+                        "through a temporary (a T.alloc_var, or a fragment inside T.Parallel)")
 
     def store(self, ref: Load, value: Any) -> None:
         value = self.rvalue(value)  # a T.alloc_var read by name is its element
