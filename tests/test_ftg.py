@@ -227,6 +227,28 @@ def test_conditional_overwrite_does_not_kill_and_element_stores_are_nodes():
     }
 
 
+def test_dependencies_name_buffers_as_the_dump_does():
+    """Two buffers of one name (a parameter and a shared tile the kernel binds to its name) print as A and A_1; the
+    dependencies said `RAW A` for A_1 in the text, Graphviz and JSON forms, pointing at the global tensor."""
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), B: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A_in = A
+            A = T.alloc_shared((16,), "float32")
+            T.copy(A_in, A)
+            for i in T.Parallel(16):
+                A[i] = A[i] * 2
+            T.copy(A, B)
+
+    ftg = tilec.compile(main, target="cpu").ftg
+    text = str(ftg)
+    assert "n0 -> n1  RAW A_1\n" in text and "n1 -> n2  RAW A_1\n" in text, text
+    assert 'label="RAW A_1"' in ftg.to_dot()
+    data = json.loads(ftg.to_json())
+    assert [d["buffer"] for e in data["edges"] for d in e["deps"]] == ["A_1", "A_1"]
+
+
 def test_opposite_branches_depend_only_across_trips():
     @T.prim_func
     def main(Y: T.Tensor((8,), "float32")):

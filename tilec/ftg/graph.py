@@ -48,9 +48,13 @@ class Dep:
     kind: str  # "RAW", "WAR" or "WAW"
     carried_by: str | None = None  # the loop variable, for a dependency from one iteration to the next
 
-    def __str__(self) -> str:
+    def text(self, names: Names | None = None) -> str:
+        """``RAW x (carried by k)``, the buffer named by ``names`` (the FTG's: as the dump's nodes name it)."""
         carried = f" (carried by {self.carried_by})" if self.carried_by else ""
-        return f"{self.kind} {self.buffer.name}{carried}"
+        return f"{self.kind} {names(self.buffer) if names else self.buffer.name}{carried}"
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 class FTG:
@@ -96,7 +100,7 @@ class FTG:
             lines.append(f"  {n:<4} {d['kind']:<10} {d['label']:<{width}}  line {d['line']}{loops}")
         lines.append("dependencies:")
         for u, v, dep in self.edges():
-            lines.append(f"  {u} -> {v}  {dep}")
+            lines.append(f"  {u} -> {v}  {dep.text(self.names)}")
         lines.append("buffers:")
         for b in self.buffers:
             shape = "(" + ", ".join(expr_str(s, self.names) for s in b.shape) + ")"
@@ -129,7 +133,7 @@ class FTG:
         for u, v, data in self.graph.edges(data=True):
             deps = data["deps"]
             style = "dashed" if all(d.carried_by for d in deps) else "solid"
-            label = _dot_escape(", ".join(str(d) for d in deps))
+            label = _dot_escape(", ".join(d.text(self.names) for d in deps))
             out.append(f'  {u} -> {v} [label="{label}", style={style}, fontsize=9];')
         out.append("}")
         return "\n".join(out)
@@ -139,7 +143,7 @@ class FTG:
         nodes = [{"id": n, "kind": d["kind"], "label": d["label"], "line": d["line"],
                   "reads": [a.text for a in d["reads"]], "writes": [a.text for a in d["writes"]],
                   "loops": [str(lp) for lp in d["loops"]]} for n, d in self.graph.nodes(data=True)]
-        edges = [{"src": u, "dst": v, "deps": [{"buffer": dp.buffer.name, "kind": dp.kind,
+        edges = [{"src": u, "dst": v, "deps": [{"buffer": self.names(dp.buffer), "kind": dp.kind,
                                                  "carried_by": dp.carried_by} for dp in data["deps"]]}
                  for u, v, data in self.graph.edges(data=True)]
         bufs = [{"name": self.names(b), "scope": b.scope, "dtype": str(b.dtype),
