@@ -304,6 +304,46 @@ def test_unpacking_whose_values_read_an_earlier_target_is_an_error():
     assert "b = a + A[1]\n        a = A[0]\n        A[bx + 1] = A[bx]\n        A[bx] = A[bx + 2]\n" in str(fine)
 
 
+def test_python_containers_changed_in_runtime_bodies_are_errors():
+    """A Python list or dict item assigned in a run-time loop or `if` is assigned once, when the kernel is parsed:
+    `cnt[0] = cnt[0] + 1` in a T.serial(4) loop left 1, silently (with a kernel value: a TilecVerifyError about the
+    loop variable). It is an error naming the body; outside such bodies it runs at compile time, `+=` too (which said
+    '`cnt[0] = ...` needs one element')."""
+    with pytest.raises(TilecSyntaxError, match=r"`cnt\[0\] = ...` changes the Python list cnt once, when the kernel "
+                                               r"is parsed, not each time the T.serial loop at line \d+ runs.*"
+                                               r"T.alloc_var") as ei:
+
+        @T.prim_func
+        def in_loop(B: T.Tensor((4,), "float32")):
+            cnt = [0]
+            with T.Kernel(1, threads=32) as bx:
+                for _k in T.serial(4):
+                    cnt[0] = cnt[0] + 1  # list-store
+                B[0] = cnt[0]
+
+    assert_points_at(ei.value, "list-store")
+    with pytest.raises(TilecSyntaxError, match=r"changes the Python dict d once.* the `if` at line \d+ runs"):
+
+        @T.prim_func
+        def in_if(B: T.Tensor((4,), "float32")):
+            d = {}
+            with T.Kernel(1, threads=32) as bx:
+                if B[0] > 0:
+                    d["x"] = B[1]
+                    B[2] = d["x"]
+
+    @T.prim_func
+    def at_compile_time(B: T.Tensor((4,), "float32")):
+        cnt = [1]
+        with T.Kernel(1, threads=32) as bx:
+            cnt[0] += 2
+            for _k in [0, 1]:
+                cnt[0] *= 2
+            B[0] = cnt[0]
+
+    assert "B[0] = 12.0" in str(at_compile_time)
+
+
 def test_kernel_expression_errors_carry_the_location():
     with pytest.raises(TilecTypeError, match=r"`/` on integers \(bx / 2\) is not defined") as ei:
 

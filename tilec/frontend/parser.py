@@ -165,6 +165,9 @@ class Parser(ExprParser):
         if isinstance(t, ast.Name):
             old = self.lookup(t.id, t)
             self.assign(t, self.binary(op, self.rvalue(old), value))
+        elif isinstance(t, ast.Subscript) and isinstance(base := self.expr(t.value), (list, dict)):
+            key = self.subscript_key(t.slice)
+            self.set_item(base, key, self.binary(op, self.expr(t), value), t)
         elif isinstance(t, ast.Subscript):
             ref = self.expr(t)
             if not isinstance(ref, Load):
@@ -221,11 +224,23 @@ class Parser(ExprParser):
                                            "T.fill(region, value), T.copy(src, region) or a T.Parallel loop")
                 self.store(ref, value)
             elif isinstance(base, (list, dict)):
-                base[key] = value
+                self.set_item(base, key, value, t)
             else:
                 raise TilecSyntaxError(f"cannot assign to an element of {type(base).__name__} `{ast.unparse(t)}`")
         else:
             raise TilecSyntaxError(f"cannot assign to `{ast.unparse(t)}`")
+
+    def set_item(self, base: list | dict, key: Any, value: Any, t: ast.Subscript) -> None:
+        """``xs[k] = v`` on a Python list or dict: done once, at compile time, so not in a run-time loop or `if`."""
+        if self.bodies:
+            raise TilecSyntaxError(
+                f"`{ast.unparse(t)} = ...` changes the Python {type(base).__name__} {ast.unparse(t.value)} once, when "
+                f"the kernel is parsed, not each time {self.bodies[-1].what} runs; keep a value that changes in a "
+                "T.alloc_var or a buffer")
+        try:
+            base[key] = value
+        except Exception as e:
+            raise TilecTypeError(f"`{ast.unparse(t)} = ...`: {type(e).__name__}: {e}") from None
 
     def unpack(self, t: ast.Tuple | ast.List, items: list) -> None:
         """``x, y = a, b``: Python evaluates the whole right side first; a kernel stores the targets one after
