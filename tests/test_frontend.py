@@ -827,3 +827,24 @@ def test_assigning_one_alloc_var_to_another_copies_its_value():
         out = np.full(4, np.nan, np.float32)
         tilec.compile(main, target=target)(a, out)
         np.testing.assert_array_equal(out[:3], [5, 2, 3], err_msg=target)
+
+
+def test_starred_unpacking_gathers_the_rest_as_python_does():
+    """`a, *rest = 1, 2, 3` said 'cannot unpack 3 values into 2 names'; a starred target takes a list of the values
+    the others leave, as in Python (also of kernel values); too few values is still an error naming the targets."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            a, *rest = 1, 2, 3
+            *init, last = A[0], A[1], A[2]
+            first, *none, end = 5, 6
+            A[3] = a + len(rest) + len(init) * last + first + end + len(none)
+
+    assert "A[3] = 3.0 + 2.0 * A[2] + 5.0 + 6.0" in str(main), str(main)
+    with pytest.raises(tilec.errors.TilecValueError, match=r"cannot unpack 1 value\(s\) into `\(x, \*y, z\)`"):
+
+        @T.prim_func
+        def few(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                x, *y, z = (1,)

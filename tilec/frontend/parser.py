@@ -208,10 +208,11 @@ class Parser(ExprParser):
                 items = list(value)
             except TypeError:
                 raise TilecTypeError(f"cannot unpack {value!r} into `{ast.unparse(t)}`") from None
-            if len(items) != len(t.elts):
+            targets, items = self.starred(t, items)
+            if len(items) != len(targets):
                 raise TilecValueError(f"cannot unpack {len(items)} values into {len(t.elts)} names "
                                       f"(`{ast.unparse(t)}`)")
-            self.unpack(t, items)
+            self.unpack(t, targets, items)
         elif isinstance(t, ast.Subscript):
             base = self.expr(t.value)
             key = self.subscript_key(t.slice)
@@ -242,15 +243,27 @@ class Parser(ExprParser):
         except Exception as e:
             raise TilecTypeError(f"`{ast.unparse(t)} = ...`: {type(e).__name__}: {e}") from None
 
-    def unpack(self, t: ast.Tuple | ast.List, items: list) -> None:
+    def starred(self, t: ast.Tuple | ast.List, items: list) -> tuple[list[ast.expr], list]:
+        """The targets and values of ``a, *rest = values``: the starred target takes a list of the values the others
+        leave, as in Python."""
+        stars = [k for k, e in enumerate(t.elts) if isinstance(e, ast.Starred)]
+        if not stars:
+            return list(t.elts), items
+        k, after = stars[0], len(t.elts) - stars[0] - 1
+        if len(stars) > 1 or len(items) < len(t.elts) - 1:
+            raise TilecValueError(f"cannot unpack {len(items)} value(s) into `{ast.unparse(t)}`")
+        targets = [e.value if isinstance(e, ast.Starred) else e for e in t.elts]
+        return targets, items[:k] + [items[k:len(items) - after]] + items[len(items) - after:]
+
+    def unpack(self, t: ast.Tuple | ast.List, targets: list[ast.expr], items: list) -> None:
         """``x, y = a, b``: Python evaluates the whole right side first; a kernel stores the targets one after
         another, so a value reading what an earlier target stored would read the new element: an error."""
         frame = self.b.frames[-1]
-        for k, (sub, v) in enumerate(zip(t.elts, items)):
+        for k, (sub, v) in enumerate(zip(targets, items)):
             emitted = len(frame)
             self.assign(sub, v)
             for w in (w for s in frame[emitted:] for w in writes_of(s)):
-                later = next((e for e, x in zip(t.elts[k + 1:], items[k + 1:]) if reads_written(x, w)), None)
+                later = next((e for e, x in zip(targets[k + 1:], items[k + 1:]) if reads_written(x, w)), None)
                 if later is not None:
                     raise TilecSyntaxError(
                         f"`{ast.unparse(t)} = ...`: the value for `{ast.unparse(later)}` reads {w[0].name}, which the "
