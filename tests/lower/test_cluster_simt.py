@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import assert_close, load_example, randn
+from conftest import assert_close, example_line, load_example, randn
 
 import tilec
 from tilec.errors import RaceError
@@ -136,6 +136,33 @@ def test_persistent_clusters_refused(rng):
     assert "persistent blocks not in clusters: the trip count of the T.Pipelined loop at line" in k.report()
     assert "persistent, 2 blocks loop over the tiles" in k.report()
     q, kk, v = (randn(rng, (1, 1, 512, 64), "float16") for _ in range(3))
+    assert_close(k(q, kk, v), fa.reference(q, kk, v, True), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+@pytest.mark.parametrize(("block_M", "block_N", "threads", "n", "clustered"), [
+    (64, 64, 128, 2, False),  # row blocks 0 and 1 of a pair run 1 and 2 key blocks
+    (128, 64, 256, 2, False),
+    (64, 128, 128, 4, False),  # 1, 1, 2, 2 key blocks in a cluster of four
+    (64, 128, 128, 2, True),  # 64-row blocks in pairs run the same 128-key blocks: clustered
+])
+def test_cluster_refused_where_its_blocks_run_different_trips(rng, block_M, block_N, threads, n, clustered):
+    """Causal attention without persistence: the trip count of the pipelined loop depends on the row block (bx),
+    along which K and V are shared. Blocks of a cluster that run different numbers of trips would wait for each
+    other's multicast boxes and releases forever (the interpreter's deadlock); the pass clusters only where every
+    cluster's blocks run the same trips, and says why not otherwise."""
+    fa = load_example("03_flash_attention")
+    g = fa.flash_attention(1, 2, 256, 64, True, block_M=block_M, block_N=block_N, threads=threads,
+                           num_stages=2).prim_func
+    k = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs={**WS, "cluster": n})
+    if clustered:
+        assert f"clusters of {n} blocks along grid dimension 0 (x); K_s, V_s multicast" in k.report()
+    else:
+        line = example_line("03_flash_attention", "for k in T.Pipelined")
+        assert f"not clustered: the trip count of the T.Pipelined loop at line {line} differs between neighbouring " \
+               "blocks along x" in k.report()
+        assert k.state.artifacts["thread_ir"].cluster == (1, 1, 1)
+    q, kk, v = (randn(rng, (1, 2, 256, 64), "float16") for _ in range(3))
     assert_close(k(q, kk, v), fa.reference(q, kk, v, True), "float16",
                  scale=float(np.abs(v.astype(np.float64)).max()))
 

@@ -19,7 +19,8 @@ row in groups of ``n`` and does the rest.
 
 Refused with a note: without warp specialization, for rasterized (``T.use_swizzle``) grids that are not persistent,
 when no grid dimension is a multiple of ``n`` along which some tile is shared whose boxes divide among ``n`` blocks
-(whole swizzle panels, or bands of 8k rows of each).
+(whole swizzle panels, or bands of 8k rows of each) and the ``n`` blocks of every cluster run the same trips of the
+pipelined loop (causal attention's row blocks may not: each would wait for the others' boxes and releases).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from typing import Any
+
+import numpy as np
 
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Var
@@ -67,8 +70,15 @@ def cluster_blocks(func: PrimFunc, target: Target, options: dict | None = None) 
             plan = (0, shared) if shared else None
             why = f"its blocks' tiles were not ordered in clusters of {n} (see the notes above)"
         else:
-            plan = shared_copies(launch.grid, launch.block_vars, copies, n)
+            uneven = _uneven_trips(launch, roles, n)
+            plan = shared_copies(launch.grid, launch.block_vars, copies, n, skip=frozenset(uneven))
             why = f"no grid dimension that is a multiple of {n} shares a tile of a stage between its blocks"
+            best = shared_copies(launch.grid, launch.block_vars, copies, n) if plan is None else None
+            if best is not None:  # the dimensions that share tiles were skipped
+                dim, loop = best[0], uneven[best[0]]
+                why = (f"the trip count of the T.Pipelined loop at line {loop.loc.line if loop.loc else 0} differs "
+                       f"between neighbouring blocks along {'xyz'[dim]} (a cluster's blocks would wait for each "
+                       "other's copies and releases of the stages they share)")
     if roles is None or plan is None:
         return func, [f"T.Kernel at line {line}: not clustered: {why}"]
     dim, shared = plan
@@ -104,6 +114,31 @@ def _persistent(roles: WarpRoles) -> bool:
     return any(isinstance(f, For) and f.ann("tiles") for f in walk(roles.then_body))
 
 
+def _uneven_trips(launch: Any, roles: WarpRoles, n: int) -> dict[int, For]:
+    """Grid dimension -> a loop of the producer whose trip count is not the same for the ``n`` consecutive blocks
+    along that dimension of every cluster (or not known at compile time): blocks that share stages must run the
+    same trips (causal attention's row blocks do not, unless the key blocks are wider than ``n`` row blocks)."""
+    from tilec.passes.trip_counts import NotStatic, evaluate
+
+    sizes = [getattr(d, "value", None) for d in launch.grid]
+    env = {v: np.arange(g).reshape([-1 if i == d else 1 for i in range(len(sizes))])
+           for d, (v, g) in enumerate(zip(launch.block_vars, sizes)) if isinstance(g, int)}
+    shape = tuple(g if isinstance(g, int) else 1 for g in sizes)
+    out: dict[int, For] = {}
+    for loop in (f for f in walk(roles.then_body) if isinstance(f, For)):
+        try:
+            trips = np.broadcast_to(evaluate(loop.extent, env), shape)
+        except NotStatic:
+            trips = None
+        for dim, g in enumerate(sizes):
+            if dim in out or not isinstance(g, int) or g % n:
+                continue
+            groups = None if trips is None else np.moveaxis(trips, dim, 0).reshape(g // n, n, -1)
+            if groups is None or (groups != groups[:, :1]).any():
+                out[dim] = loop
+    return out
+
+
 def _refusal(func: PrimFunc, target: Target, n: Any, roles: WarpRoles | None) -> str | None:
     launch = func.launch
     if n not in SIZES:
@@ -117,13 +152,14 @@ def _refusal(func: PrimFunc, target: Target, n: Any, roles: WarpRoles | None) ->
     return None
 
 
-def shared_copies(grid: tuple, block_vars: tuple, copies: list[Copy], n: int) -> tuple[int, set[int]] | None:
+def shared_copies(grid: tuple, block_vars: tuple, copies: list[Copy], n: int,
+                  skip: frozenset[int] = frozenset()) -> tuple[int, set[int]] | None:
     """(grid dimension, ids of the ``copies`` that ``n`` consecutive blocks along it share), the dimension sharing
-    the most bytes, or None."""
+    the most bytes (other than those in ``skip``), or None."""
     best: tuple[int, int, set[int]] | None = None
     for dim, (var, extent) in enumerate(zip(block_vars, grid)):
         size = getattr(extent, "value", None)
-        if not isinstance(size, int) or size % n:
+        if not isinstance(size, int) or size % n or dim in skip:
             continue
         shared = {id(c) for c in copies if shareable(c, var, n)}
         nbytes = sum(_bytes(c.dst.buffer) for c in copies if id(c) in shared)
