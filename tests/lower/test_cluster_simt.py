@@ -91,6 +91,23 @@ def test_persistent_cluster_gemm(rng, M, N, K, tiles, n, blocks, note):
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
 
 
+def test_persistent_cluster_fp8_gemm_with_scale_vectors(rng):
+    """The fp8 example copies its row and column scales (1-D tiles, never TMA boxes) into shared memory after the
+    loop: choosing the clusters' dimension looked for the swizzle panels of those too (ValueError: not enough values
+    to unpack). 4 x 4 tiles on 4 persistent blocks in clusters of 2 along x (A shared); ragged M and N."""
+    fp8 = load_example("06_fp8_gemm")
+    M, N, K = 250, 200, 256
+    a, sa = fp8.quantize(rng.standard_normal((M, K)), 1)
+    b, sb = fp8.quantize(rng.standard_normal((N, K)), 1)
+    g = fp8.fp8_matmul(M, N, K, block_M=64, block_N=64, block_K=64, num_stages=2).prim_func
+    k = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "cluster": 2, "persistent": 4})
+    assert "in clusters of 2 blocks whose tiles neighbour along grid dimension 0 (x)" in k.report()
+    assert "A_s multicast" in k.report()
+    ref = (a.astype(np.float64) @ b.astype(np.float64).T) * sa[:, None] * sb[None, :]
+    out = k(a, b, sa, sb).astype(np.float64)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 8e-3
+
+
 def test_persistent_clusters_follow_the_rasterization(rng):
     """With T.use_swizzle (set here on the example's kernel) the clusters take their groups of tiles in panels of the
     grid of groups: 4 x 5 tiles in groups of 2 along x, 2 x 5 groups in panels of 4 rows (the last of 1); every

@@ -175,9 +175,12 @@ def shareable(c: Copy, var: Var, n: int) -> bool:
 
 def _divides(c: Copy, n: int) -> bool:
     """Whether ``n`` blocks can share the copy's boxes (one per swizzle panel: tilec.lower.tma): whole panels each,
-    or bands of a multiple of 8 rows of every panel (where the swizzle pattern repeats)."""
+    or bands of a multiple of 8 rows of every panel (where the swizzle pattern repeats). Not a 1-D tile (TMA boxes
+    here are 2-D tiles, multi-buffered or not: the fp8 GEMM's scale vectors are copied otherwise)."""
     from tilec.lower.layouts import swizzle_bytes
 
+    if len(c.dst.buffer.shape) < 2:
+        return False
     rows, cols = (int(d) for d in c.dst.buffer.shape[-2:])
     sw = swizzle_bytes((rows, cols), c.dst.buffer.dtype)
     panels = cols * c.dst.buffer.dtype.bits // 8 // sw if sw else 1
