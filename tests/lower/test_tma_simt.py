@@ -9,7 +9,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import assert_close, load_example, randn
+from conftest import assert_close, example_line, load_example, randn
 
 import tilec
 import tilec.language as T
@@ -548,6 +548,21 @@ def test_persistent_needs_warp_specialization():
     kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 4})  # rows of 200 bytes
     assert "not persistent: that needs a warp-specialized TMA pipeline" in kernel.report()
     assert len(kernel.state.artifacts["thread_ir"].grid) == 2
+
+
+def test_one_stage_says_it_is_no_tma_pipeline(rng):
+    """num_stages=1 keeps the plain loop: no TMA, no producer warpgroup, not persistent. The report said nothing of
+    TMA or warp specialization (the persistent note pointed at 'the notes above', which had none)."""
+    g = load_example("01_gemm").matmul(128, 128, 128, block_M=64, block_N=64, block_K=32, num_stages=1).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 3})
+    line = example_line("01_gemm", "for k in T.Pipelined")
+    assert f"T.Pipelined at line {line}: num_stages=1: a plain loop, not a TMA pipeline (its copies overlap nothing; " \
+           "TMA and warp specialization need 2 stages or more)" in kernel.report()
+    assert "not persistent: that needs a warp-specialized TMA pipeline" in kernel.report()
+    a, b = randn(rng, (128, 128), "float16"), randn(rng, (128, 128), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
+    assert "num_stages" not in tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={"wgmma": True, "tma": False})\
+        .report()
 
 
 def test_persistent_refused_when_a_tile_may_run_no_trip(rng):

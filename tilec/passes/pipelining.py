@@ -305,6 +305,9 @@ class _Pipeliner:
         if s < 2 or not producers:
             if s >= 2:
                 self.notes.append(f"T.Pipelined at line {line}: no global->shared copy to overlap; a plain loop")
+            elif producers and self.tma:
+                self.notes.append(f"T.Pipelined at line {line}: num_stages={s}: a plain loop, not a TMA pipeline (its "
+                                  "copies overlap nothing; TMA and warp specialization need 2 stages or more)")
             return [0] * len(body), list(range(len(body)))
         stages = [0 if i in producers else s - 1 for i in range(len(body))]
         order = producers + [i for i in range(len(body)) if i not in producers]
