@@ -550,6 +550,23 @@ def test_persistent_needs_warp_specialization():
     assert len(kernel.state.artifacts["thread_ir"].grid) == 2
 
 
+@pytest.mark.parametrize(("configs", "notes"), [
+    ({**TMA, "persistent": 3}, ["not persistent: pass config 'persistent' needs warp_specialize"]),
+    ({**TMA, "persistent": 3, "stream_k": True}, ["not persistent: pass config 'persistent' needs warp_specialize",
+                                                  "not stream-K: pass config 'stream_k' needs a persistent kernel"]),
+    ({**WS, "stream_k": True}, ["not stream-K: pass config 'stream_k' needs a persistent kernel"]),
+])
+def test_persistent_and_stream_k_without_what_they_need_say_so(configs, notes):
+    """persistent without warp_specialize, stream_k without persistent: dropped without a word before (consumers and
+    cluster say why in the same case)."""
+    g = load_example("01_gemm").matmul(256, 256, 512, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs=configs)
+    line = example_line("01_gemm", "with T.Kernel")
+    for note in notes:
+        assert f"T.Kernel at line {line}: {note}" in kernel.report()
+    assert len(kernel.state.artifacts["thread_ir"].grid) == 2
+
+
 def test_one_stage_says_it_is_no_tma_pipeline(rng):
     """num_stages=1 keeps the plain loop: no TMA, no producer warpgroup, not persistent. The report said nothing of
     TMA or warp specialization (the persistent note pointed at 'the notes above', which had none)."""

@@ -116,6 +116,12 @@ class _Pipeliner:
         self.notes: list[str] = []
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
+        at = f"T.Kernel at line {func.launch.loc.line if func.launch.loc else 0}"
+        if opts.get("persistent") and not self.ws:
+            self.notes.append(f"{at}: not persistent: pass config 'persistent' needs warp_specialize (a warp-"
+                              "specialized TMA pipeline on sm_90a)")
+        if opts.get("stream_k") and not self.persistent:
+            self.notes.append(f"{at}: not stream-K: pass config 'stream_k' needs a persistent kernel")
         # a persistent block's consumer threads in ``copies`` copies, copy ``copy`` taking every copies-th tile
         self.copies = int(opts.get("consumers", 1))
         self.copy = Var("copy")
