@@ -347,6 +347,15 @@ def test_atomic_adds_of_8_and_16_bit_ints_compile(tmp_path):
     compile_cuda(source, tmp_path)
 
 
+def test_attention_128_rows_on_one_warpgroup_compiles_for_sm_90a(tmp_path):
+    """block_M=128 on 128 threads: both gemms on mma.sync (PV's register A rules out wgmma; QK^T follows it), which
+    layout inference refused on the default sm_90a target; no spills."""
+    fa = load_example("03_flash_attention")
+    kernel = fa.flash_attention(1, 4, 512, 64, True, block_M=128, block_N=64, threads=128, num_stages=2)
+    info = compile_cuda(tilec.JITKernel(kernel.prim_func, "cuda:sm_90a").get_kernel_source(), tmp_path, "sm_90a")
+    assert info["spill_stores"] == info["spill_loads"] == 0, info
+
+
 def test_int64_atomic_add(tmp_path):
     """atomicAdd has no long long overload: an int64 add goes to the unsigned long long one (the same bits)."""
     import tilec.language as T

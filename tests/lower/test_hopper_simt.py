@@ -55,6 +55,23 @@ def test_wgmma_flash_attention(rng, causal):
                  scale=float(np.abs(v.astype(np.float64)).max()))
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_128_rows_on_one_warpgroup_takes_mma_for_both_gemms(rng, causal):
+    """128 query rows on 128 threads: PV reads P from registers, which wgmma allows for 64 rows a warpgroup only, so
+    it runs on mma.sync; QK^T then does too (on wgmma its accumulator's rows lay over the warps unlike PV's, and the
+    softmax's row values could not reach O: a LayoutConflictError on the default sm_90a target)."""
+    fa = load_example("03_flash_attention")
+    b, h, n, d = 1, 2, 200, 64
+    kernel = _compile(fa.flash_attention(b, h, n, d, causal, block_M=128, block_N=64, threads=128, num_stages=2),
+                      "simt:sm_90a", [3], wgmma=True)
+    notes = [line for line in kernel.report().splitlines() if "note: T.gemm" in line]
+    assert len(notes) == 2 and all(": mma (" in line for line in notes), notes
+    assert "reads A from registers off wgmma" in notes[0]
+    q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
+    assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
+                 scale=float(np.abs(v.astype(np.float64)).max()))
+
+
 @pytest.mark.parametrize("num_stages", [1, 2])
 def test_wgmma_mla_decode(rng, num_stages):
     """64 heads on two warpgroups: every gemm splits its columns between them (the shared P tile feeds the last)."""

@@ -218,9 +218,10 @@ class _Inference:
             from tilec.lower.wgmma import wgmma_plan, wgmma_refusal
 
             plan = wgmma_plan(g, m, n, k, self.T)
-            if plan is not None:
+            beside = self._register_a_fallback(g, m)
+            if plan is not None and beside is None:
                 return plan
-            not_wgmma = f"; not wgmma: {wgmma_refusal(g, m, n, k, self.T)}"
+            not_wgmma = f"; not wgmma: {wgmma_refusal(g, m, n, k, self.T) if plan is None else beside}"
         tc = TENSOR_CORES.get(_INSTR_OF.get(self.target.backend, ""))
         lanes = tc.lanes if tc is not None else 32
         warps = self.T // lanes
@@ -247,6 +248,23 @@ class _Inference:
                                f"{tc.atom[0]}x{tc.atom[1]} atoms")
             return GemmPlan(1, 1, "simt", "(fallback: " + ", ".join(reasons) + not_wgmma + ")")
         return GemmPlan(grid[0], grid[1], tc.instr, f"({g.policy}{not_wgmma})")
+
+    def _register_a_fallback(self, g: Gemm, m: int) -> str | None:
+        """Why gemm ``g`` (``m`` rows) stays off wgmma for another's sake, or None: a gemm of as many rows whose A is
+        in registers cannot use wgmma (A in registers needs 64 rows a warpgroup), and values computed row by row
+        from one accumulator are used with the other (flash attention's softmax between QK^T and PV), so their rows
+        must lie alike over the threads: both on mma.sync."""
+        from tilec.lower.wgmma import wgmma_plan, wgmma_refusal
+
+        for op in self.ops:
+            if op is g or not isinstance(op, Gemm) or op.A.buffer.scope != "fragment":
+                continue
+            om, on, ok = (int(x) for x in op.mnk)
+            if om == m and wgmma_plan(op, om, on, ok, self.T) is None:
+                line = op.loc.line if op.loc else 0
+                return (f"the gemm at line {line} ({om} rows too) reads A from registers off wgmma "
+                        f"({wgmma_refusal(op, om, on, ok, self.T)}), and their accumulators' rows must lie alike")
+        return None
 
     # ------------------------------------------------------------------------------------------- common
 
