@@ -284,11 +284,12 @@ def atomic16_inputs(rng, n, dtype):
     return x, acc, ref
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_16_bit_float_atomic_adds_round_each_add(rng, dtype):
+def test_16_bit_float_atomic_adds_round_each_add(rng, dtype, target):
     n = 64
     x, acc, ref = atomic16_inputs(rng, n, dtype)
-    compile_cpu(atomic16_kernel(n, dtype))(x, acc)
+    tilec.JITKernel(atomic16_kernel(n, dtype), target)(x, acc)
     np.testing.assert_array_equal(acc.astype(np.float64), ref.astype(np.float64))
 
 

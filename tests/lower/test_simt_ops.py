@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import assert_close, poisoned, randn
-from test_interp import _COMBINE, _NP_REDUCE, atomic16_inputs, atomic16_kernel, gemm_kernel, reduce_kernel
+from test_interp import _COMBINE, _NP_REDUCE, gemm_kernel, reduce_kernel
 
 import tilec.language as T
 
@@ -306,14 +306,6 @@ def test_atomic_adds_from_many_blocks(rng):
     assert_close(acc, x64.sum(axis=0), "float32", scale=float(np.abs(x64).sum(axis=0).max()))
     assert_close(rows, x64.sum(axis=(0, 2)), "float32", scale=float(np.abs(x64).sum(axis=(0, 2)).max()))
     assert count[0] == 7 + nb
-
-
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_16_bit_float_atomic_adds_round_each_add(rng, dtype):
-    n = 64
-    x, acc, ref = atomic16_inputs(rng, n, dtype)
-    simt(atomic16_kernel(n, dtype))(x, acc)
-    np.testing.assert_array_equal(acc.astype(np.float64), ref.astype(np.float64))
 
 
 def test_shared_memory_elementwise_with_conditions(rng):

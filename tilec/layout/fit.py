@@ -40,43 +40,36 @@ def _digit(y: sympy.Expr, lo: int, width: int) -> sympy.Expr:
 
 def fit_stride(g: np.ndarray) -> list[tuple[int, int, int]] | None:
     """Find digits ``(p_k, r_k, s_k)`` with ``g(y) == sum s_k * ((y // p_k) % r_k)``, or ``None``."""
-    n = int(g.size)
-    if n == 0 or int(g[0]) != 0:
+    if g.size == 0 or int(g[0]) != 0:
         return None
-    modes: list[tuple[int, int, int]] = []
-    step = 1
-    while step < n:
-        rem = n // step
-        stride = int(g[step])
-        t = np.arange(rem, dtype=np.int64)
-        bad = np.flatnonzero(g[t * step] != t * stride)
-        first_bad = int(bad[0]) if bad.size else rem
-        radix = max(d for d in _divisors(rem) if d <= first_bad)
-        if radix <= 1:
-            return None
-        modes.append((step, radix, stride))
-        step *= radix
-    y = np.arange(n, dtype=np.int64)
-    acc = np.zeros(n, dtype=np.int64)
-    for lo, width, stride in modes:
-        acc += stride * ((y // lo) % width)
-    return modes if np.array_equal(acc, g) else None
+    return _digits(g, None)
 
 
 def fit_stride_mod(g: np.ndarray) -> tuple[list[tuple[int, int, int]], int] | None:
     """Digits ``(p_k, r_k, s_k)`` and ``m = max(g) + 1`` with ``g(y) == (sum s_k * ((y // p_k) % r_k)) % m``, or
     ``None``; each digit as long as ``g`` follows its stride modulo ``m``."""
-    n = int(g.size)
-    if n < 2 or int(g[0]) != 0 or int(g.min()) < 0:
+    if g.size < 2 or int(g[0]) != 0 or int(g.min()) < 0:
         return None
     m = int(g.max()) + 1
+    modes = _digits(g, m)
+    return None if modes is None else (modes, m)
+
+
+def _digits(g: np.ndarray, m: int | None) -> list[tuple[int, int, int]] | None:
+    """The digits of :func:`fit_stride` (``m`` None) or :func:`fit_stride_mod` (sums taken modulo ``m``): each as
+    long as ``g`` follows its stride."""
+    n = int(g.size)
+
+    def wrap(x: np.ndarray) -> np.ndarray:
+        return x if m is None else x % m
+
     modes: list[tuple[int, int, int]] = []
     step = 1
     while step < n:
         rem = n // step
         stride = int(g[step])
         t = np.arange(rem, dtype=np.int64)
-        bad = np.flatnonzero(g[t * step] != (t * stride) % m)
+        bad = np.flatnonzero(g[t * step] != wrap(t * stride))
         first_bad = int(bad[0]) if bad.size else rem
         radix = max(d for d in _divisors(rem) if d <= first_bad)
         if radix <= 1:
@@ -87,7 +80,7 @@ def fit_stride_mod(g: np.ndarray) -> tuple[list[tuple[int, int, int]], int] | No
     acc = np.zeros(n, dtype=np.int64)
     for lo, width, stride in modes:
         acc += stride * ((y // lo) % width)
-    return (modes, m) if np.array_equal(acc % m, g) else None
+    return modes if np.array_equal(wrap(acc), g) else None
 
 
 def fit_xor(g: np.ndarray) -> list[int] | None:
