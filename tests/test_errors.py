@@ -447,7 +447,8 @@ def test_a_kernel_over_the_targets_shared_memory_is_refused_at_compile_time():
 
     for target, limit in (("simt:sm_80", 163 * 1024), ("cuda:sm_90a", 227 * 1024), ("simt:gfx90a", 64 * 1024)):
         with pytest.raises(TilecValueError, match=rf"needs 262144 bytes of shared memory; a block on "
-                                                  rf"{target.split(':')[1]} may have at most {limit}") as ei:
+                                                  rf"{target.split(':')[1]} may have at most {limit} \(largest "
+                                                  r"buffers, bytes: A_s 262144\)") as ei:
             tilec.JITKernel(main, target, [-1]).report()
         assert_points_at(ei.value, "big-smem")
 

@@ -312,17 +312,22 @@ def _min_blocks(target: Target, smem: int, threads: int, producer: bool) -> int:
     return blocks if blocks >= 2 and blocks * threads * m.regs_per_thread <= m.regs_per_sm else 0
 
 
-def _check_shared(nbytes: int, target: Target, launch: KernelLaunch) -> None:
+def _check_shared(nbytes: int, target: Target, launch: KernelLaunch, shared: tuple[tuple[Mem, int], ...]) -> None:
     """A kernel needing more shared memory than the target's block may have is refused here, on the CPU too (the
-    thread interpreter would run it; the GPU would not load it)."""
+    thread interpreter would run it; the GPU would not load it). The error names the largest buffers: those the
+    passes add (a second copy of the consumers' tiles, the stages of a pipeline) show there."""
     if not target.arch:
         return
     from tilec.arch import table_model
 
     limit = table_model(target.arch).smem_per_block
     if nbytes > limit:
+        sizes = sorted(((int(m.size) * m.dtype.bits // 8, m.buffer.name) for m, _ in shared), reverse=True)
+        largest = ", ".join(f"{name} {size}" for size, name in sizes[:6])
         raise TilecValueError(f"the kernel needs {nbytes} bytes of shared memory; a block on {target.arch} may have "
-                              f"at most {limit}: use smaller tiles or fewer pipeline stages (num_stages)", launch.loc)
+                              f"at most {limit} (largest buffers, bytes: {largest}): use smaller tiles or fewer "
+                              "pipeline stages (num_stages), or drop a pass config that adds buffers (consumers)",
+                              launch.loc)
 
 
 def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict | None = None) -> ThreadKernel:
@@ -339,7 +344,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     params = tuple(lw.mem_of(p) if hasattr(p, "scope") else p for p in func.params)
     body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)] + _drain_wgmma(lw, None))
     shared, nbytes = _place_shared(lw.shared, launch)
-    _check_shared(nbytes, target, launch)
+    _check_shared(nbytes, target, launch, shared)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     threads = launch.num_threads * lw.copies + lw.producer_threads
     cluster = [1, 1, 1]
