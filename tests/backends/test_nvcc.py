@@ -370,3 +370,19 @@ def test_int64_atomic_add(tmp_path):
             T.atomic_add(O2, f)
 
     compile_cuda(tilec.JITKernel(main, "cuda:sm_80").get_kernel_source(), tmp_path)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16"])
+def test_narrow_int_arithmetic_is_wrapped_in_the_c(tmp_path, dtype):
+    """C promotes 8/16-bit operands to int: a sum, product, shift or negation read by a cast, a comparison or
+    tl::max (which took (int, signed char) and did not compile) is cast back to its type first, as the interpreters
+    compute it."""
+    from test_interp import narrow_int_arithmetic_kernel
+
+    source = tilec.JITKernel(narrow_int_arithmetic_kernel(dtype), "cuda:sm_80").get_kernel_source()
+    ctype = {"int8": "signed char", "uint16": "unsigned short"}[dtype]
+    body = source[source.index('extern "C"'):]
+    for op in "+*-":
+        assert re.search(rf"static_cast<{ctype}>\(A\[[^\]]+\] \{op} B\[", body), (op, body)
+    assert f"static_cast<{ctype}>(-A[" in body and f"static_cast<{ctype}>(A[tx % 8] << 4)" in body, body
+    compile_cuda(source, tmp_path)

@@ -109,6 +109,9 @@ _MATH64.update({"rsqrt": "rsqrt", "abs": "fabs", "sigmoid": "tl::sigmoid"})
 
 _C_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "&": "&", "|": "|", "^": "^", "<<": "<<", ">>": ">>",
           "<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!=", "and": "&&", "or": "||"}
+# integer ops whose result C's promotion to int can take outside an 8- or 16-bit operand type (the IR's result
+# type is the operands'): the interpreters wrap it, so the C wraps it too before anything else reads it
+_WIDENING = ("+", "-", "*", "<<")
 _PREC = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 7, "<=": 7, ">": 7, ">=": 7,
          "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "%": 10}
 
@@ -403,6 +406,8 @@ class CEmitter:
             return self.binop(x, prec)
         if isinstance(x, UnOp):
             op = {"-": "-", "~": "~", "not": "!"}[x.op]
+            if op != "!" and x.dtype.is_int and x.dtype.bits < 32:  # -(-128) and ~(uint8)0 leave the type in C
+                return f"static_cast<{self.ctype(x.dtype)}>({op}{self.e(x.a, 11)})"
             return f"({op}{self.e(x.a, 11)})"
         if isinstance(x, Cast):
             return self.cast(x.dtype, x.value)
@@ -475,6 +480,8 @@ class CEmitter:
         op = _C_OPS[x.op]
         p = _PREC[op]
         text = f"{self.e(x.a, p)} {op} {self.e(x.b, p + 1)}"
+        if x.op in _WIDENING and x.dtype.is_int and x.dtype.bits < 32:  # C computes it in int: wrap to the type
+            return f"static_cast<{self.ctype(x.dtype)}>({text})"
         return f"({text})" if p < prec else text
 
     def cast(self, to: DType, value: Expr) -> str:
