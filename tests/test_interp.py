@@ -678,3 +678,34 @@ def test_narrow_int_arithmetic_wraps_to_its_type(target, dtype):
     with np.errstate(over="ignore"):
         ref = [a + b, (a * b > 0).astype(dtype), np.maximum(a - b, a), -a, (a << 4).astype(np.int32) // 16]
     np.testing.assert_array_equal(o, np.stack([r.astype(np.int32) for r in ref], axis=1))
+
+
+def nan_max_min_kernel(dtype):
+    @T.prim_func
+    def main(F: T.Tensor((8,), dtype), G: T.Tensor((8,), dtype), P: T.Tensor((8, 2), dtype), R: T.Tensor((2,), dtype)):
+        with T.Kernel(1, threads=64) as bx:
+            f = T.alloc_fragment((1, 8), dtype)
+            r = T.alloc_fragment((1,), dtype)
+            for i in T.Parallel(8):
+                P[i, 0] = T.max(F[i], G[i])
+                P[i, 1] = T.min(F[i], G[i])
+                f[0, i] = F[i]
+            T.reduce_max(f, r, dim=1)
+            T.copy(r, R[0:1])
+            T.reduce_min(f, r, dim=1)
+            T.copy(r, R[1:2])
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_max_and_min_skip_nan_like_fmaxf(target, dtype):
+    """T.max / T.min and max / min reductions are fmaxf / fminf on the GPU (the header's tl::max / tl::min): a NaN
+    operand gives the other one, NaN only where both are (numpy's maximum propagated it)."""
+    f = np.array([np.nan, 1, 0.5, 2, np.nan, 0, 2, -3], dtype)
+    g = np.array([1, np.nan, 0.25, 0, np.nan, np.nan, -1, 3], dtype)
+    p, r = np.zeros((8, 2), dtype), np.zeros(2, dtype)
+    tilec.JITKernel(nan_max_min_kernel(dtype), target)(f, g, p, r)
+    np.testing.assert_array_equal(p, np.stack([np.fmax(f, g), np.fmin(f, g)], axis=1))
+    np.testing.assert_array_equal(r, np.array([2, -3], dtype))

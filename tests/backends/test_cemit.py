@@ -70,3 +70,13 @@ def test_programmatic_dependent_launch_waits_before_the_first_statement(target, 
 def test_pdl_pass_config_takes_a_flag():
     with pytest.raises(tilec.errors.TilecValueError, match="pass config 'pdl' takes True or False, got 1"):
         tilec.JITKernel(_scale_rows("float32"), "cuda:sm_90a", out_idx=[2], pass_configs={"pdl": 1})
+
+
+def test_16_bit_float_max_and_min_are_fmaxf_and_fminf():
+    """The header's generic tl::max (a < b ? b : a) kept a NaN first operand and dropped a NaN second one; 16-bit
+    floats go through the float overloads (fmaxf / fminf), which skip NaN as the interpreters do."""
+    from test_interp import nan_max_min_kernel
+
+    body = tilec.JITKernel(nan_max_min_kernel("float16"), "cuda:sm_80").get_kernel_source()
+    for fn in ("max", "min"):
+        assert re.search(rf"half\(tl::{fn}\(static_cast<float>\(F\[[^\]]+\]\), static_cast<float>\(G\[", body), body

@@ -458,6 +458,9 @@ class CEmitter:
     def binop(self, x: BinOp, prec: int) -> str:
         if x.op in ("min", "max"):
             fn = {"min": "tl::min", "max": "tl::max"}[x.op]
+            if x.dtype.is_float and x.dtype.bits < 32:  # fminf / fmaxf, NaN skipped (the template's a < b ? b : a
+                return f"{self.ctype(x.dtype)}({fn}(static_cast<float>({self.e(x.a)}), " \
+                       f"static_cast<float>({self.e(x.b)})))"  # kept a NaN first operand only)
             return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
         if x.op in ("//", "%"):
             if x.a.dtype.is_int:

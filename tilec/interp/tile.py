@@ -42,10 +42,11 @@ def tile_rule(cls: type) -> Callable:
 
 _BIN = {
     "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide, "//": np.floor_divide, "%": np.mod,
-    "min": np.minimum, "max": np.maximum, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
+    "min": np.fmin, "max": np.fmax, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
     "<<": np.left_shift, ">>": np.right_shift, "<": np.less, "<=": np.less_equal, ">": np.greater,
     ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal, "and": np.logical_and, "or": np.logical_or,
 }  # fmt: skip
+# min / max: fminf / fmaxf on the GPU (the header's tl::min / tl::max), which take the other operand over a NaN
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:

@@ -107,8 +107,9 @@ def _gemm(it: TileInterpreter, op: Gemm, env: dict) -> None:
     write(it, op.C, prod, env)
 
 
-_REDUCE = {"sum": np.sum, "abssum": np.sum, "max": np.max, "absmax": np.max, "min": np.min}
-_COMBINE = {"sum": np.add, "abssum": np.add, "max": np.maximum, "absmax": np.maximum, "min": np.minimum}
+# max and min skip NaN as the GPU's tl::max / tl::min (fmaxf / fminf) do; NaN only where every value is NaN
+_REDUCE = {"sum": np.sum, "abssum": np.sum, "max": np.fmax.reduce, "absmax": np.fmax.reduce, "min": np.fmin.reduce}
+_COMBINE = {"sum": np.add, "abssum": np.add, "max": np.fmax, "absmax": np.fmax, "min": np.fmin}
 
 
 @tile_rule(Reduce)
