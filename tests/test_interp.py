@@ -655,7 +655,7 @@ def narrow_int_arithmetic_kernel(dtype):
     result type is the operands', so each wraps before it is read (C computes them in int)."""
 
     @T.prim_func
-    def main(A: T.Tensor((8,), dtype), B: T.Tensor((8,), dtype), O: T.Tensor((8, 5), "int32")):
+    def main(A: T.Tensor((8,), dtype), B: T.Tensor((8,), dtype), O: T.Tensor((8, 6), "int32")):
         with T.Kernel(1, threads=64) as bx:
             for i in T.Parallel(8):
                 O[i, 0] = T.cast(A[i] + B[i], "int32")
@@ -663,6 +663,7 @@ def narrow_int_arithmetic_kernel(dtype):
                 O[i, 2] = T.cast(T.max(A[i] - B[i], A[i]), "int32")
                 O[i, 3] = T.cast(-A[i], "int32")
                 O[i, 4] = T.cast(A[i] << 4, "int32") // 16
+                O[i, 5] = T.cast(T.abs(A[i]), "int32")
 
     return main
 
@@ -673,10 +674,10 @@ def test_narrow_int_arithmetic_wraps_to_its_type(target, dtype):
     info = np.iinfo(dtype)
     a = np.array([100, info.min, info.max, 1, 64, 5, 3, info.max // 2 + 1]).astype(dtype)
     b = np.array([100, 1, 1, 1, 2, 5, 3, 2]).astype(dtype)
-    o = np.zeros((8, 5), np.int32)
+    o = np.zeros((8, 6), np.int32)
     tilec.JITKernel(narrow_int_arithmetic_kernel(dtype), target)(a, b, o)
     with np.errstate(over="ignore"):
-        ref = [a + b, (a * b > 0).astype(dtype), np.maximum(a - b, a), -a, (a << 4).astype(np.int32) // 16]
+        ref = [a + b, (a * b > 0).astype(dtype), np.maximum(a - b, a), -a, (a << 4).astype(np.int32) // 16, np.abs(a)]
     np.testing.assert_array_equal(o, np.stack([r.astype(np.int32) for r in ref], axis=1))
 
 

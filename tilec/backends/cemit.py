@@ -509,7 +509,8 @@ class CEmitter:
         elif d.is_int and x.name == "abs":
             if d.kind == "uint":  # no abs overload takes an unsigned value (ambiguous): it is its own magnitude
                 return self.e(x.args[0])
-            return f"abs({self.e(x.args[0])})"
+            text = f"abs({self.e(x.args[0])})"  # an int: abs(-128) of an int8 wraps to -128, as interpreted
+            return f"static_cast<{self.ctype(d)}>({text})" if d.bits < 32 else text
         else:
             fn = self.t.math32[x.name]
         args = ", ".join(self.e(a) if d in (dt.float32, dt.float64) else f"static_cast<float>({self.e(a)})"
