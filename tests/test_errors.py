@@ -342,6 +342,28 @@ def test_python_containers_changed_in_runtime_bodies_are_errors():
             B[0] = cnt[0]
 
     assert "B[0] = 12.0" in str(at_compile_time)
+    with pytest.raises(TilecSyntaxError, match=r"`.append\(...\)` changes a Python list once, when the kernel is "
+                                               r"parsed, not each time the T.serial loop at line \d+ runs") as ei:
+
+        @T.prim_func
+        def appended(B: T.Tensor((4,), "float32")):
+            xs = []
+            with T.Kernel(1, threads=32) as bx:
+                for k in T.serial(4):
+                    xs.append(B[k])  # list-append
+                B[0] = len(xs)
+
+    assert_points_at(ei.value, "list-append")
+
+    @T.prim_func
+    def appended_at_compile_time(B: T.Tensor((4,), "float32")):
+        xs = []
+        with T.Kernel(1, threads=32) as bx:
+            for k in [0, 1, 2]:  # a Python list: unrolled at parse time, so the append runs three times
+                xs.append(B[k])
+            B[3] = xs[0] + xs[1] + xs[2]
+
+    assert "B[3] = B[0] + B[1] + B[2]" in str(appended_at_compile_time)
 
 
 def test_kernel_expression_errors_carry_the_location():

@@ -278,6 +278,11 @@ class ExprParser(ScopeTracker):
             return range(*args) if all(isinstance(a, int) for a in args) else serial(*args)
         if isinstance(fn, Macro):
             return self.inline(fn, args, kwargs)
+        owner, bodies = getattr(fn, "__self__", None), getattr(self, "bodies", ())
+        if bodies and isinstance(owner, (list, dict, set)) and getattr(fn, "__name__", "") in _MUTATORS:
+            raise TilecSyntaxError(
+                f"`.{fn.__name__}(...)` changes a Python {type(owner).__name__} once, when the kernel is parsed, not "
+                f"each time {bodies[-1].what} runs; keep values that change in a buffer or a T.alloc_var")
         try:
             return fn(*args, **kwargs)
         except TilecError:
@@ -301,6 +306,11 @@ class ExprParser(ScopeTracker):
             raise
         except Exception as e:
             raise TilecTypeError(f"`{ast.unparse(node)}`: {type(e).__name__}: {e}") from e
+
+
+# methods that change a Python list, dict or set in place (a kernel's run-time loop would run them once, at parse time)
+_MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
+                       "setdefault", "popitem", "add", "discard", "__setitem__", "__delitem__", "__iadd__"})
 
 
 def _relocated(node: ast.expr) -> ast.expr:
