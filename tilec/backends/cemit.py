@@ -484,6 +484,8 @@ class CEmitter:
         p = _PREC[op]
         text = f"{self.e(x.a, p)} {op} {self.e(x.b, p + 1)}"
         if x.op in _WIDENING and x.dtype.is_int and x.dtype.bits < 32:  # C computes it in int: wrap to the type
+            if x.op in ("*", "<<"):  # in unsigned: 65535 * 65535 or a shift past int's top would overflow int (UB)
+                text = f"static_cast<unsigned>({self.e(x.a, 0)}) {op} {self.e(x.b, p + 1)}"
             return f"static_cast<{self.ctype(x.dtype)}>({text})"
         return f"({text})" if p < prec else text
 
