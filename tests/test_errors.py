@@ -1111,3 +1111,17 @@ def test_parallel_over_a_symbolic_extent_is_an_error_on_gpu_targets(target):
     y = np.full_like(x, np.nan)
     tilec.compile(main, target="cpu")(x, y)
     np.testing.assert_array_equal(y, x * 2)
+
+
+def test_with_of_something_else_than_t_kernel_is_refused_before_it_runs(tmp_path):
+    """`with open(path, "w")` in a kernel was called before the check that `with` takes T.Kernel: the file was
+    created (or the error was open's FileNotFoundError). Now the call never runs."""
+    path = tmp_path / "made-by-the-kernel"
+    with pytest.raises(TilecSyntaxError, match=r"`with` in a kernel takes T.Kernel\(...\), got `open\(path, 'w'\)`"):
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with open(path, "w") as bx:
+                A[0] = 1.0
+
+    assert not path.exists()

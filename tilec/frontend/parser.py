@@ -32,7 +32,7 @@ from tilec.ir.buffer import Buffer, Region, index_buffer
 from tilec.ir.expr import Expr, Load, Var, as_expr, binop, cast
 from tilec.ir.stmt import For, IfThenElse, KernelLaunch, Parallel, Store
 from tilec.ir.visit import walk
-from tilec.language.loops import KernelSpec, LoopSpec, serial
+from tilec.language.loops import Kernel, KernelSpec, LoopSpec, serial
 
 _SUPPORTED = ("assignments, `for` over T.serial/T.Pipelined/T.Parallel/T.unroll/range or a Python list, "
               "`if`/`else`, `with T.Kernel(...)`, calls of T.* primitives and @T.macro functions")
@@ -305,7 +305,11 @@ class Parser(ExprParser):
         if len(node.items) != 1:
             raise TilecSyntaxError("`with` takes exactly one T.Kernel(...) in a kernel")
         item = node.items[0]
-        spec = self.expr(item.context_expr)
+        ctx = item.context_expr
+        if isinstance(ctx, ast.Call) and (fn := self.expr(ctx.func)) is not Kernel and not isinstance(fn, Macro):
+            # not called: the error comes before anything else runs (`with open(path)` would open the file)
+            raise TilecSyntaxError(f"`with` in a kernel takes T.Kernel(...), got `{ast.unparse(ctx)}`")
+        spec = self.expr(ctx)
         if not isinstance(spec, KernelSpec):
             raise TilecSyntaxError(f"`with` in a kernel takes T.Kernel(...), got {type(spec).__name__}")
         if self.b.kernel is not None:
