@@ -1125,3 +1125,17 @@ def test_with_of_something_else_than_t_kernel_is_refused_before_it_runs(tmp_path
                 A[0] = 1.0
 
     assert not path.exists()
+
+
+def test_python_round_of_a_kernel_value_names_t_round():
+    """round(A[i]) failed inside Python ('type Load doesn't define __round__ method'); the error now names T.round
+    and how its halves differ from Python's."""
+    with pytest.raises(TilecTypeError, match=r"round\(\) of a kernel value: use T.round \(C's roundf") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(4):
+                    A[i] = round(A[i])  # py-round
+
+    assert_points_at(ei.value, "py-round")

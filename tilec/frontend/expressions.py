@@ -276,6 +276,9 @@ class ExprParser(ScopeTracker):
             return _BUILTIN_OVERRIDES[fn]([self.rvalue(a) for a in args])
         if fn is builtins.range:
             return range(*args) if all(isinstance(a, int) for a in args) else serial(*args)
+        if fn is builtins.round and any(isinstance(self.rvalue(a), Expr) for a in args):
+            raise TilecTypeError("round() of a kernel value: use T.round (C's roundf: halves away from zero, where "
+                                 "Python's round takes them to even), T.floor or T.ceil")
         if isinstance(fn, Macro):
             return self.inline(fn, args, kwargs)
         owner, bodies = getattr(fn, "__self__", None), getattr(self, "bodies", ())
