@@ -210,6 +210,12 @@ def promote(a: DType, b: DType) -> DType:
     return a if a.kind == "int" else b
 
 
+def work_type(d: DType) -> DType:
+    """The type a reduction or scan into ``d`` computes in, on every target: float32 for floats narrower than 32
+    bits, else ``d`` itself (an int32 or float64 sum kept in float32 loses its low bits)."""
+    return float32 if d.is_float and d.bits < 32 else d
+
+
 def float32_to_odd(x: np.ndarray) -> np.ndarray:
     """Ints and doubles as float32 rounded to odd (an inexact result's last bit set): converted on to bfloat16 they
     are then rounded once, as the GPU rounds them (the interpreters' path to bfloat16: some ml_dtypes versions convert

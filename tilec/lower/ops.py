@@ -271,7 +271,7 @@ def lower_cumsum(lw: Lowerer, c: CumSum) -> TStmt:
     shape = [int(e) for e in s.extents]
     parts: list[TStmt] = []
     src_buf, dst_buf = s, d
-    work = _scan_type(d.dtype)
+    work = dt.work_type(d.dtype)
     if s.buffer.scope == "fragment" or d.buffer.scope == "fragment":
         scratch = Buffer(lw.fresh("scan"), tuple(shape), work, "shared")
         whole = scratch.full_region()
@@ -281,12 +281,6 @@ def lower_cumsum(lw: Lowerer, c: CumSum) -> TStmt:
     if d.buffer.scope == "fragment":
         parts += [Sync(), lower_copy(lw, Copy(src_buf, d, loc=c.loc))]
     return seq(parts)
-
-
-def _scan_type(d: dt.DType) -> dt.DType:
-    """The type a scan into ``d`` sums in: float32 for floats narrower than 32 bits, else ``d`` (an int32 or float64
-    running sum in float32 lost its low bits)."""
-    return dt.float32 if d.is_float and d.bits < 32 else d
 
 
 def _scan(lw: Lowerer, s: Region, d: Region, dim: int, reverse: bool, shape: list[int], work: dt.DType) -> TStmt:

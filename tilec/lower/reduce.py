@@ -28,12 +28,6 @@ from tilec.lower.tir import If, Loop, MemRef, Sync, TCall, TStmt, Write, seq
 _COMBINE = {"sum": "+", "abssum": "+", "max": "max", "absmax": "max", "min": "min"}
 
 
-def _work_type(d: dt.DType) -> dt.DType:
-    """The type a reduction into ``d`` combines in: float32 for floats narrower than 32 bits, else ``d``, as the
-    tile interpreter does (float64 in float32 lost its low bits)."""
-    return dt.float32 if d.is_float and d.bits < 32 else d
-
-
 def _init(red: str, d: dt.DType) -> Expr:
     if red in ("sum", "abssum", "absmax"):
         return const(0, d)
@@ -115,7 +109,7 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
     if not (D is natural or D.equals(natural)):
         return _converted(lw, r, natural, D)
     groups = _groups(lw, F, D, r.dim)
-    work = _work_type(r.dst.dtype)
+    work = dt.work_type(r.dst.dtype)
     acc = lw.scratch_reg("red", work, D.num_locals)
     src = lw.mem_of(r.src.buffer)
     out: list[TStmt] = []
@@ -275,7 +269,7 @@ def _from_memory(lw: Lowerer, r: Reduce) -> TStmt:
     out_shape = tuple(e for i, e in enumerate(ext) if i != r.dim)
     D = lw.fragment(r.dst.buffer) if r.dst.buffer.scope == "fragment" else \
         default_fragment(tuple(int(e) for e in r.dst.extents), lw.T)
-    work = _work_type(r.dst.dtype)
+    work = dt.work_type(r.dst.dtype)
     acc = lw.scratch_reg("red", work, D.num_locals)
     inv = D.inverse()
     smem = lw.mem_of(s.buffer)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import numbers
 import os
 from typing import Any
 
@@ -182,8 +183,6 @@ def _poisoning() -> bool:
 def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
     if out_idx is None:
         return func
-    import numbers
-
     idx = [out_idx] if isinstance(out_idx, numbers.Integral) else list(out_idx)
     n = len(func.params)
     norm = []
