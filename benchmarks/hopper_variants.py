@@ -63,16 +63,18 @@ def compiled(jk: object, patch: Callable[[str], str] | None = None) -> object:
 
 
 @contextlib.contextmanager
-def reduce_chains(n: int | None) -> Iterator[None]:
-    """Kernels built in this block fold their reductions in ``n`` chains a thread (``None``: the compiler's)."""
-    from tilec.lower import reduce
+def compiler_settings(chains: int | None = None, fence_ties: bool | None = None) -> Iterator[None]:
+    """Kernels built in this block fold their reductions in ``chains`` chains a thread and tie the registers of
+    their wgmma fences or not (``None``: the compiler's)."""
+    from tilec.lower import reduce, wgmma
 
-    old = reduce.CHAINS
-    reduce.CHAINS = old if n is None else n
+    old = reduce.CHAINS, wgmma.FENCE_TIES
+    reduce.CHAINS = old[0] if chains is None else chains
+    wgmma.FENCE_TIES = old[1] if fence_ties is None else fence_ties
     try:
         yield
     finally:
-        reduce.CHAINS = old
+        reduce.CHAINS, wgmma.FENCE_TIES = old
 
 
 def no_epilogue(source: str, n: int) -> str:
@@ -249,6 +251,9 @@ def attention_variants() -> dict:
         # the row max and sum folded in four interleaved chains a thread (perf notes BA; the compiler's is one)
         "128x128 ws persistent four chains": (128, 128, 256, {**ws, "persistent": True, "chains": 4}),
         "192x128 ws persistent four chains": (192, 128, 384, {**ws, "persistent": True, "chains": 4}),
+        # the wgmma fences tie the accumulators, so O's rescale stays above them (tilec.lower.wgmma.FENCE_TIES)
+        "128x128 ws persistent fence ties": (128, 128, 256, {**ws, "persistent": True, "fence_ties": True}),
+        "128x128 ws persistent no fence ties": (128, 128, 256, {**ws, "persistent": True, "fence_ties": False}),
     }
 
 
@@ -279,11 +284,11 @@ def attention_shape(rows: list, fa: object, b: int, h: int, n: int, d: int, dtyp
                 continue
             cfg = dict(cfg)
             stages, q_registers = cfg.pop("stages", 2), cfg.pop("q_registers", False)
-            chains = cfg.pop("chains", None)
-            if chains and not patch:  # built past the disk cache, whose key does not see the module's CHAINS
+            chains, ties = cfg.pop("chains", None), cfg.pop("fence_ties", None)
+            if (chains or ties is not None) and not patch:  # past the disk cache, whose key sees neither setting
                 patch = [lambda src: src]
             try:
-                with reduce_chains(chains):
+                with compiler_settings(chains, ties):
                     impls[label] = compiled(tilec.JITKernel(fa.flash_attention.fn(b, h, n, d, causal, block_M=bm,
                                                                                   block_N=bn, num_stages=stages,
                                                                                   threads=th, dtype=dtype,

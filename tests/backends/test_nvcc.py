@@ -228,6 +228,26 @@ def test_hopper_path_compiles_with_nvcc(case, tmp_path):
             assert op in sass, f"{op} not in the SASS of {case}"
 
 
+def test_fence_ties_keep_register_writes_above_the_wgmma_fence(tmp_path, monkeypatch):
+    """With ``FENCE_TIES`` the MLA decode kernel's rescale of O (``O_f *= rescale``) stays above the fence of the PV
+    wgmma, which reads O: without the ties LLVM sinks the multiplies below the fence and ptxas injects a
+    ``warpgroup.arrive`` (C7519)."""
+    from tilec.lower import wgmma
+
+    monkeypatch.setattr(wgmma, "FENCE_TIES", True)
+    kernel = load_example("07_mla_decode").mla_decode(64, 128, 1, 8192, num_stages=2)
+    source = tilec.JITKernel(kernel.prim_func, "cuda:sm_90a", pass_configs={"tma": False}).get_kernel_source()
+    fence = 'asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");'
+    pv = source.index("T.gemm(P_s")
+    assert source.index(fence, pv) > source.index('asm volatile("" : "+f"(O_f[96])', pv)
+    (tmp_path / "kernel.cu").write_text(source)
+    res = subprocess.run([NVCC, "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-cubin", "-Xptxas", "-v",
+                          "-o", str(tmp_path / "kernel.cubin"), str(tmp_path / "kernel.cu")], capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "C7519" not in res.stdout + res.stderr, res.stdout + res.stderr
+
+
 @pytest.mark.parametrize("persistent", [False, True])
 def test_attention_divides_by_each_rows_sum_once(persistent, tmp_path):
     """``O_f[i, j] /= l[i]`` over a thread's 64 elements of O: a float division is emitted as a multiply by the

@@ -283,7 +283,11 @@ class Wgmma(TStmt):
 
 @dataclass(frozen=True, eq=False)
 class WgmmaFence(TStmt):
-    """``wgmma.fence.sync.aligned``: orders earlier register accesses before the next wgmma."""
+    """``wgmma.fence.sync.aligned``: orders earlier register accesses before the next wgmma. ``regs`` (the
+    accumulators and register operands of the wgmmas that follow) are marked as read and written just before it,
+    so the compiler moves no write of them below the fence (ptxas would then wait for it: C7519)."""
+
+    regs: tuple[Mem, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

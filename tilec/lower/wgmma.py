@@ -34,7 +34,7 @@ from tilec.layout import make_mma_a_fragment, make_wgmma_c_fragment
 from tilec.lower.context import Lowerer
 from tilec.lower.gemm import gemm_instr
 from tilec.lower.layouts import operand_layout, swizzle_bytes
-from tilec.lower.tir import FenceProxyAsync, TStmt, Wgmma, WgmmaCommit, WgmmaFence, WgmmaOperand, WgmmaWait, Write
+from tilec.lower.tir import FenceProxyAsync, Mem, TStmt, Wgmma, WgmmaCommit, WgmmaFence, WgmmaOperand, WgmmaWait, Write
 from tilec.lower.tir import seq as tseq
 
 WARPGROUP = 128
@@ -137,6 +137,14 @@ def _operand(lw: Lowerer, r: Region, row0: Expr, col0: Expr, k_major: bool) -> W
     return WgmmaOperand(lw.mem_of(buf), byte, lbo, 8 * sw, sw, k_major)
 
 
+# Whether the fence before a gemm's wgmmas ties its accumulator and register A operand (WgmmaFence.regs): their
+# writes (the zeroing, a flash-attention's rescale of O) then stay above the fence, as PTX requires. Without the
+# ties LLVM may sink them below it; ptxas then reorders them itself or injects a warpgroup.arrive (C7519, the MLA
+# decode kernel), which changes the schedule of the kernels with register writes before their gemms. Off until
+# timed (perf notes, twenty-first session).
+FENCE_TIES = False
+
+
 @gemm_instr("wgmma")
 def lower_wgmma(lw: Lowerer, g: Gemm, gm: int, gn: int) -> TStmt:
     m, n, k = (int(x) for x in g.mnk)
@@ -150,8 +158,8 @@ def lower_wgmma(lw: Lowerer, g: Gemm, gm: int, gn: int) -> TStmt:
     parts: list[TStmt] = []
     if g.clear_accum:
         parts += [Write(c, const(i), const(0.0)) for i in range(int(c.size))]
-    parts.append(WgmmaFence())
     a_regs = lw.mem_of(g.A.buffer) if g.A.buffer.scope == "fragment" else None
+    parts.append(WgmmaFence(tuple(r for r in (c, a_regs) if r is not None) if FENCE_TIES else ()))
     for kk in range(ks):
         for mi in range(am):
             row = binop("+", binop("*", wg_m, tm), mi * 64)
@@ -223,7 +231,26 @@ def _emit_wgmma(e: CEmitter, s: Wgmma, d: int) -> None:
     e.emit(d, f"tl::{fn}({e.names(s.c)} + {e.e(s.c_off)}, {a}, {_desc(e, s.b)});")
 
 
-asm_rule(WgmmaFence, r"wgmma.fence.sync.aligned;\n")
+def _tie(e: CEmitter, mem: Mem, d: int) -> None:
+    """An empty asm statement that reads and writes every register of ``mem`` (32 at a time; 16-bit ones in pairs):
+    no access to them moves across it."""
+    name, size = e.names(mem), int(mem.size)
+    if mem.dtype == dt.float32:
+        regs = [f'"+f"({name}[{j}])' for j in range(size)]
+    else:
+        assert mem.dtype.bits == 16 and size % 2 == 0, mem
+        regs = [f'"+r"(reinterpret_cast<unsigned*>({name})[{j}])' for j in range(size // 2)]
+    for i in range(0, len(regs), 32):
+        e.emit(d, f'asm volatile("" : {", ".join(regs[i:i + 32])} :: "memory");')
+
+
+@emit_rule(WgmmaFence)
+def _emit_fence(e: CEmitter, s: WgmmaFence, d: int) -> None:
+    for mem in s.regs:  # their last writes stay above the fence
+        _tie(e, mem, d)
+    e.emit(d, 'asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");')
+
+
 asm_rule(WgmmaCommit, r"wgmma.commit_group.sync.aligned;\n")
 asm_rule(FenceProxyAsync, r"fence.proxy.async.shared::cta;\n")
 
@@ -236,8 +263,5 @@ def _emit_wait(e: CEmitter, s: WgmmaWait, d: int) -> None:
                   "wait below")
     e.emit(d, f'asm volatile("wgmma.wait_group.sync.aligned {s.n};\\n" ::: "memory");')
     if s.regs is not None:  # the accumulators are defined only now: no read of them may move above
-        name, size = e.names(s.regs), int(s.regs.size)
-        for i in range(0, size, 32):
-            regs = ", ".join(f'"+f"({name}[{j}])' for j in range(i, min(size, i + 32)))
-            e.emit(d, f'asm volatile("" : {regs} :: "memory");')
+        _tie(e, s.regs, d)
 
