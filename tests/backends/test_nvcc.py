@@ -367,12 +367,21 @@ def test_atomic_adds_of_8_and_16_bit_ints_compile(tmp_path):
     compile_cuda(source, tmp_path)
 
 
-def test_attention_128_rows_on_one_warpgroup_compiles_for_sm_90a(tmp_path):
-    """block_M=128 on 128 threads: both gemms on mma.sync (PV's register A rules out wgmma; QK^T follows it), which
-    layout inference refused on the default sm_90a target; no spills."""
+@pytest.mark.parametrize(("block_M", "threads", "instr"), [(128, 128, "wgmma"), (64, 256, "mma")])
+def test_attention_rows_and_warpgroups_compile_for_sm_90a(tmp_path, monkeypatch, block_M, threads, instr):
+    """128 rows on one warpgroup: both gemms on wgmma, PV reading P from registers in two 64-row steps; 64 rows on
+    two warpgroups: both on mma.sync (wgmma's register A cannot split N between warpgroups, and QK^T's rows must lie
+    like PV's). Layout inference refused both on the default sm_90a target once; no spills. The fences tie their
+    registers: without, LLVM copies accumulators between fence and wgmma and ptxas injects waits (C7517)."""
+    from tilec.lower import wgmma
+
+    monkeypatch.setattr(wgmma, "FENCE_TIES", True)
     fa = load_example("03_flash_attention")
-    kernel = fa.flash_attention(1, 4, 512, 64, True, block_M=128, block_N=64, threads=128, num_stages=2)
-    info = compile_cuda(tilec.JITKernel(kernel.prim_func, "cuda:sm_90a").get_kernel_source(), tmp_path, "sm_90a")
+    kernel = fa.flash_attention(1, 4, 512, 64, True, block_M=block_M, block_N=64, threads=threads, num_stages=2)
+    jk = tilec.JITKernel(kernel.prim_func, "cuda:sm_90a")
+    notes = [line for line in jk.report().splitlines() if "note: T.gemm" in line]
+    assert len(notes) == 2 and all(f": {instr} (" in line for line in notes), notes
+    info = compile_cuda(jk.get_kernel_source(), tmp_path, "sm_90a")
     assert info["spill_stores"] == info["spill_loads"] == 0, info
 
 

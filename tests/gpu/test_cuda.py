@@ -88,9 +88,11 @@ def test_softmax(examples, shape):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(("shape", "tiles"), [((1, 2, 1000, 64), {}), ((2, 4, 512, 128), {}),
-                                              ((1, 2, 1000, 64), {"block_M": 128, "block_N": 64, "threads": 128})])
+                                              ((1, 2, 1000, 64), {"block_M": 128, "block_N": 64, "threads": 128}),
+                                              ((1, 2, 1000, 64), {"block_M": 64, "block_N": 64, "threads": 256})])
 def test_flash_attention(examples, causal, shape, tiles):
-    """The last case: 128 rows on one warpgroup, both gemms on mma.sync on sm_90a (refused before)."""
+    """The last cases on sm_90a: 128 rows on one warpgroup, both gemms on wgmma in two 64-row steps (P from
+    registers); 64 rows on two warpgroups, both on mma.sync (wgmma's register A cannot split N between them)."""
     b, h, n, d = shape
     fa = examples["03_flash_attention"]
     q, k, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))

@@ -13,6 +13,7 @@ from tilec.layout import (
     make_mma_a_fragment,
     make_mma_b_fragment,
     make_mma_c_fragment,
+    make_wgmma_a_fragment,
     make_wgmma_c_fragment,
 )
 
@@ -100,6 +101,30 @@ def test_mma_b_fragment(bk: int, bn: int, wm: int, wn: int) -> None:
                                 yield pos, (w_m * wn + w_n) * 32 + lane, (ki * an + ni) * 4 + r
 
     np.testing.assert_array_equal(slots(frag), expected((bk, bn), wm, frag.num_locals, entries()))
+
+
+@pytest.mark.parametrize(("bm", "bk", "gm"), [(64, 64, 1), (128, 32, 1), (256, 16, 2), (192, 64, 3), (192, 32, 1)])
+def test_wgmma_a_fragment(bm: int, bk: int, gm: int) -> None:
+    """Register A of wgmma: in 64-row step ``mi`` warp ``w`` of a warpgroup holds rows ``64 mi + 16 w ..`` (the rows
+    of its accumulator), in the mma.sync A layout; locals ``(mi * ks + ki) * 8 + r``."""
+    frag = make_wgmma_a_fragment(bm, bk, gm)
+    tm, ks = bm // gm, bk // 16
+    assert (frag.num_threads, frag.num_locals) == (128 * gm, tm // 64 * ks * 8)
+
+    def entries() -> Iterator[Entry]:
+        for g in range(gm):
+            for mi in range(tm // 64):
+                for ki in range(ks):
+                    for w in range(4):
+                        for lane in range(32):
+                            for r in range(8):
+                                row, col = ptx_a(lane, r)
+                                yield ((g * tm + mi * 64 + 16 * w + row, ki * 16 + col), g * 128 + w * 32 + lane,
+                                       (mi * ks + ki) * 8 + r)
+
+    np.testing.assert_array_equal(slots(frag), expected((bm, bk), 1, frag.num_locals, entries()))
+    if tm == 64:  # one step a warpgroup: the mma.sync A fragment over its warps
+        assert frag.equals(make_mma_a_fragment(bm, bk, 4 * gm, 1))
 
 
 @pytest.mark.parametrize(("bm", "bn", "gm", "gn"), [(64, 64, 1, 1), (128, 256, 2, 1), (64, 512, 1, 1), (128, 64, 1, 2)])

@@ -56,17 +56,19 @@ def test_wgmma_flash_attention(rng, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_flash_attention_128_rows_on_one_warpgroup_takes_mma_for_both_gemms(rng, causal):
-    """128 query rows on 128 threads: PV reads P from registers, which wgmma allows for 64 rows a warpgroup only, so
-    it runs on mma.sync; QK^T then does too (on wgmma its accumulator's rows lay over the warps unlike PV's, and the
-    softmax's row values could not reach O: a LayoutConflictError on the default sm_90a target)."""
+@pytest.mark.parametrize(("block_M", "threads", "instr"), [(128, 128, "wgmma"), (64, 256, "mma")])
+def test_flash_attention_rows_and_warpgroups(rng, causal, block_M, threads, instr):
+    """128 query rows on 128 threads: both gemms on wgmma in two 64-row steps, PV reading P from registers (each warp
+    holds the rows of its accumulator in each step). 64 rows on 256 threads: PV cannot run on wgmma (its register A
+    cannot split N between warpgroups), so it runs on mma.sync and QK^T does too (on wgmma its accumulator's rows
+    would lie over the warps unlike PV's, and the softmax's row values could not reach O)."""
     fa = load_example("03_flash_attention")
     b, h, n, d = 1, 2, 200, 64
-    kernel = _compile(fa.flash_attention(b, h, n, d, causal, block_M=128, block_N=64, threads=128, num_stages=2),
-                      "simt:sm_90a", [3], wgmma=True)
+    kernel = _compile(fa.flash_attention(b, h, n, d, causal, block_M=block_M, block_N=64, threads=threads,
+                                         num_stages=2), "simt:sm_90a", [3], wgmma=True)
     notes = [line for line in kernel.report().splitlines() if "note: T.gemm" in line]
-    assert len(notes) == 2 and all(": mma (" in line for line in notes), notes
-    assert "reads A from registers off wgmma" in notes[0]
+    assert len(notes) == 2 and all(f": {instr} (" in line for line in notes), notes
+    assert ("reads A from registers off wgmma" in notes[0]) == (instr == "mma")
     q, k, v = (randn(rng, (b, h, n, d), "float16") for _ in range(3))
     assert_close(kernel(q, k, v), fa.reference(q, k, v, causal), "float16",
                  scale=float(np.abs(v.astype(np.float64)).max()))

@@ -45,6 +45,7 @@ from .partition import (
     make_mma_a_fragment,
     make_mma_b_fragment,
     make_mma_c_fragment,
+    make_wgmma_a_fragment,
     make_wgmma_c_fragment,
 )
 from .simplify import simplify_expr
@@ -71,6 +72,7 @@ __all__ = [
     "make_mma_a_fragment",
     "make_mma_b_fragment",
     "make_mma_c_fragment",
+    "make_wgmma_a_fragment",
     "make_wgmma_c_fragment",
     "mfma_16x16x16_a",
     "mfma_16x16x16_b",

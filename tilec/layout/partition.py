@@ -168,6 +168,25 @@ def _wgmma(block_m: int, block_n: int, gm: int, gn: int, tm: int, tn: int, n_ato
     return _warps(_atoms(wgmma_m64nNk16_c(n_atom), (tm, tn)), (gm, gn))
 
 
+def make_wgmma_a_fragment(block_m: int, block_k: int, warpgroups_m: int) -> Fragment:
+    """Register-resident A operand (``block_m x block_k``, f16/bf16) of ``wgmma.mma_async.m64nNk16``.
+
+    Each warpgroup holds ``tile_m = block_m / warpgroups_m`` rows (a multiple of 64) in 64-row atoms; in atom ``mi``
+    warp ``w`` of the warpgroup holds rows ``64 mi + 16 w .. + 15`` in the ``mma.m16n8k16`` A layout (the rows
+    of the accumulator it holds). Locals: ``(mi * (block_k/16) + ki) * 8 + a_r``. With 64 rows a warpgroup this is
+    :func:`make_mma_a_fragment` over ``4 * warpgroups_m`` warps.
+    """
+    tm = _tile(block_m, warpgroups_m, 64, "block_m", "warpgroups_m")
+    _tile(block_k, 1, 16, "block_k", None)
+    return _wgmma_a(block_m, block_k, warpgroups_m, tm)
+
+
+@functools.lru_cache(maxsize=256)
+def _wgmma_a(block_m: int, block_k: int, gm: int, tm: int) -> Fragment:
+    atom = mma_m16n8k16_a().repeat((4, 1), on_threads=True)  # 64 x 16: warp w holds rows 16w .. 16w+15
+    return _warps(_atoms(atom, (tm, block_k)), (gm, 1))
+
+
 def make_mfma_c_fragment(block_m: int, block_n: int, waves_m: int, waves_n: int, *, swapped: bool = False) -> Fragment:
     """fp32 accumulator of a tile built from AMD ``v_mfma_f32_16x16x16f16`` atoms (64-lane waves).
 

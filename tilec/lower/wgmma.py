@@ -3,7 +3,7 @@
 A block of ``threads / 128`` warpgroups splits the tile along M (and along N where M has too few 64-row atoms);
 each computes its ``tile_m x tile_n`` in atoms of ``m64nNk16`` (fp16, bf16) or ``m64nNk32`` (fp8; N up to 256).
 A comes from shared memory (K-major: the tile is stored M x K) or, for 16-bit types, from a register fragment (each
-warp's 16 rows in the mma.sync A layout, when a warpgroup's tile is 64 rows and N is not split); B comes from shared
+warp's 16 rows of each 64-row step in the mma.sync A layout, when N is not split); B comes from shared
 memory, K-major (stored N x K, ``transpose_B``) or, for 16-bit types, N-major (stored K x N). Operand tiles use
 tilec's swizzled layouts (:func:`~tilec.lower.layouts.operand_layout`), which are the PTX ISA's canonical layouts:
 rows of S bytes (S = 128, 64 or 32) with the XOR swizzle of bits [4, 4+log2(S/16)) by bits [7, ...), panels of S
@@ -30,7 +30,7 @@ from tilec.backends.cemit import CEmitter, asm_rule, emit_rule
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Expr, binop, const
 from tilec.ir.stmt import Gemm
-from tilec.layout import make_mma_a_fragment, make_wgmma_c_fragment
+from tilec.layout import make_wgmma_a_fragment, make_wgmma_c_fragment
 from tilec.lower.context import Lowerer
 from tilec.lower.gemm import gemm_instr
 from tilec.lower.layouts import operand_layout, swizzle_bytes
@@ -89,8 +89,8 @@ def _plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN202 - a Ge
         return f"N={n} does not split evenly over the {gn} warpgroups that M={m} leaves along N"
     if tn % 8 or (tn > 256 and tn % 256):
         return f"N={tn} a warpgroup is not a multiple of 8 (of 256 above 256)"
-    if a.scope == "fragment" and (m // gm != 64 or gn > 1):  # each warp holds its own 16 rows of A
-        return "A in registers needs 64 rows a warpgroup and N not split between warpgroups"
+    if a.scope == "fragment" and gn > 1:  # each warp holds the 16 rows of A of its accumulator rows
+        return "A in registers needs N not split between warpgroups"
     if a.scope == "shared" and swizzle_bytes(_tile(a), a.dtype) is None:
         return f"A's shared tile {_tile(a)} has no wgmma swizzle layout"
     if b.scope != "shared" or a.scope not in ("shared", "fragment"):
@@ -111,7 +111,7 @@ def wgmma_layouts(g: Gemm, m: int, n: int, k: int, plan) -> list:  # noqa: ANN00
     out = [(g.C.buffer, make_wgmma_c_fragment(m, n, plan.warp_m, plan.warp_n),
             f"wgmma accumulator, {plan.warp_m}x{plan.warp_n} warpgroups")]
     if g.A.buffer.scope == "fragment":
-        out.append((g.A.buffer, make_mma_a_fragment(m, k, 4 * plan.warp_m, 1), "wgmma A operand in registers"))
+        out.append((g.A.buffer, make_wgmma_a_fragment(m, k, plan.warp_m), "wgmma A operand in registers"))
     for buf in (g.A.buffer, g.B.buffer):
         if buf.scope == "shared":
             out.append((buf, operand_layout(tuple(int(d) for d in buf.shape), buf.dtype), "wgmma operand"))
@@ -164,7 +164,7 @@ def lower_wgmma(lw: Lowerer, g: Gemm, gm: int, gn: int) -> TStmt:
         for mi in range(am):
             row = binop("+", binop("*", wg_m, tm), mi * 64)
             a = None if a_regs is not None else _operand(lw, g.A, row, const(kk * ka), True)
-            a_off = const(kk * 8)  # register A (16-bit only): local (ki * 8 + r), one m-atom (see wgmma_plan)
+            a_off = const((mi * ks + kk) * 8)  # register A (16-bit only): make_wgmma_a_fragment's locals
             for ni in range(an):
                 col = binop("+", binop("*", wg_n, tn), ni * n_atom)
                 if g.transpose_B:  # stored N x K: K-major

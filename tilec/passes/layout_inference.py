@@ -251,7 +251,7 @@ class _Inference:
 
     def _register_a_fallback(self, g: Gemm, m: int) -> str | None:
         """Why gemm ``g`` (``m`` rows) stays off wgmma for another's sake, or None: a gemm of as many rows whose A is
-        in registers cannot use wgmma (A in registers needs 64 rows a warpgroup), and values computed row by row
+        in registers cannot use wgmma (its N split between warpgroups, say), and values computed row by row
         from one accumulator are used with the other (flash attention's softmax between QK^T and PV), so their rows
         must lie alike over the threads: both on mma.sync."""
         from tilec.lower.wgmma import wgmma_plan, wgmma_refusal
