@@ -90,3 +90,30 @@ def bf16_exact(values: Any) -> np.ndarray:
     bits = (pick.astype(np.uint16) | np.where(np.signbit(v), 0x8000, 0).astype(np.uint16)).astype(np.uint16)
     bits = np.where(np.isnan(v), 0x7FC0, bits).astype(np.uint16)
     return bits.view(ml_dtypes.bfloat16)
+
+
+def shift_kernel(dtype: str, n: int = 256):
+    """``O = A << S`` and ``P = A >> S`` elementwise on ``n`` values of ``dtype``, counts in ``S`` (any: out of
+    range ones shift every bit out, as numpy's shifts do). Returns the prim_func."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), S: T.Tensor((n,), dtype), O: T.Tensor((n,), dtype),
+             P: T.Tensor((n,), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(n):
+                O[i] = A[i] << S[i]
+                P[i] = A[i] >> S[i]
+
+    return main
+
+
+def shift_inputs(rng: np.random.Generator, dtype: str, n: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Random values of ``dtype`` and counts from -3 (signed types) to twice its bits, each edge count present."""
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+    bits = np.dtype(dtype).itemsize * 8
+    s = rng.integers(max(info.min, -3), 2 * bits + 1, n).astype(dtype)
+    edges = [c for c in (-1, 0, bits - 1, bits, bits + 1, 2 * bits) if c >= info.min]
+    s[: len(edges)] = edges
+    return a, s

@@ -153,3 +153,64 @@ def test_atomic_add_of_8_and_16_bit_ints_wraps_in_place(tmp_path):
     np.testing.assert_array_equal(got[:8, 1], arrays[1])
     np.testing.assert_array_equal(got[8:, 0], arrays[2])
     np.testing.assert_array_equal(got[8:, 1], arrays[3])
+
+
+_SHIFT_DRIVER = r"""
+#include <cstdio>
+#define __device__
+#define __forceinline__ inline
+%s
+template <class T> void run(long long a, long long n) {
+  std::printf("%%lld %%lld\n", (long long)shl(static_cast<T>(a), static_cast<T>(n)),
+              (long long)shr(static_cast<T>(a), static_cast<T>(n)));
+}
+int main() {
+  int which;
+  long long a, n;
+  while (std::scanf("%%d %%lld %%lld", &which, &a, &n) == 3) {
+    switch (which) {
+      case 0: run<signed char>(a, n); break;
+      case 1: run<unsigned char>(a, n); break;
+      case 2: run<short>(a, n); break;
+      case 3: run<unsigned short>(a, n); break;
+      case 4: run<int>(a, n); break;
+      case 5: run<unsigned>(a, n); break;
+      case 6: run<long long>(a, n); break;
+      default: run<unsigned long long>(a, n); break;
+    }
+  }
+}
+"""
+
+
+def test_shifts_by_any_count_match_numpy(tmp_path):
+    """``tl::shl`` / ``tl::shr`` (``<<`` and ``>>`` whose count is not a constant in range) give numpy's results for
+    every count: a count outside [0, bits) shifts every bit out (0; -1 for a negative value shifted right), where C
+    leaves it undefined (NVIDIA's shifts clamp the count, AMD's mask it: 1 << 33 gave 0 on one and 2 on the other).
+    The 64-bit unsigned results are compared as their bits."""
+    found = re.findall(r"template <class T, class S> __device__ __forceinline__ T sh[lr]\(.*?\n}\n", COMMON, re.S)
+    assert len(found) == 2, found
+    src, exe = tmp_path / "shift.cpp", tmp_path / "shift"
+    src.write_text(_SHIFT_DRIVER % "".join(found))
+    subprocess.run([CXX, "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)
+    types = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+    rng = np.random.default_rng()
+    cases = []
+    for which, t in enumerate(types):
+        info = np.iinfo(t)
+        values = np.concatenate([np.array([info.min, info.max, 0, 1, -1 if info.min else 2], t),
+                                 rng.integers(info.min, info.max, 20, dtype=t, endpoint=True)])
+        counts = [c for c in (-70, -1, 0, 1, 7, 8, 15, 16, 31, 32, 33, 63, 64, 65, 200) if info.min <= c <= info.max]
+        cases += [(which, t, a, t(c)) for a in values for c in counts]
+    text = "".join(f"{w} {int(np.int64(a) if t != np.uint64 else np.uint64(a).view(np.int64))} {int(c)}\n"
+                   for w, t, a, c in cases)
+    out = subprocess.run([str(exe)], input=text, capture_output=True, text=True, check=True).stdout.split("\n")
+    bad = []
+    for (_, t, a, c), line in zip(cases, out):
+        want = [np.left_shift(np.array([a], t), np.array([c], t))[0], np.right_shift(np.array([a], t),
+                                                                                      np.array([c], t))[0]]
+        want = [int(np.array([v], t).astype(np.uint64).view(np.int64)[0]) if t == np.uint64 else int(v) for v in want]
+        got = [int(v) for v in line.split()]
+        if got != want:
+            bad.append((t.__name__, int(a), int(c), got, want))
+    assert not bad, f"{len(bad)} differ (type, value, count, got, want): {bad[:5]}"

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 from conftest import EXAMPLES, load_example
 
@@ -281,6 +282,24 @@ def test_unsigned_floor_division_and_abs(tmp_path):
     source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
     assert "U[tx] / V[tx] + U[tx] % V[tx] + U[tx]" in source
     compile_cuda(source, tmp_path)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int64"])
+def test_shifts_by_counts_out_of_range(tmp_path, rng, dtype):
+    """Shift counts that are not constants go through tl::shl / tl::shr (numpy's results for any count, as the
+    interpreters give; C leaves counts outside [0, bits) undefined and GPUs differ); the thread interpreter runs
+    the kernel right and nvcc compiles it. Constant counts in range stay plain C shifts."""
+    from conftest import shift_inputs, shift_kernel
+
+    jk = tilec.JITKernel(shift_kernel(dtype), "cuda:sm_80")
+    source = jk.get_kernel_source()
+    assert "tl::shl<" in source and "tl::shr<" in source
+    compile_cuda(source, tmp_path)
+    a, s = shift_inputs(rng, dtype)
+    o, p = (np.full(256, 7, dtype) for _ in range(2))
+    tilec.JITKernel(shift_kernel(dtype), "simt:sm_80")(a, s, o, p)
+    np.testing.assert_array_equal(o, np.left_shift(a, s))
+    np.testing.assert_array_equal(p, np.right_shift(a, s))
 
 
 def test_extreme_integer_constants(tmp_path):

@@ -328,3 +328,17 @@ def test_programmatic_dependent_launches_see_the_previous_kernels_writes(monkeyp
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(ys[-1], expected())
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int64"])
+def test_shifts_by_counts_out_of_range(dtype):
+    """Counts outside [0, bits) shift every bit out, as in the interpreters (numpy): C leaves them undefined, and
+    NVIDIA's shift instructions clamp the count where AMD's mask it."""
+    import numpy as np
+    from conftest import shift_inputs, shift_kernel
+
+    a, s = shift_inputs(np.random.default_rng(), dtype)
+    o, p = (torch.full((256,), 7, dtype=getattr(torch, dtype), device="cuda") for _ in range(2))
+    tilec.JITKernel(shift_kernel(dtype), "cuda")(torch.from_numpy(a).cuda(), torch.from_numpy(s).cuda(), o, p)
+    np.testing.assert_array_equal(o.cpu().numpy(), np.left_shift(a, s))
+    np.testing.assert_array_equal(p.cpu().numpy(), np.right_shift(a, s))

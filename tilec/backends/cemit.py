@@ -480,6 +480,9 @@ class CEmitter:
             # that an unrolled loop repeats (a row's sum in a softmax, flash attention's epilogue) is computed once
             text = f"{self.e(x.a, 10)} * (1.0f / {self.e(x.b, 11)})"
             return f"({text})" if prec > 10 else text
+        if x.op in ("<<", ">>") and not (isinstance(x.b, Const) and 0 <= x.b.value < x.dtype.bits):
+            fn = "tl::shl" if x.op == "<<" else "tl::shr"  # a count out of range shifts every bit out, as interpreted
+            return f"{fn}<{self.ctype(x.dtype)}>({self.e(x.a)}, {self.e(x.b)})"
         op = _C_OPS[x.op]
         p = _PREC[op]
         text = f"{self.e(x.a, p)} {op} {self.e(x.b, p + 1)}"

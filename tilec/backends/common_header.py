@@ -36,6 +36,17 @@ template <class F> __device__ __forceinline__ F ffloordiv(F a, F b) {
   F f = floor(d);
   return d - f > F(0.5) ? f + F(1) : f;
 }
+// a << n and a >> n as the interpreters compute them (numpy's): a count outside [0, bits of T) shifts every bit
+// out (0, or -1 for a negative value shifted right), where C leaves it undefined and GPUs differ (NVIDIA clamps
+// the count, AMD masks it); the emitter calls these for counts that are not constants in range
+template <class T, class S> __device__ __forceinline__ T shl(T a, S n) {
+  return static_cast<unsigned long long>(n) < sizeof(T) * 8u
+             ? static_cast<T>(static_cast<unsigned long long>(a) << static_cast<unsigned>(n)) : T(0);
+}
+template <class T, class S> __device__ __forceinline__ T shr(T a, S n) {
+  return static_cast<T>(static_cast<unsigned long long>(n) < sizeof(T) * 8u ? a >> static_cast<unsigned>(n)
+                                                                            : (a >> (sizeof(T) * 8u - 1u)) >> 1);
+}
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 // N values of T moved by one access (a vector store of values computed in registers)
