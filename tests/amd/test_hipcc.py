@@ -167,3 +167,24 @@ def test_bf16_negation_compiles(tmp_path):
                 O[i] = B[i] - (-A[i])
 
     compile_hip(tilec.JITKernel(main, "hip:gfx90a").get_kernel_source(), "gfx90a", tmp_path)
+
+
+def test_float_to_int_casts_compile(tmp_path):
+    """Every float type to every int type goes through the header's tl::f2i (saturated as interpreted; hipcc's own
+    casts saturated half to int8 at 16 bits and took float to uint8 through a signed conversion)."""
+    import tilec.language as T
+
+    ints = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
+    floats = ["float64", "float32", "float16", "bfloat16"]
+    pairs = [(k, floats[k // 8], ints[k % 8]) for k in range(32)]
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 4), "float64"), O: T.Tensor((64, 32), "int64")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                for k, f, t in pairs:  # unrolled at compile time
+                    O[i, k] = T.cast(T.cast(T.cast(A[i, k // 8], f), t), "int64")
+
+    source = tilec.JITKernel(main, "hip:gfx90a").get_kernel_source()
+    assert source.count("tl::f2i<") == 32, source
+    compile_hip(source, "gfx90a", tmp_path)

@@ -77,6 +77,8 @@ class CTable:
     assume: str = ""
     # a programmatic dependent launch's (wait for the previous kernel, let the next one launch); none on HIP
     grid_dependency: tuple[str, str] = ()
+    # a float (float or double) to int type {t}, when C's cast of a value out of range (undefined) differs: {v}
+    float_to_int: str = ""
 
 
 EMIT_RULES: dict[type, Callable[[CEmitter, Any, int], None]] = {}
@@ -496,6 +498,8 @@ class CEmitter:
         src = value.dtype
         inner = self.e(value)
         low = lambda d: d.is_float and d.bits < 32  # noqa: E731
+        if src.is_float and to.is_int and self.t.float_to_int:
+            return self.t.float_to_int.format(t=self.ctype(to), v=f"static_cast<float>({inner})" if low(src) else inner)
         if low(src) and (to.is_int or to.is_bool):
             return f"static_cast<{self.ctype(to)}>(static_cast<float>({inner}))"
         if to is dt.bfloat16 and (src is dt.float64 or not src.is_float):  # the header's, rounded once (through

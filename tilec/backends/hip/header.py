@@ -42,6 +42,21 @@ __host__ __device__ inline bf16 bf16_rn(double d) {
   if (static_cast<double>(f) != d && d == d && !(u & 1u)) u += (d < 0 ? -d : d) > (f < 0 ? -f : f) ? 1u : ~0u;
   return bf16(__builtin_bit_cast(float, u));
 }
+// a float or double to an int as the interpreters (and NVIDIA's cvt.rzi) convert it: truncated, saturated to W (32
+// bits, 64 for 64-bit types), NaN to 0, then the low bits of that for narrower types. C leaves a value out of range
+// undefined, and hipcc's choices differed: half to int8 / int16 became v_cvt_i16_f16 (saturated at 16 bits), float
+// to uint8 v_cvt_i32_f32 (-1 gave 255), float to int64 two 32-bit conversions (1e30 gave 0x7fffffff00000000)
+template <class W, class F> __device__ __forceinline__ W f2i_sat(F x, F lo, F hi, W wlo, W whi) {
+  return x != x ? W(0) : x <= lo ? wlo : x >= hi ? whi : static_cast<W>(x);
+}
+template <class T, class F> __device__ __forceinline__ T f2i(F x) {
+  if (sizeof(T) == 8 && T(-1) < T(0))
+    return static_cast<T>(f2i_sat(x, F(-9223372036854775808.0), F(9223372036854775808.0), -9223372036854775807ll - 1,
+                                  9223372036854775807ll));
+  if (sizeof(T) == 8) return static_cast<T>(f2i_sat(x, F(0), F(18446744073709551616.0), 0ull, ~0ull));
+  if (T(-1) < T(0)) return static_cast<T>(f2i_sat(x, F(-2147483648.0), F(2147483648.0), -2147483647 - 1, 2147483647));
+  return static_cast<T>(f2i_sat(x, F(0), F(4294967296.0), 0u, 4294967295u));
+}
 __device__ __forceinline__ bf16 operator+(bf16 a, bf16 b) { return bf16(float(a) + float(b)); }
 __device__ __forceinline__ bf16 operator-(bf16 a, bf16 b) { return bf16(float(a) - float(b)); }
 __device__ __forceinline__ bf16 operator*(bf16 a, bf16 b) { return bf16(float(a) * float(b)); }

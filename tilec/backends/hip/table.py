@@ -40,4 +40,5 @@ HIP = CTable(
     warp_size=64,
     vector_of="tl::vec<{t}, {n}>",  # element-typed, so that register staging arrays stay in registers
     atomic_add="tl::atomic_add",  # HIP's atomicAdd has no 16-bit float overloads
+    float_to_int="tl::f2i<{t}>({v})",  # saturated, NaN to 0, as interpreted (hipcc's casts saturated elsewhere)
 )
