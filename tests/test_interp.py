@@ -650,6 +650,27 @@ def test_float_to_int_cast_saturates_to_32_bits_like_the_gpu(target, src):
     np.testing.assert_array_equal(o, ((p_ref + 128) % 256 - 128).astype(np.int8))
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_float_to_64_bit_int_cast_saturates_like_the_gpu(target):
+    """To int64 / uint64 a float converts as cvt.rzi.s64.f64 (and the HIP header's tl::f2i): saturated to 64 bits,
+    NaN to 0 (numpy's conversion gave the int64 minimum for 1e30, inf and NaN alike)."""
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float64"), O: T.Tensor((64,), "int64"), P: T.Tensor((64,), "uint64")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                O[i] = T.cast(X[i], "int64")
+                P[i] = T.cast(X[i], "uint64")
+
+    x = np.full(64, -2.5)
+    x[:9] = [1e30, -1e30, np.nan, np.inf, -np.inf, 2.0**63, 2.0**64, 3e18, 1.5e19]
+    o, p = np.zeros(64, np.int64), np.zeros(64, np.uint64)
+    tilec.JITKernel(main, target)(x, o, p)
+    top, bottom = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    np.testing.assert_array_equal(o[:10], [top, bottom, 0, top, bottom, top, top, 3 * 10**18, top, -2])
+    np.testing.assert_array_equal(p[:10], np.array([2**64 - 1, 0, 0, 2**64 - 1, 0, 2**63, 2**64 - 1, 3 * 10**18,
+                                                    15 * 10**18, 0], np.uint64))
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""
