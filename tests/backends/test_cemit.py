@@ -80,3 +80,21 @@ def test_16_bit_float_max_and_min_are_fmaxf_and_fminf():
     body = tilec.JITKernel(nan_max_min_kernel("float16"), "cuda:sm_80").get_kernel_source()
     for fn in ("max", "min"):
         assert re.search(rf"half\(tl::{fn}\(static_cast<float>\(F\[[^\]]+\]\), static_cast<float>\(G\[", body), body
+
+
+@pytest.mark.parametrize("target", ["cuda:sm_90a", "hip:gfx90a"])
+def test_float32_constant_halfway_between_floats_rounds_as_interpreted(target):
+    """A float32 constant halfway between two floats is printed rounded to even, as the interpreters round it: its
+    shortest decimal (1 + 2**-24 is 1.0000000596046448, a little above the tie) parsed as 1 + 2**-23 in C."""
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Z: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as _:
+            for i in T.Parallel(64):
+                Z[i] = X[i] * (1 + 2**-24) + 3 * 2**-25
+
+    source = tilec.JITKernel(main, target).get_kernel_source()
+    body = source[source.index('extern "C"'):]
+    assert "X[tx] * 1.0f + 8.940696716308594e-08f" in body, body  # 3 * 2**-25 is a float: printed as it is
+    x, z = np.ones(64, np.float32), np.zeros(64, np.float32)
+    tilec.JITKernel(main, "cpu")(x, z)
+    assert z[0] == np.float32(1) + np.float32(3 * 2**-25)

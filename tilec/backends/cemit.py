@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tilec import dtypes as dt
 from tilec.dtypes import DType
 from tilec.errors import TilecError
@@ -156,6 +158,21 @@ def kernel_name(k: ThreadKernel) -> str:
 
 
 _PTX_FP8 = {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
+
+
+def _literal_value(v: float, d: DType) -> float:
+    """The value printed for a float constant ``v`` of type ``d`` (``float``, or a 16-bit type's constructor from
+    ``float``): ``v``, unless the compiler would round it differently from the interpreters (numpy's one rounding
+    to ``d``): ``v`` halfway between two floats (the literal's shortest decimal lies to one side: 1 + 2**-24 parsed
+    as 1 + 2**-23, not 1) or a 16-bit value whose rounding through float differs. Then ``v`` rounded to ``d``."""
+    if d is dt.float64 or d.bits == 8:
+        return v
+    f = np.float32(v)
+    other = np.nextafter(f, np.float32(np.inf if v > float(f) else -np.inf))
+    x = np.asarray(v)
+    rounded = float((dt.float32_to_odd(x) if d is dt.bfloat16 else x).astype(d.np))  # as the interpreters round
+    tie = float(f) != v and (float(f) + float(other)) / 2 == v
+    return rounded if tie or rounded != float(np.asarray(f).astype(d.np)) else v
 
 
 class CEmitter:
@@ -452,7 +469,7 @@ class CEmitter:
         elif math.isnan(v):
             text = "NAN"
         else:
-            text = repr(float(v)) + ("" if c.dtype is dt.float64 else "f")
+            text = repr(_literal_value(float(v), c.dtype)) + ("" if c.dtype is dt.float64 else "f")
         if c.dtype in (dt.float32, dt.float64):
             return text
         return f"{self.ctype(c.dtype)}({text})"
