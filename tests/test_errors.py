@@ -802,6 +802,16 @@ def test_out_idx_naming_a_parameter_twice_is_refused_and_numpy_ints_count():
     np.testing.assert_array_equal(c, np.full(4, 3.0, np.float32))
 
 
+def test_out_idx_that_is_no_index_nor_a_list_is_refused_by_name():
+    """out_idx=1.0 or a 0-d numpy array was a bare TypeError from list() ('float' object is not iterable, 'iteration
+    over a 0-d array'), naming neither out_idx nor the kernel."""
+    with pytest.raises(TilecTypeError, match=r"out_idx: 1.0 is not a parameter index of '_two_outputs' "
+                                             r"\(3 parameters\)"):
+        tilec.compile(_two_outputs, target="cpu", out_idx=1.0)
+    with pytest.raises(TilecTypeError, match=r"out_idx: array\(2\) is not a parameter index of '_two_outputs'"):
+        tilec.compile(_two_outputs, target="cpu", out_idx=np.array(2))
+
+
 def test_out_idx_refuses_a_strided_tensor():
     """The call allocates its outputs contiguous, but the kernel addresses a T.StridedTensor by its declared strides:
     rows at pitch 16 into a (4, 8) allocation wrote past its end (the thread interpreter: 'write of global B[32]

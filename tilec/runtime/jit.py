@@ -183,7 +183,10 @@ def _poisoning() -> bool:
 def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
     if out_idx is None:
         return func
-    idx = [out_idx] if isinstance(out_idx, numbers.Integral) else list(out_idx)
+    try:  # one index or several (an index that is neither, 1.0, is refused below by name)
+        idx = [out_idx] if isinstance(out_idx, numbers.Integral) else list(out_idx)
+    except TypeError:
+        idx = [out_idx]
     n = len(func.params)
     norm = []
     for i in idx:
