@@ -812,6 +812,14 @@ def test_out_idx_that_is_no_index_nor_a_list_is_refused_by_name():
         tilec.compile(_two_outputs, target="cpu", out_idx=np.array(2))
 
 
+def test_out_idx_naming_a_parameter_the_kernel_never_writes_is_refused():
+    """out_idx=[0] on a kernel that only reads A returned the allocation as it was: all NaN on the interpreters,
+    uninitialized memory on a GPU, with no error."""
+    for target in ("cpu", "simt:sm_80"):
+        with pytest.raises(TilecValueError, match=r"out_idx: parameter 0 \(A\) is never written by the kernel"):
+            tilec.compile(_two_outputs, target=target, out_idx=[0, -1])
+
+
 def test_out_idx_refuses_a_strided_tensor():
     """The call allocates its outputs contiguous, but the kernel addresses a T.StridedTensor by its declared strides:
     rows at pitch 16 into a (4, 8) allocation wrote past its end (the thread interpreter: 'write of global B[32]

@@ -188,6 +188,9 @@ def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
     except TypeError:
         idx = [out_idx]
     n = len(func.params)
+    from tilec.runtime.args import written_params
+
+    written = written_params(func)
     norm = []
     for i in idx:
         if not isinstance(i, numbers.Integral) or isinstance(i, bool) or not -n <= i < n:
@@ -201,6 +204,9 @@ def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
             raise TilecTypeError(f"out_idx: parameter {j} ({func.params[j].name}) is a T.StridedTensor; the call "
                                  "allocates contiguous outputs, which the kernel would address by the declared "
                                  "strides: pass it as an argument, or declare it T.Tensor")
+        if j not in written:  # the call would return the allocation as it was: NaN here, uninitialized on a GPU
+            raise TilecValueError(f"out_idx: parameter {j} ({func.params[j].name}) is never written by the kernel, "
+                                  "so the call would return it unset: name the tensors the kernel writes")
         if j in norm:  # two outputs allocated for one parameter: the kernel would write only the second
             raise TilecValueError(f"out_idx: {[int(k) for k in idx]} names parameter {j} ({func.params[j].name}) "
                                   "twice")
