@@ -1131,6 +1131,25 @@ def test_parallel_over_a_symbolic_extent_is_an_error_on_gpu_targets(target):
     np.testing.assert_array_equal(y, x * 2)
 
 
+@pytest.mark.parametrize("target", ["simt:sm_80", "cuda:sm_80", "hip:gfx90a"])
+def test_a_grid_of_a_scalar_parameter_is_an_error_on_gpu_targets(target):
+    """The host computes a GPU launch's grid from the symbolic sizes alone: T.Kernel(n) of a scalar parameter compiled,
+    then every CUDA launch failed with a bare NameError from the grid function ('n' is not defined; HIP: 'the size
+    n is not bound by any argument's shape'). The CPU interpreter runs it."""
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), n: T.int32, B: T.Tensor((16,), "float32")):
+        with T.Kernel(n + 1, threads=32) as bx:
+            for i in T.Parallel(1):
+                B[bx + i] = A[bx + i] + 1.0
+
+    with pytest.raises(TilecValueError, match=r"test_errors.py:\d+:\d+: T.Kernel's grid extent n \+ 1 reads n: a GPU "
+                                              r"launch computes its grid from the tensors' shapes"):
+        tilec.JITKernel(main, target, out_idx=[-1]).get_kernel_source()
+    out = tilec.compile(main, target="cpu", out_idx=[-1])(np.zeros(16, np.float32), 3)
+    np.testing.assert_array_equal(out[:4], np.ones(4, np.float32))
+    assert np.isnan(out[4:]).all()
+
+
 def test_with_of_something_else_than_t_kernel_is_refused_before_it_runs(tmp_path):
     """`with open(path, "w")` in a kernel was called before the check that `with` takes T.Kernel: the file was
     created (or the error was open's FileNotFoundError). Now the call never runs."""

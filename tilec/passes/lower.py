@@ -30,7 +30,7 @@ from tilec.ir.stmt import (
     TileOp,
     WarpRoles,
 )  # fmt: skip
-from tilec.ir.visit import transform, walk
+from tilec.ir.visit import loads_in, transform, vars_in, walk
 from tilec.lower import gemm, mfma, ops, reduce, stream_k, tma, wgmma  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
 from tilec.lower.parallel import lower_parallel
@@ -330,7 +330,21 @@ def _check_shared(nbytes: int, target: Target, launch: KernelLaunch, shared: tup
                               launch.loc)
 
 
+def _check_grid(func: PrimFunc) -> None:
+    """A GPU launch computes its grid on the host from the symbolic sizes alone (the lowered kernel's ``grid`` is
+    in terms of ``dyn_vars``): a grid of a scalar parameter or of a tensor's element is refused here (the CUDA
+    launch failed on it with a bare NameError; the CPU tile interpreter runs it)."""
+    launch = func.launch
+    for g in launch.grid:
+        other = [v.name for v in vars_in(g) if v not in func.dyn_vars] + [ld.buffer.name for ld in loads_in(g)]
+        if other:
+            raise TilecValueError(f"T.Kernel's grid extent {g} reads {', '.join(dict.fromkeys(other))}: a GPU launch "
+                                  "computes its grid from the tensors' shapes (constants and T.dynamic sizes) "
+                                  "only; make the extent one of those", launch.loc)
+
+
 def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict | None = None) -> ThreadKernel:
+    _check_grid(func)
     lw = Lowerer(func, plan, target)
     lw.anchor_waits = (options or {}).get("wgmma_wait_anchor", False)
     lw.store_exchange = (options or {}).get("store_exchange", True)
