@@ -905,6 +905,25 @@ def test_eager_argument_errors():
         f(np.zeros(4, np.complex64))
 
 
+def test_an_eager_output_never_written_is_an_error():
+    """An eager kernel returning a T.empty tensor it never writes returned it as allocated (all NaN here,
+    uninitialized memory on a GPU) beside the real output, with no error."""
+    @tilec.jit(target="cpu")
+    def f(A):
+        M = T.const("M")
+        A: T.Tensor[[M], T.float32]
+        B = T.empty((M,), "float32")
+        C = T.empty((M,), "float32")  # never-written
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(M):
+                B[i] = A[i] * 2.0
+        return B, C
+
+    with pytest.raises(TilecSyntaxError, match="the tensor 'C' made by T.empty is returned but never written") as ei:
+        f(np.ones(4, np.float32))
+    assert_points_at(ei.value, "never-written")
+
+
 # ------------------------------------------------------------------------------------------- at run time
 
 

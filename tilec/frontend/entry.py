@@ -181,4 +181,10 @@ def parse_eager(fn: Any, args: tuple, kwargs: dict) -> tuple[PrimFunc, list[str]
     out_params = tuple(n_in + b.empties.index(o) for o in outs)
     all_params = params + list(b.empties)
     func = _finish(src.name, all_params, b, src.loc(src.tree), out_params)
+    from tilec.runtime.args import written_params
+
+    written = written_params(func)
+    for o, i in zip(outs, out_params):  # returned as allocated: NaN on the interpreters, uninitialized on a GPU
+        if i not in written:
+            raise TilecSyntaxError(f"the tensor {o.name!r} made by T.empty is returned but never written", o.loc)
     return func, list(infos), isinstance(ret, tuple)
