@@ -927,6 +927,25 @@ def test_an_eager_output_never_written_is_an_error():
 # ------------------------------------------------------------------------------------------- at run time
 
 
+def test_a_negative_grid_is_an_error_on_the_interpreters():
+    """T.Kernel(M - 8) with M = 4 ran no block on the interpreters (the outputs stayed unset) while a CUDA launch
+    failed with the driver's bare 'invalid argument'; every target now names the grid (test_launcher: CUDA)."""
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def main(A: T.Tensor((M,), "float32"), B: T.Tensor((M,), "float32")):
+        with T.Kernel(M - 8, threads=32) as bx:
+            for i in T.Parallel(1):
+                B[bx + i] = A[bx + i] + 1.0
+
+    for target in ("cpu", "simt:sm_80"):
+        kernel = tilec.compile(main, target=target, out_idx=[-1])
+        with pytest.raises(TilecValueError, match=r"kernel 'main': its launch grid \(-4,\) has -4 blocks along x"):
+            kernel(np.zeros(4, np.float32))
+        out = kernel(np.zeros(10, np.float32))
+        np.testing.assert_array_equal(out[:2], np.ones(2, np.float32))
+
+
 def test_block_level_out_of_bounds_access_raises_at_run_time():
     @T.prim_func
     def main(A: T.Tensor((16,), "float32")):

@@ -239,6 +239,47 @@ def test_the_checked_path_names_the_grid_dimension_over_cudas_limits(monkeypatch
     assert len(launched) == 1
 
 
+def _rows_minus_8():
+    """A kernel whose grid's x dimension is the row count less 8: negative for fewer than 8 rows."""
+    import tilec.language as T
+
+    M = T.dynamic("M")
+
+    @T.prim_func
+    def rows8(X: T.Tensor((M, 64), "float32"), Y: T.Tensor((M, 64), "float32")):
+        with T.Kernel(M - 8, threads=64) as bx:
+            for j in T.Parallel(64):
+                Y[bx, j] = X[bx, j] * 2.0
+
+    return rows8
+
+
+def test_a_negative_grid_goes_to_the_checked_path_which_names_it(monkeypatch, fakes):
+    """T.Kernel(M - 8) with M = 4: the fast path launched gridDim.x = -4 (the driver's bare 'invalid argument'), the
+    checked path too; the interpreters ran no block. Now every path raises, naming the grid."""
+    from tilec.backends.cuda.runtime import CudaExecutable, _grid_fn, grid_code
+    from tilec.errors import TilecValueError
+    from tilec.runtime.args import Bound
+
+    _, calls = fakes
+    func = _rows_minus_8()
+    launch = _launcher(func)
+    assert launch(FakeTensor((4, 64), "f32"), FakeTensor((4, 64), "f32", 8192)) == "checked"
+    assert launch(FakeTensor((8, 64), "f32"), FakeTensor((8, 64), "f32", 8192)) is None  # an empty grid
+    assert not calls
+    launched = []
+    monkeypatch.setattr("tilec.backends.cuda.driver.launch", lambda *a: launched.append(a))
+    compiled = types.SimpleNamespace(function=5, threads=64, smem=0, align=(), tensor_maps=(), dependent=False,
+                                     grid=_grid_fn(grid_code(func.launch.grid, func.dyn_vars)), device=0)
+    exe = CudaExecutable(compiled, func)
+    infos = [types.SimpleNamespace(data_ptr=4096, device="cuda:0"),
+             types.SimpleNamespace(data_ptr=8192, device="cuda:0")]
+    (m,) = func.dyn_vars
+    with pytest.raises(TilecValueError, match=r"kernel 'rows8': its launch grid \(-4, 1, 1\) has -4 blocks along x"):
+        exe(Bound([None, None], infos, {m: 4}, []))
+    assert not launched
+
+
 def test_a_16_bit_float_scalar_goes_to_the_checked_path(fakes):
     """ctypes has no 16-bit float cell: a kernel with a float16 / bfloat16 scalar builds no fast launcher (it raised
     KeyError building one) and every call takes the checked path, which packs the value itself."""

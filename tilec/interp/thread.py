@@ -23,6 +23,7 @@ import numpy as np
 from tilec.errors import RaceError, SourceLoc, TilecBoundsError, TilecError
 from tilec.interp.atomics import add_at
 from tilec.interp.tile import _BIN, _CALL, typed
+from tilec.ir.evaluate import check_grid_sign
 from tilec.ir.expr import BinOp, Call, Cast, Const, Select, Table, UnOp, Var
 from tilec.lower.tir import (
     AtomicAddOp,
@@ -169,6 +170,7 @@ class ThreadInterpreter:
             globals_.setdefault(m, np.zeros(int(m.size), m.dtype.np))
         base = {v: typed(x, v.dtype) for v, x in scalars.items()}
         grid = [int(self.eval(g, base, None)) for g in self.k.grid]
+        check_grid_sign(grid, self.k.name)
         if self.k.cluster != (1, 1, 1):
             _cluster.run_clusters(self, base, grid)
             return

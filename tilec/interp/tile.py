@@ -23,6 +23,7 @@ from tilec import dtypes as dt
 from tilec.errors import SourceLoc, TilecBoundsError, TilecError
 from tilec.interp.atomics import add_at
 from tilec.ir.buffer import Buffer
+from tilec.ir.evaluate import check_grid_sign
 from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, Table, UnOp, Var
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import AtomicRMW, For, IfThenElse, KernelLaunch, Parallel, SeqStmt, Stmt, Store, TileOp, WarpRoles
@@ -126,6 +127,7 @@ class TileInterpreter:
         env: dict[Any, Any] = {v: typed(x, v.dtype) for v, x in scalars.items()}
         self.mem = dict(globals_)
         grid = [int(self.eval(g, env)) for g in self.launch.grid]
+        check_grid_sign(grid, self.func.name)
         with np.errstate(all="ignore"):
             for idx in itertools.product(*(range(g) for g in reversed(grid))):
                 self.block = tuple(reversed(idx))

@@ -13,6 +13,15 @@ _OPS = {
 }  # fmt: skip
 
 
+def check_grid_sign(grid: Any, kernel: str) -> None:
+    """Raise when a launch grid evaluated for a call's sizes is negative along a dimension (``T.Kernel(M - 8)`` with
+    ``M = 4``): the interpreters ran no block and a CUDA launch failed with the driver's bare 'invalid argument'."""
+    for d, g in enumerate(grid):
+        if g < 0:
+            raise TilecValueError(f"kernel {kernel!r}: its launch grid {tuple(int(x) for x in grid)} has {int(g)} "
+                                  f"blocks along {'xyz'[d]} for these arguments' sizes (a T.Kernel extent below zero)")
+
+
 def eval_int(e: Any, env: dict[Var, int]) -> int:
     """The value of a size expression given the values of its variables."""
     if isinstance(e, int):

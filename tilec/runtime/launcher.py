@@ -139,13 +139,13 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
     if func.dyn_vars:
         lines.append(f"    gx, gy, gz = _grid({', '.join(f's_{v.name}' for v in func.dyn_vars)})")
         top_x, top_y, top_z = driver.GRID_LIMITS  # over CUDA's limits: the checked path says which dimension
-        lines.append(f"    if gx > {top_x} or gy > {top_y} or gz > {top_z}:")
+        lines.append(f"    if not (0 <= gx <= {top_x} and 0 <= gy <= {top_y} and 0 <= gz <= {top_z}):")
         lines.append("        return _slow(*args)")
         lines.append("    if gx and gy and gz and (e := _launch(_fn, gx, gy, gz, _T, 1, 1, _smem, "
                      f"{stream}, _ptrs, {extra})):")
         lines.append(f"        {fail}")
-    elif any(g > top for g, top in zip(compiled.grid(), driver.GRID_LIMITS)):
-        return None  # the checked path says which dimension is over CUDA's limits
+    elif any(not 0 <= g <= top for g, top in zip(compiled.grid(), driver.GRID_LIMITS)):
+        return None  # the checked path says which dimension is over CUDA's limits or negative
     elif all(compiled.grid()):  # a static grid is part of the generated code; an empty one launches nothing
         gx, gy, gz = compiled.grid()
         lines.append(f"    if e := _launch(_fn, {gx}, {gy}, {gz}, _T, 1, 1, _smem, {stream}, _ptrs, {extra}):")

@@ -22,6 +22,7 @@ from tilec.backends.cemit import kernel_name
 from tilec.backends.cuda import driver
 from tilec.errors import TilecRuntimeError, TilecValueError
 from tilec.ir.buffer import Buffer
+from tilec.ir.evaluate import check_grid_sign
 from tilec.lower.tir import ThreadKernel
 from tilec.runtime import cache
 from tilec.runtime.args import Bound
@@ -313,6 +314,7 @@ class CudaExecutable:
         self.check_device(bound)
         self.check_alignment(bound)
         args, grid = self.args_of(bound)
+        check_grid_sign(grid, self.func.name)
         if 0 in grid:
             return
         driver.check_grid(grid, self.func.name)

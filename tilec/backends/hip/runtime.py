@@ -27,6 +27,7 @@ import tilec
 from tilec.backends.cemit import kernel_name
 from tilec.errors import TilecRuntimeError, TilecTypeError, TilecValueError
 from tilec.ir.buffer import Buffer
+from tilec.ir.evaluate import check_grid_sign
 from tilec.lower.tir import ThreadKernel
 from tilec.runtime import cache
 from tilec.runtime.args import Bound
@@ -244,6 +245,7 @@ class HipExecutable:
         hip, _ = hip_modules()
         self.check_alignment(bound)
         args, grid = self.args_of(bound)
+        check_grid_sign(grid, self.func.name)
         if 0 in grid:
             return
         check_grid(grid, self.ck.threads, self.func.name)
