@@ -778,6 +778,26 @@ def test_launch_rejects_a_size_beyond_int32_and_strides_between_elements():
         kernel(packed, np.zeros((3, 4), np.float32))
 
 
+def test_launch_rejects_a_symbolic_stride_below_int32():
+    """A symbolic stride goes to the kernel as int32 too: one below -2**31 passed the check (only the upper end was
+    checked) and the CUDA launch failed with a bare OverflowError from np.int32."""
+    from tilec.runtime.args import allocate_like, bind
+
+    S = T.dynamic("S")
+
+    @T.prim_func
+    def main(A: T.StridedTensor((2, 4), (S, 1), "float32"), B: T.Tensor((2, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(2, 4):
+                B[i, j] = A[i, j]
+
+    base = np.zeros(4, np.float32)  # never read: only the arguments are checked
+    far = np.lib.stride_tricks.as_strided(base, shape=(2, 4), strides=(-(2**31 + 1) * 4, 4))
+    with pytest.raises(TilecValueError, match=r"argument 'A': stride 0 is -2147483649; the symbolic size S is passed "
+                                              r"to the kernel as int32 \(at least -2147483648\)"):
+        bind(main, (far, np.zeros((2, 4), np.float32)), "cpu", allocate_like)
+
+
 @T.prim_func
 def _two_outputs(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32"), C: T.Tensor((4,), "float32")):
     with T.Kernel(1, threads=32) as bx:

@@ -69,10 +69,11 @@ def _bind_dim(name: str, what: str, want: Any, got: int, sizes: dict[Var, int], 
         if want in sizes and sizes[want] != got:
             raise TilecValueError(f"argument {name!r}: {what} is {got}, but {want.name} = {sizes[want]} from an "
                                   "earlier argument")
-        top = int(np.iinfo(want.dtype.np).max) if want.dtype.is_int else None
-        if top is not None and got > top:  # the kernel gets the size in that type: never wrapped
+        info = np.iinfo(want.dtype.np) if want.dtype.is_int else None
+        if info is not None and not info.min <= got <= info.max:  # the kernel gets the size in that type: never wrapped
+            bound = f"at most {info.max}" if got > info.max else f"at least {info.min}"  # (a negative stride)
             raise TilecValueError(f"argument {name!r}: {what} is {got}; the symbolic size {want.name} is passed to "
-                                  f"the kernel as {want.dtype} (at most {top})")
+                                  f"the kernel as {want.dtype} ({bound})")
         sizes[want] = got
     else:
         late.append((name, what, want, got))
