@@ -896,6 +896,41 @@ def test_negative_strides_run_on_the_tile_interpreter_and_are_refused_by_the_thr
     np.testing.assert_array_equal(tilec.compile(main, target="simt:sm_80", out_idx=[-1])(a), a * 2)
 
 
+def test_strides_of_size_one_dimensions_are_not_checked():
+    """A dimension of size 1 is never stepped along, and numpy and torch give it any stride (x[:1] keeps x's row
+    stride): a one-row slice was refused against a T.StridedTensor's declared stride ('stride 0 must be 16, got 8'),
+    or bound a shared stride symbol that the next argument then contradicted ('stride 0 is 4, but S = 8')."""
+    S = T.dynamic("S")
+
+    @T.prim_func
+    def shared(A: T.StridedTensor((1, 4), (S, 1), "float32"), B: T.StridedTensor((1, 4), (S, 1), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(1, 4):
+                B[i, j] = A[i, j] + 1.0
+
+    @T.prim_func
+    def static(A: T.StridedTensor((1, 4), (16, 1), "float32"), B: T.Tensor((1, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(1, 4):
+                B[i, j] = A[i, j] + 1.0
+
+    @T.prim_func
+    def two_rows(A: T.StridedTensor((2, 4), (16, 1), "float32"), B: T.Tensor((2, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(2, 4):
+                B[i, j] = A[i, j] + 1.0
+
+    base = np.arange(64, dtype=np.float32).reshape(8, 8)
+    for target in ("cpu", "simt:sm_80"):
+        with pytest.raises(TilecValueError, match=r"argument 'A': stride 0 must be 16, got 8"):  # a real row stride
+            tilec.compile(two_rows, target=target, out_idx=[-1])(base[:2, :4])
+        out = np.zeros((1, 4), np.float32)
+        tilec.compile(shared, target=target)(base[:1, :4], out)
+        np.testing.assert_array_equal(out, base[:1, :4] + 1)
+        np.testing.assert_array_equal(tilec.compile(static, target=target, out_idx=[-1])(base[:1, :4]),
+                                      base[:1, :4] + 1)
+
+
 def test_jit_refuses_an_unknown_keyword():
     """A typo in a keyword of tilec.jit is an error (it was ignored); TileLang's own options port unchanged."""
     with pytest.raises(TilecTypeError, match=r"unexpected keyword argument 'pass_config' \(did you mean "

@@ -102,8 +102,11 @@ def _check_array(buf: Buffer, value: Any, device: str, sizes: dict[Var, int], la
     elif 0 in info.shape:  # no element to address: any strides do (numpy 2 gives a new empty array zero strides)
         late += [(None, None, want, got) for want, got in zip(buf.strides, info.strides) if isinstance(want, Var)]
     else:
-        for d, (want, got) in enumerate(zip(buf.strides, info.strides)):
-            _bind_dim(buf.name, f"stride {d}", want, got, sizes, late)
+        for d, (want, got, n) in enumerate(zip(buf.strides, info.strides, info.shape)):
+            if n == 1:  # never stepped along: any stride does (x[:1] keeps x's; is_contiguous ignores them too)
+                late += [(None, None, want, got)] if isinstance(want, Var) else []
+            else:
+                _bind_dim(buf.name, f"stride {d}", want, got, sizes, late)
     return info
 
 
