@@ -731,3 +731,39 @@ def test_max_and_min_skip_nan_like_fmaxf(target, dtype):
     tilec.JITKernel(nan_max_min_kernel(dtype), target)(f, g, p, r)
     np.testing.assert_array_equal(p, np.stack([np.fmax(f, g), np.fmin(f, g)], axis=1))
     np.testing.assert_array_equal(r, np.array([2, -3], dtype))
+
+
+def fma_kernel(dtype: str, n: int = 256):
+    @T.prim_func
+    def main(A: T.Tensor((n,), dtype), B: T.Tensor((n,), dtype), C: T.Tensor((n,), dtype), O: T.Tensor((n,), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(n):
+                O[i] = T.fma(A[i], B[i], C[i])
+
+    return main
+
+
+def exact_fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a * b + c`` rounded once to ``a``'s type (in rationals; finite inputs)."""
+    from fractions import Fraction
+
+    return np.array([float(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))) for x, y, z in zip(a, b, c)]
+                    ).astype(a.dtype)
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fma_rounds_once(rng, target, dtype):
+    """T.fma is fmaf / fma on the GPU: one rounding of a * b + c (the interpreters rounded the product first: for
+    a = 1 + 2**-12, a * a - 1 gave 2**-11, not 2**-11 + 2**-24). Products near -c make the two roundings differ."""
+    n = 256
+    a = (1 + rng.integers(1, 2**12, n) * 2.0**-12 * rng.choice([-1, 1], n)).astype(dtype)
+    b = (rng.standard_normal(n) * 4).astype(dtype)
+    c = -(a.astype(np.float64) * b.astype(np.float64)).astype(dtype) + (rng.standard_normal(n) * 2.0**-20).astype(dtype)
+    a[0], b[0], c[0] = 1 + 2**-12, 1 + 2**-12, -1
+    o = np.full(n, np.nan, dtype)
+    tilec.JITKernel(fma_kernel(dtype), target)(a, b, c, o)
+    want = exact_fma(a, b, c)
+    assert want[0] == 2**-11 + 2**-24
+    np.testing.assert_array_equal(o, want)
+    assert np.any(want != (a * b + c)), "no case where one rounding differs from two"

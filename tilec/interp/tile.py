@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -54,11 +55,41 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
     return np.sign(x) * np.floor(np.abs(x) + 0.5)
 
 
+def _fma(a: Any, b: Any, c: Any) -> np.ndarray:
+    """``a * b + c`` rounded once, as fmaf / fma compute it on the GPU. float32: the product is exact in float64, the
+    sum's error is recovered exactly (TwoSum) and the float64 sum rounded to odd, so that rounding it to float32 is
+    the one rounding of the exact value. float64: exactly, in rationals (finite values; the rest as a * b + c)."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(x) for x in (a, b, c)))
+    if a.dtype == np.float32 and b.dtype == np.float32 and c.dtype == np.float32:
+        with np.errstate(all="ignore"):
+            p, c64 = a.astype(np.float64) * b.astype(np.float64), c.astype(np.float64)
+            s = p + c64
+            bp = s - p
+            e = (p - (s - bp)) + (c64 - bp)  # the exact sum is s + e
+        even = (np.atleast_1d(s).view(np.int64) & 1).reshape(s.shape) == 0
+        s = np.where(np.isfinite(e) & (e != 0) & even, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+        return s.astype(np.float32)
+    with np.errstate(all="ignore"):
+        out = np.asarray(a * b + c)
+    if out.dtype != np.float64:
+        return out
+    out = np.where(np.isfinite(a) & np.isfinite(b) & np.isinf(c), c, out)  # a finite product overflowing is not inf
+    shape = out.shape
+    out, a, b, c = (x.reshape(-1).copy() for x in (out, a, b, c))
+    for i in np.flatnonzero(np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & (a != 0) & (b != 0)):
+        exact = Fraction(float(a[i])) * Fraction(float(b[i])) + Fraction(float(c[i]))
+        try:
+            out[i] = float(exact) if exact else 0.0  # an exact zero of nonzero terms is +0 (round to nearest)
+        except OverflowError:
+            out[i] = np.inf if exact > 0 else -np.inf
+    return out.reshape(shape)
+
+
 _CALL = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "abs": np.abs, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
     "floor": np.floor, "ceil": np.ceil, "round": _round_half_away, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-    "pow": np.power, "fma": lambda a, b, c: a * b + c, "isnan": np.isnan, "isinf": np.isinf,
+    "pow": np.power, "fma": _fma, "isnan": np.isnan, "isinf": np.isinf,
 }  # fmt: skip
 
 
