@@ -139,6 +139,38 @@ def test_pipelined_tile_reduced_or_scanned_in_the_loop(rng, op, dim, dst_scope):
     assert_close(out, ref, "float32", scale=float(np.abs(a).sum(axis=0).max()))
 
 
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("num_stages", [2, 3])
+def test_pipelined_copy_of_a_tensor_the_loop_writes_stays_in_its_iteration(rng, target, num_stages):
+    """Each iteration copies in the tile of Y the one before wrote: the copy may not run ahead of that write (it
+    was made a pipeline stage and read the tile before it was written), and the report says why it is not."""
+    import tilec
+
+    M, nt, bM, bN = 64, 4, 32, 32
+
+    @T.prim_func
+    def main(X: T.Tensor((M, nt * bN), "float32"), Y: T.Tensor((M, (nt + 1) * bN), "float32")):
+        with T.Kernel(M // bM, threads=128) as bx:
+            Y_s = T.alloc_shared((bM, bN), "float32")
+            for k in T.Pipelined(nt, num_stages=num_stages):
+                T.copy(Y[bx * bM, k * bN], Y_s)
+                for i, j in T.Parallel(bM, bN):
+                    Y[bx * bM + i, (k + 1) * bN + j] = Y_s[i, j] + X[bx * bM + i, k * bN + j]
+
+    x = randn(rng, (M, nt * bN), "float32")
+    y = poisoned((M, (nt + 1) * bN), "float32")
+    y[:, :bN] = randn(rng, (M, bN), "float32")
+    ref = y.astype(np.float64)
+    for k in range(nt):
+        ref[:, (k + 1) * bN : (k + 2) * bN] = ref[:, k * bN : (k + 1) * bN] + x[:, k * bN : (k + 1) * bN]
+    kernel = tilec.JITKernel(main, target)
+    kernel(x, y)
+    assert_close(y, ref, "float32")
+    line = main.body.loc.line + 2  # the T.Pipelined line, two below T.Kernel
+    assert f"T.Pipelined at line {line}: the copy at line {line + 1} stays in its iteration: the loop writes 'Y'" \
+        in kernel.report()
+
+
 @pytest.mark.parametrize(("dtype", "layout", "mnk"), [
     ("float16", "NT", (100, 130, 70)),
     ("float16", "TN", (64, 64, 64)),

@@ -3,8 +3,8 @@ Pre: verified Tile IR (before layout inference). Post: Tile IR where each pipeli
 overlap is rewritten; the result still runs on the tile interpreter (async copies have copy semantics there).
 
 Each top-level statement of the loop body gets a stage: with ``num_stages=s``, the global→shared copies
-whose destination nothing else in the loop writes (the producers) are stage 0 and everything else stage
-``s - 1``; ``stage=[...]`` / ``order=[...]`` give the stages and the emission order by hand. With
+whose destination and source nothing else in the loop writes (the producers) are stage 0 and everything else
+stage ``s - 1``; ``stage=[...]`` / ``order=[...]`` give the stages and the emission order by hand. With
 ``D = max(stage) + 1`` the loop runs ``n + D - 1`` times; in trip ``k'`` a statement of stage ``st`` works on
 logical iteration ``k' - st`` (guarded to ``0 <= k' - st < n``). A shared buffer produced in stage ``a`` and
 consumed in stage ``b > a`` gets ``b - a + 1`` versions, version ``j % versions`` for iteration ``j``.
@@ -308,6 +308,12 @@ class _Pipeliner:
             return stage, order
         s = loop.ann("num_stages") or 0
         producers = [i for i, st in enumerate(body) if self.is_producer(st, body, outside)]
+        if s >= 2:
+            for st in body:
+                if type(st) is Copy and st.src.buffer.scope == "global" and st.dst.buffer.scope == "shared" and \
+                        any(id(st.src.buffer) in _writes(o) for o in body if o is not st):
+                    self.notes.append(f"T.Pipelined at line {line}: the copy at line {st.loc.line if st.loc else 0} "
+                                      f"stays in its iteration: the loop writes {st.src.buffer.name!r}")
         if s < 2 or not producers:
             if s >= 2:
                 self.notes.append(f"T.Pipelined at line {line}: no global->shared copy to overlap; a plain loop")
@@ -325,7 +331,8 @@ class _Pipeliner:
         x = st.dst.buffer
         if not st.dst.is_full() or any(isinstance(n, Load) for s in st.src.starts for n in walk(s)):
             return False
-        if any(id(x) in _writes(o) for o in body if o is not st):
+        # a tensor the loop writes may carry a value from one iteration to the next: its copy keeps its place
+        if any(_writes(o) & {id(x), id(st.src.buffer)} for o in body if o is not st):
             return False
         return not any(isinstance(n, Buffer) and n is x for n in walk(outside))
 
