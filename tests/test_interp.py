@@ -549,6 +549,34 @@ def test_strided_tensors_take_an_empty_array_whatever_its_strides(rng, target):
     np.testing.assert_allclose(y, x[:, :64].astype(np.float64) * 3 + w[:, :64], rtol=1e-6, atol=1e-5)
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:sm_90a"])
+@pytest.mark.parametrize("num_stages", [1, 2, 3])
+def test_pipelined_k_loop_over_empty_operands(rng, target, num_stages):
+    """K = 0: the K loop runs no iteration, yet a pipeline's trips still issue their copies, guarded to read
+    nothing; the thread interpreter evaluated both sides of the guard's ``c ? A[i] : 0`` and named a read of A[0],
+    which C never makes (A has no elements)."""
+    M, K = T.dynamic("M"), T.dynamic("K")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, 72), "float16"), C: T.Tensor((M, 72), "float32")):
+        with T.Kernel(2, T.ceildiv(M, 64), threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=num_stages):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[k * 32, bx * 64], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 64, bx * 64])
+
+    kernel = tilec.compile(main, target=target)
+    for k in (0, 40):
+        a, b, c = randn(rng, (70, k), "float16"), randn(rng, (k, 72), "float16"), poisoned((70, 72), "float32")
+        kernel(a, b, c)
+        assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "float16", scale=1.0)
+
+
 NARROW_INTS = ("int8", "uint8", "int16", "uint16")
 
 

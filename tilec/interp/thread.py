@@ -430,9 +430,13 @@ class ThreadInterpreter:
             return typed(self.eval(e.value, env, mask), e.dtype)
         if isinstance(e, Table):
             return typed(e.at(self.eval(e.index, env, mask)), e.dtype)
-        if isinstance(e, Select):
+        if isinstance(e, Select):  # C's ?: reads memory only on the side it takes (a tensor may have no elements)
             c = self.eval(e.cond, env, mask)
-            return typed(np.where(c, self.eval(e.a, env, mask), self.eval(e.b, env, mask)), e.dtype)
+            if np.ndim(c) != 1:
+                return typed(np.where(c, self.eval(e.a, env, mask), self.eval(e.b, env, mask)), e.dtype)
+            m = np.ones(self.T, bool) if mask is None else mask
+            c = np.asarray(c, bool)
+            return typed(np.where(c, self.eval(e.a, env, m & c), self.eval(e.b, env, m & ~c)), e.dtype)
         if isinstance(e, UnOp):
             x = self.eval(e.a, env, mask)
             if e.op == "not":
