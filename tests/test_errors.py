@@ -456,6 +456,37 @@ def test_a_register_operand_gemm_off_the_tensor_cores_says_why(target):
         tilec.JITKernel(main, target, [-1]).report()
     assert_points_at(ei.value, "transposed-register-operand")
 
+@pytest.mark.parametrize(("stage", "order", "marker"), [([1, 0, 0], None, "reads-the-copy"),
+                                                         ([0, 1, 1], [0, 2, 1], "reads-the-fragment")])
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+def test_a_hand_schedule_running_a_reader_before_its_writer_is_refused(target, stage, order, marker):
+    """stage= / order= that run an iteration's read of a tile before the statement writing it (in an earlier stage,
+    or earlier in the same stage): the read saw another iteration's tile (or none) and the result was silently
+    wrong; now an error naming the reading statement."""
+
+    @T.prim_func
+    def main(X: T.Tensor((64, 128), "float32"), Y: T.Tensor((64, 128), "float32")):
+        with T.Kernel(2, threads=128) as bx:
+            X_s = T.alloc_shared((32, 32), "float32")
+            Z_f = T.alloc_fragment((32, 32), "float32")
+            for k in T.Pipelined(4, num_stages=2, stage=stage, order=order):
+                T.copy(X[bx * 32, k * 32], X_s)
+                for i, j in T.Parallel(32, 32):  # reads-the-copy
+                    Z_f[i, j] = X_s[i, j] * 2.0
+                for i, j in T.Parallel(32, 32):  # reads-the-fragment
+                    Y[bx * 32 + i, k * 32 + j] = Z_f[i, j]
+
+    r, w = line_of(marker), line_of(marker) - 2 if marker == "reads-the-fragment" else line_of(marker) - 1
+    reader, writer = (1, 0) if marker == "reads-the-copy" else (2, 1)
+    with pytest.raises(TilecValueError, match=rf"the statement at line {r} \(stage {stage[reader]}\) reads what the "
+                                              rf"one at line {w} \(stage {stage[writer]}\) writes, but runs before "
+                                              r"it") as ei:
+        tilec.JITKernel(main, target, None).report()
+    assert_points_at(ei.value, marker)
+    with pytest.raises(TilecTypeError, match=r"T.Pipelined: stage must be a list of ints >= 0, got \[-1, 0\]"):
+        T.Pipelined(4, num_stages=2, stage=[-1, 0])
+
+
 def test_a_kernel_over_the_targets_shared_memory_is_refused_at_compile_time():
     """The thread interpreter would run it; the GPU would not load it: the error comes from the compiler, with the
     kernel's line, on every GPU target (sm_80's block may have 163 KB, sm_90a's 227 KB, gfx90a's 64 KB)."""

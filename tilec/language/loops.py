@@ -91,6 +91,9 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int
                              "supported; tilec places the waits and barriers itself (use stage=/order= to schedule)")
     if not isinstance(num_stages, int) or num_stages < 0:
         raise TilecTypeError(f"T.Pipelined: num_stages must be an int >= 0, got {num_stages!r}")
+    for name, given in (("order", order), ("stage", stage)):
+        if given is not None and not all(type(x) is int and x >= 0 for x in given):
+            raise TilecTypeError(f"T.Pipelined: {name} must be a list of ints >= 0, got {given!r}")
     ann: list[tuple[str, Any]] = [("num_stages", num_stages)]
     if order is not None:
         ann.append(("order", tuple(order)))

@@ -101,6 +101,19 @@ def _writes(s: Stmt) -> frozenset[int]:
 
 
 
+def _check_hand_schedule(body: list[Stmt], stage: list[int], order: list[int], line: int) -> None:
+    """An iteration's statement may not run before one it reads from: in an earlier stage, or earlier in the order
+    of the same stage (it would read what the iteration has not written yet)."""
+    when = {i: (stage[i], p) for p, i in enumerate(order)}
+    for j, reader in enumerate(body):
+        for i, writer in enumerate(body[:j]):
+            if _writes(writer) & _reads(reader) and when[j] < when[i]:
+                at = [s.loc.line if s.loc else 0 for s in (reader, writer)]
+                raise TilecValueError(f"T.Pipelined at line {line}: the statement at line {at[0]} (stage {stage[j]}) "
+                                      f"reads what the one at line {at[1]} (stage {stage[i]}) writes, but runs before "
+                                      "it; give it a later stage or place", reader.loc)
+
+
 class _Pipeliner:
     def __init__(self, func: PrimFunc, target: Target, options: dict | None = None) -> None:
         self.func = func
@@ -305,6 +318,7 @@ class _Pipeliner:
             if len(stage) != len(body) or sorted(order) != list(range(len(body))):
                 raise TilecValueError(f"T.Pipelined at line {line}: stage and order need one entry per statement "
                                       f"of the loop body ({len(body)}), got stage={stage} order={order}", loop.loc)
+            _check_hand_schedule(body, stage, order, line)
             return stage, order
         s = loop.ann("num_stages") or 0
         producers = [i for i, st in enumerate(body) if self.is_producer(st, body, outside)]
