@@ -302,6 +302,29 @@ def test_shifts_by_counts_out_of_range(tmp_path, rng, dtype):
     np.testing.assert_array_equal(p, np.right_shift(a, s))
 
 
+def test_narrow_floor_division_wraps_before_use(tmp_path):
+    """``//`` of int8s that needs the floor (signs differ, or -128 // -1) is tl::floordiv, computed in int: its
+    result is cast back to int8 where it is made, so -128 // -1 compares as -128 (numpy's wrap), not 128."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "int8"), B: T.Tensor((4,), "int8"), O: T.Tensor((4,), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(4):
+                O[i] = T.if_then_else(A[i] // B[i] < 0, 1, 0)
+
+    source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    assert "static_cast<signed char>(tl::floordiv(" in source
+    compile_cuda(source, tmp_path)
+    a, b = np.array([-128, -7, 7, 100], np.int8), np.array([-1, 2, -2, 3], np.int8)
+    o = np.full(4, 5, np.int32)
+    with np.errstate(over="ignore"):
+        want = (a // b < 0).astype(np.int32)
+    tilec.JITKernel(main, "simt:sm_80")(a, b, o)
+    np.testing.assert_array_equal(o, want)
+    assert want[0] == 1
+
+
 def test_extreme_integer_constants(tmp_path):
     """-2**63 was emitted as ``-9223372036854775808LL``, whose 9223372036854775808LL C takes as unsigned: a
     comparison with it compared unsigned (false for every value >= 0); -2**31's 2**31 is a long (tl::max(int,

@@ -488,7 +488,8 @@ class CEmitter:
                     text = f"{self.e(x.a, 10)} {op} {self.e(x.b, 11)}"
                     return f"({text})" if prec > 10 else text
                 fn = "tl::floordiv" if x.op == "//" else "tl::floormod"
-                return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
+                text = f"{fn}({self.e(x.a)}, {self.e(x.b)})"  # in int: int8 -128 // -1 wraps, as interpreted
+                return f"static_cast<{self.ctype(x.dtype)}>({text})" if x.dtype.bits < 32 else text
             fn = "tl::ffloordiv" if x.op == "//" else "tl::ffloormod"  # float and double overloads
             if x.a.dtype.bits < 32:  # computed in float, the result rounded to the operands' type
                 return f"{self.ctype(x.dtype)}({fn}(static_cast<float>({self.e(x.a)}), " \
