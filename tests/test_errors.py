@@ -1032,6 +1032,17 @@ def test_a_negative_grid_is_an_error_on_the_interpreters():
         np.testing.assert_array_equal(out[:2], np.ones(2, np.float32))
 
 
+def test_a_negative_constant_grid_is_an_error_at_its_line():
+    with pytest.raises(TilecValueError, match="T.Kernel: grid extents must be >= 0, got -2") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(-2, threads=32) as bx:  # negative-grid
+                A[bx] = 1.0
+
+    assert_points_at(ei.value, "negative-grid")
+
+
 def test_block_level_out_of_bounds_access_raises_at_run_time():
     @T.prim_func
     def main(A: T.Tensor((16,), "float32")):

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilec.errors import TilecSyntaxError, TilecTypeError
-from tilec.ir.expr import Expr, as_expr, binop, ceildiv
+from tilec.errors import TilecSyntaxError, TilecTypeError, TilecValueError
+from tilec.ir.expr import Const, Expr, as_expr, binop, ceildiv
 
 LOOP_CTORS = {"pipelined": "T.Pipelined", "parallel": "T.Parallel"}
 
@@ -131,6 +131,8 @@ def Kernel(*blocks: Any, threads: int | list[int] | tuple[int, ...] | None = 128
     for g in grid:
         if not g.dtype.is_int:
             raise TilecTypeError(f"T.Kernel: grid extents must be integers, got {g} ({g.dtype})")
+        if isinstance(g, Const) and g.value < 0:
+            raise TilecValueError(f"T.Kernel: grid extents must be >= 0, got {g.value}")
     if threads is None:
         threads = 128
     ts = (threads,) if isinstance(threads, int) else tuple(threads)
