@@ -98,3 +98,21 @@ def test_float32_constant_halfway_between_floats_rounds_as_interpreted(target):
     x, z = np.ones(64, np.float32), np.zeros(64, np.float32)
     tilec.JITKernel(main, "cpu")(x, z)
     assert z[0] == np.float32(1) + np.float32(3 * 2**-25)
+
+
+def test_float8_constant_is_printed_rounded_as_interpreted():
+    """An fp8 constant is printed rounded to fp8 from its exact value: its float literal, rounded to float first,
+    can land on a tie of fp8 the exact value is above (1.0625 + 2**-40 gave 1.0 by ties-to-even, not 1.125)."""
+    import ml_dtypes
+
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float8_e4m3"), Z: T.Tensor((64,), "float8_e4m3")):
+        with T.Kernel(1, threads=64) as _:
+            for i in T.Parallel(64):
+                Z[i] = T.max(X[i], 1.0625 + 2**-40)
+
+    source = tilec.JITKernel(main, "cuda:sm_90a").get_kernel_source()
+    assert "__nv_fp8_e4m3(1.125f)" in source[source.index('extern "C"'):]
+    x, z = np.zeros(64, ml_dtypes.float8_e4m3fn), np.zeros(64, ml_dtypes.float8_e4m3fn)
+    tilec.JITKernel(main, "cpu")(x, z)
+    assert float(z[0]) == 1.125

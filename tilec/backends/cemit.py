@@ -165,8 +165,13 @@ def _literal_value(v: float, d: DType) -> float:
     ``float``): ``v``, unless the compiler would round it differently from the interpreters (numpy's one rounding
     to ``d``): ``v`` halfway between two floats (the literal's shortest decimal lies to one side: 1 + 2**-24 parsed
     as 1 + 2**-23, not 1) or a 16-bit value whose rounding through float differs. Then ``v`` rounded to ``d``."""
-    if d is dt.float64 or d.bits == 8:
+    if d is dt.float64:
         return v
+    if d.bits == 8:  # the constructor takes a float: print the value already rounded (and saturated) from v
+        import ml_dtypes
+
+        top = float(ml_dtypes.finfo(d.np).max)
+        return float(np.asarray(min(max(v, -top), top)).astype(d.np))
     f = np.float32(v)
     other = np.nextafter(f, np.float32(np.inf if v > float(f) else -np.inf))
     x = np.asarray(v)
