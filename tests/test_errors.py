@@ -90,6 +90,39 @@ def test_return_inside_the_kernel():
     assert_points_at(ei.value, "return-line")
 
 
+@T.macro
+def _clamp_or_store(C, i, v):
+    if v > 100:  # a kernel value: the `return` under it would be taken whatever v is
+        return 7  # macro-return-line
+    C[i] = v
+    return 1
+
+
+@T.macro
+def _first_of_loop(C, i, v):
+    for j in T.serial(3):
+        if j == 1:
+            return j  # loop-return-line
+        C[i] = j
+    return 0
+
+
+@pytest.mark.parametrize("macro, marker", [(_clamp_or_store, "macro-return-line"),
+                                           (_first_of_loop, "loop-return-line")])
+def test_return_under_a_runtime_if_or_loop_of_a_macro_is_an_error(macro, marker):
+    """A macro's `return` under an `if` on a kernel value (or in a run-time loop) was taken when parsed, whatever the
+    condition: the statements after it were dropped and the value returned everywhere (a silent wrong result)."""
+    with pytest.raises(TilecSyntaxError, match=r"`return` inside the (`if`|T.serial loop) at line \d+") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((8,), "int32"), C: T.Tensor((8,), "int32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.serial(8):
+                    C[i] = macro(C, i, A[i])
+
+    assert_points_at(ei.value, marker)
+
+
 def test_tile_ops_outside_a_kernel():
     with pytest.raises(TilecSyntaxError, match=r"T.copy can only be used inside a kernel \(a function decorated"):
         T.copy(np.zeros(4), np.zeros(4))

@@ -116,6 +116,10 @@ class Parser(ExprParser):
         if self.kernel_depth:
             raise TilecSyntaxError("`return` inside `with T.Kernel(...)` is not supported: every block runs the whole "
                                    "body; guard the work with `if` instead")
+        if self.bodies:  # a macro's: parsed once, so the return would be taken whatever the condition or trip
+            raise TilecSyntaxError(f"`return` inside {self.bodies[-1].what} is not supported: a macro's body is "
+                                   "parsed once, so it would return there every time; return after the `if` or "
+                                   "loop, with the value in a T.alloc_var or T.if_then_else(cond, a, b)")
         raise Return(None if node.value is None else self.expr(node.value))
 
     def visit_Assert(self, node: ast.Assert) -> None:
