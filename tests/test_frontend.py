@@ -848,3 +848,25 @@ def test_starred_unpacking_gathers_the_rest_as_python_does():
         def few(A: T.Tensor((4,), "float32")):
             with T.Kernel(1, threads=32) as bx:
                 x, *y, z = (1,)
+
+
+def test_integer_powers_of_kernel_ints_are_exact_ints(rng):
+    """`A[i] ** 6` of an int went through float32 pow (19 ** 6 came back 47045880, one short) and was a float;
+    a kernel int to a Python int power >= 0 is the int, as in Python. Checked on both interpreters."""
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), B: T.Tensor((8, 3), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                B[i, 0] = A[i] ** 6
+                B[i, 1] = A[i] ** 0
+                B[i, 2] = A[i] ** 7 // 3
+
+    assert "pow" not in str(main), str(main)
+    a = rng.integers(-21, 22, 8).astype(np.int32)
+    a[0] = 19
+    want = np.stack([a ** 6, a ** 0, a ** 7 // 3], axis=1)
+    for target in ("cpu", "simt:sm_80"):
+        out = np.full((8, 3), np.iinfo(np.int32).min, np.int32)
+        tilec.compile(main, target=target)(a, out)
+        np.testing.assert_array_equal(out, want, err_msg=target)

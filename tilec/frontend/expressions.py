@@ -169,6 +169,8 @@ class ExprParser(ScopeTracker):
             for _ in range(b - 1):
                 out = binop("*", out, a)
             return out
+        if isinstance(a, Expr) and a.dtype.is_int and isinstance(b, int) and not isinstance(b, bool) and b >= 0:
+            return _int_power(a, b)  # an int, as in Python (float32 pow rounds above 2**24)
         x = as_expr(a)
         if not x.dtype.is_float and not (isinstance(b, Expr) and b.dtype.is_float):
             x = cast("float32", x)
@@ -318,6 +320,18 @@ _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "
 
 def _relocated(node: ast.expr) -> ast.expr:
     return ast.fix_missing_locations(node)
+
+
+def _int_power(a: Expr, n: int) -> Expr:
+    """``a ** n`` of a kernel int by squaring (``n >= 0``; 1 when ``n`` is 0)."""
+    out: Expr | None = None
+    while n:
+        if n & 1:
+            out = a if out is None else binop("*", out, a)
+        n >>= 1
+        if n:
+            a = binop("*", a, a)
+    return out if out is not None else as_expr(1, a.dtype)
 
 
 def _as_bool(v: Any) -> Any:
