@@ -870,3 +870,33 @@ def test_integer_powers_of_kernel_ints_are_exact_ints(rng):
         out = np.full((8, 3), np.iinfo(np.int32).min, np.int32)
         tilec.compile(main, target=target)(a, out)
         np.testing.assert_array_equal(out, want, err_msg=target)
+
+
+def test_python_ints_a_kernel_int_cannot_hold_widen_it_to_int64(rng):
+    """`A[i] + 2**40` wrapped the constant into int32 (0), so `(A[i] + 2**40) % 7` was `A[i] % 7` and `A[i] < 2**40`
+    was `A[i] < 0`: the kernel value widens to int64, as TileLang does, and Python's arithmetic holds; a constant no
+    64-bit type holds is an error. Checked on both interpreters against numpy's int64."""
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), B: T.Tensor((8, 4), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                B[i, 0] = (A[i] + 2**40) % 7
+                B[i, 1] = T.if_then_else(A[i] < 2**40, 1, 0)
+                B[i, 2] = max(A[i], 2**33) // 2**31
+                B[i, 3] = (A[i] * 3000000000) // 2**32
+
+    a = rng.integers(-1000, 1000, 8).astype(np.int32)
+    w = a.astype(np.int64)
+    want = np.stack([(w + 2**40) % 7, np.ones(8, np.int64), np.full(8, 4), (w * 3000000000) // 2**32], axis=1)
+    for target in ("cpu", "simt:sm_80"):
+        out = np.full((8, 4), np.iinfo(np.int32).min, np.int32)
+        tilec.compile(main, target=target)(a, out)
+        np.testing.assert_array_equal(out, want, err_msg=target)
+    with pytest.raises(tilec.errors.TilecTypeError, match=r"the constant 1180591620717411303424 does not fit int32 "
+                                                          r"\(the type of A\[0\]\) nor int64"):
+
+        @T.prim_func
+        def huge(A: T.Tensor((8,), "int32")):
+            with T.Kernel(1, threads=32) as bx:
+                A[1] = A[0] + 2**70
