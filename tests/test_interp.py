@@ -795,3 +795,23 @@ def test_fma_rounds_once(rng, target, dtype):
     assert want[0] == 2**-11 + 2**-24
     np.testing.assert_array_equal(o, want)
     assert np.any(want != (a * b + c)), "no case where one rounding differs from two"
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_the_side_a_uniform_condition_does_not_take_is_not_evaluated(rng, target):
+    """`A[i + 1] if i < 7 else 0` and `i < 7 and A[i + 1] > 0` in a serial loop read A[8] on the interpreters, which
+    reported an out-of-bounds read: C's ?:, && and || (the CUDA emitted) evaluate only the side they take."""
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), C: T.Tensor((8, 3), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.serial(8):
+                C[i, 0] = A[i + 1] if i < 7 else -1
+                C[i, 1] = T.if_then_else(i < 7 and A[i + 1] > 0, 1, 0)
+                C[i, 2] = T.if_then_else(i == 0 or A[i - 1] > 0, 1, 0)
+
+    a = rng.integers(-9, 9, 8).astype(np.int32)
+    out = poisoned((8, 3), "int32")
+    tilec.compile(main, target=target)(a, out)
+    want = [np.append(a[1:], -1), np.append(a[1:] > 0, False), np.insert(a[:-1] > 0, 0, True)]
+    np.testing.assert_array_equal(out, np.stack(want, axis=1).astype(np.int32))

@@ -420,7 +420,10 @@ class ThreadInterpreter:
             vals = self.read(e.mem, self.eval(e.offset, env, mask), e.lanes, m)
             return vals[:, 0] if e.lanes == 1 else vals
         if isinstance(e, BinOp):
-            a, b = self.eval(e.a, env, mask), self.eval(e.b, env, mask)
+            a = self.eval(e.a, env, mask)
+            if e.op in ("and", "or") and np.ndim(a) == 0 and bool(a) == (e.op == "or"):
+                return typed(a, e.dtype)  # C's && and || do not evaluate the right side
+            b = self.eval(e.b, env, mask)
             if e.a.dtype.is_float and e.a.dtype.bits < 32 and e.op not in ("and", "or"):
                 a, b = a.astype(np.float32), b.astype(np.float32)
             if e.op in ("//", "%") and e.a.dtype.is_int:
@@ -432,6 +435,8 @@ class ThreadInterpreter:
             return typed(e.at(self.eval(e.index, env, mask)), e.dtype)
         if isinstance(e, Select):  # C's ?: reads memory only on the side it takes (a tensor may have no elements)
             c = self.eval(e.cond, env, mask)
+            if np.ndim(c) == 0:
+                return typed(self.eval(e.a if c else e.b, env, mask), e.dtype)
             if np.ndim(c) != 1:
                 return typed(np.where(c, self.eval(e.a, env, mask), self.eval(e.b, env, mask)), e.dtype)
             m = np.ones(self.T, bool) if mask is None else mask

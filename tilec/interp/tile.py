@@ -334,6 +334,8 @@ class TileInterpreter:
             return typed(e.at(self.eval(e.index, env)), e.dtype)
         if isinstance(e, Select):
             c = self.eval(e.cond, env)
+            if np.ndim(c) == 0:  # C's ?: reads memory only on the side it takes (`A[i + 1] if i < n - 1 else 0`)
+                return typed(self.eval(e.a if c else e.b, env), e.dtype)
             return typed(np.where(c, self.eval(e.a, env), self.eval(e.b, env)), e.dtype)
         if isinstance(e, UnOp):
             x = self.eval(e.a, env)
@@ -353,7 +355,10 @@ class TileInterpreter:
         raise TypeError(f"the tile interpreter cannot evaluate {type(e).__name__}")
 
     def binop(self, e: BinOp, env: dict) -> np.ndarray:
-        a, b = self.eval(e.a, env), self.eval(e.b, env)
+        a = self.eval(e.a, env)
+        if e.op in ("and", "or") and np.ndim(a) == 0 and bool(a) == (e.op == "or"):
+            return typed(a, e.dtype)  # C's && and || do not evaluate the right side (`i < n and A[i] > 0`)
+        b = self.eval(e.b, env)
         operand = e.a.dtype
         if operand.is_float and operand.bits < 32 and e.op not in ("and", "or"):
             a, b = a.astype(np.float32), b.astype(np.float32)
