@@ -900,3 +900,23 @@ def test_python_ints_a_kernel_int_cannot_hold_widen_it_to_int64(rng):
         def huge(A: T.Tensor((8,), "int32")):
             with T.Kernel(1, threads=32) as bx:
                 A[1] = A[0] + 2**70
+
+
+def test_min_and_max_of_a_list_or_generator_of_kernel_values(rng):
+    """`max([A[i], B[i]])` and `min(A[i] + j for j in range(3))` ran Python's max over kernel values and failed
+    with 'has no Python truth value'; one iterable argument is the values, as in Python. Both interpreters."""
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "int32"), C: T.Tensor((8, 3), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                C[i, 0] = max([A[i], B[i]])
+                C[i, 1] = min(A[i] * j for j in range(-1, 2))
+                C[i, 2] = max((B[i], 4, A[i]))
+
+    a, b = (rng.integers(-9, 9, 8).astype(np.int32) for _ in range(2))
+    want = np.stack([np.maximum(a, b), np.minimum(np.minimum(-a, 0), a), np.maximum(np.maximum(b, 4), a)], axis=1)
+    for target in ("cpu", "simt:sm_80"):
+        out = np.full((8, 3), np.iinfo(np.int32).min, np.int32)
+        tilec.compile(main, target=target)(a, b, out)
+        np.testing.assert_array_equal(out, want, err_msg=target)

@@ -12,6 +12,7 @@ import ast
 import builtins
 import operator
 from collections import ChainMap
+from types import GeneratorType
 from typing import Any
 
 from tilec.errors import SourceLoc, TilecError, TilecSyntaxError, TilecTypeError
@@ -274,6 +275,10 @@ class ExprParser(ScopeTracker):
             self.b.loc = saved
 
     def call(self, fn: Any, args: list, kwargs: dict) -> Any:
+        if fn in (builtins.min, builtins.max) and len(args) == 1 and isinstance(args[0], (list, tuple, GeneratorType)):
+            args = [list(args[0])]  # max(xs) or max(x + j for j in ...): the values are the items (read once)
+            if not kwargs and args[0] and any(isinstance(self.rvalue(a), Expr) for a in args[0]):
+                return _BUILTIN_OVERRIDES[fn]([self.rvalue(a) for a in args[0]])
         if fn in _BUILTIN_OVERRIDES and any(isinstance(self.rvalue(a), Expr) for a in args):
             return _BUILTIN_OVERRIDES[fn]([self.rvalue(a) for a in args])
         if fn is builtins.range:
