@@ -116,3 +116,25 @@ def test_float8_constant_is_printed_rounded_as_interpreted():
     x, z = np.zeros(64, ml_dtypes.float8_e4m3fn), np.zeros(64, ml_dtypes.float8_e4m3fn)
     tilec.JITKernel(main, "cpu")(x, z)
     assert float(z[0]) == 1.125
+
+
+@pytest.mark.parametrize("target", ["cuda:sm_80", "hip:gfx90a"])
+def test_invert_of_a_bool_is_the_logical_not_as_interpreted(target):
+    """`~(A[i] > 0)` is the logical not on the interpreters (numpy's ~ of a bool); C's `~` promoted the bool to int,
+    so the GPU stored -1 / -2 and a bool result was always true: it is emitted as `!`."""
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "int32"), B: T.Tensor((8,), "int32"), M: T.Tensor((8,), "bool")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                B[i] = ~(A[i] > 0)
+                M[i] = ~(A[i] > 0) & (A[i] > -3)
+
+    body = tilec.JITKernel(main, target).get_kernel_source()
+    body = body[body.index('extern "C"'):]
+    assert "~" not in body and body.count("(!(A[") == 2, body
+    a = np.arange(-4, 4, dtype=np.int32)
+    b, m = np.full(8, -7, np.int32), np.zeros(8, bool)
+    tilec.compile(main, target="cpu")(a, b, m)
+    np.testing.assert_array_equal(b, a <= 0)
+    np.testing.assert_array_equal(m, (a <= 0) & (a > -3))

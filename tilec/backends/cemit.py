@@ -430,6 +430,8 @@ class CEmitter:
             return self.binop(x, prec)
         if isinstance(x, UnOp):
             op = {"-": "-", "~": "~", "not": "!"}[x.op]
+            if op == "~" and x.a.dtype.is_bool:
+                op = "!"  # C's ~ promotes a bool to int (~true is -2, nonzero); the interpreters' ~ of a bool is not
             if op != "!" and x.dtype.is_int and x.dtype.bits < 32:  # -(-128) and ~(uint8)0 leave the type in C
                 return f"static_cast<{self.ctype(x.dtype)}>({op}{self.e(x.a, 11)})"
             return f"({op}{self.e(x.a, 11)})"
