@@ -1332,6 +1332,19 @@ def test_with_of_something_else_than_t_kernel_is_refused_before_it_runs(tmp_path
     assert not path.exists()
 
 
+def test_python_print_of_a_kernel_value_names_t_print():
+    """print(A[i]) ran Python's print once, at parse time, printing the expression's text."""
+    with pytest.raises(TilecTypeError, match=r"print\(\) of a kernel value runs once.*use T.print") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(4):
+                    print("value", A[i])  # py-print
+
+    assert_points_at(ei.value, "py-print")
+
+
 def test_python_round_of_a_kernel_value_names_t_round():
     """round(A[i]) failed inside Python ('type Load doesn't define __round__ method'); the error now names T.round
     and how its halves differ from Python's."""

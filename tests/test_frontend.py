@@ -920,3 +920,21 @@ def test_min_and_max_of_a_list_or_generator_of_kernel_values(rng):
         out = np.full((8, 3), np.iinfo(np.int32).min, np.int32)
         tilec.compile(main, target=target)(a, b, out)
         np.testing.assert_array_equal(out, want, err_msg=target)
+
+
+def test_unary_minus_and_plus_of_a_bool_are_ints(rng):
+    """`-(A[i] > 0)` is -1 or 0, as in Python (and C): numpy's negative refused a bool inside both interpreters."""
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), C: T.Tensor((8, 2), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                C[i, 0] = -(A[i] > 0)
+                C[i, 1] = +(A[i] > 0) * 3
+
+    a = rng.standard_normal(8).astype(np.float32)
+    want = np.stack([-(a > 0).astype(np.int32), (a > 0).astype(np.int32) * 3], axis=1)
+    for target in ("cpu", "simt:sm_80"):
+        out = np.full((8, 2), 7, np.int32)
+        tilec.compile(main, target=target)(a, out)
+        np.testing.assert_array_equal(out, want, err_msg=target)

@@ -186,6 +186,8 @@ class ExprParser(ScopeTracker):
         if not isinstance(v, Expr):
             return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
                     ast.Invert: operator.invert}[op](v)
+        if v.dtype.is_bool and op in (ast.USub, ast.UAdd):  # Python's -True is -1: an int
+            v = cast("int32", v)
         return {ast.USub: lambda: unop("-", v), ast.UAdd: lambda: v, ast.Not: lambda: unop("not", v),
                 ast.Invert: lambda: unop("~", v)}[op]()
 
@@ -286,6 +288,9 @@ class ExprParser(ScopeTracker):
         if fn is builtins.round and any(isinstance(self.rvalue(a), Expr) for a in args):
             raise TilecTypeError("round() of a kernel value: use T.round (C's roundf: halves away from zero, where "
                                  "Python's round takes them to even), T.floor or T.ceil")
+        if fn is builtins.print and any(isinstance(self.rvalue(a), (Expr, Buffer)) for a in [*args, *kwargs.values()]):
+            raise TilecTypeError("print() of a kernel value runs once, when the kernel is parsed, and prints the "
+                                 "expression, not its values: use T.print(value, msg) to print from the device")
         if isinstance(fn, Macro):
             return self.inline(fn, args, kwargs)
         owner, bodies = getattr(fn, "__self__", None), getattr(self, "bodies", ())
