@@ -570,6 +570,17 @@ def test_copy_gemm_reduce_shape_mismatches():
                 c = T.alloc_fragment((16, 8), "float32")
                 T.gemm(a, a, c)
 
+    with pytest.raises(TilecTypeError, match=r"T.gemm: C \(c\) must be a fragment \(T.alloc_fragment\), got scope "
+                                             r"'shared'") as ei:
+
+        @T.prim_func
+        def main3b(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                a = T.alloc_shared((16, 16), "float16")
+                c = T.alloc_shared((16, 16), "float32")
+                T.gemm(a, a, c)  # gemm-shared-c
+
+    assert_points_at(ei.value, "gemm-shared-c")  # the GPU targets said "fragment 'c' has no layout"
     with pytest.raises(TilecTypeError, match=r"T.gemm: operand A \(A\) is a global tensor"):
 
         @T.prim_func

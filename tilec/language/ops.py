@@ -134,7 +134,7 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
                               f"B ({rb}, transpose_B={transpose_B}) has K={kb}")
     if not (_dims_equal(ec[0], m) and _dims_equal(ec[1], n)):
         raise TilecValueError(f"T.gemm: C ({rc}) is {_extents_str(ec)} but A @ B is ({m}, {n})")
-    if rc.buffer.scope not in ("fragment", "local", "shared"):
+    if rc.buffer.scope != "fragment":  # the GPU lowerings place C by a fragment layout (shared or local had none)
         raise TilecTypeError(f"T.gemm: C ({rc.buffer.name}) must be a fragment (T.alloc_fragment), "
                              f"got scope {rc.buffer.scope!r}")
     for name, r in (("A", ra), ("B", rb)):
