@@ -589,6 +589,19 @@ def test_copy_gemm_reduce_shape_mismatches():
                 c = T.alloc_fragment((16, 16), "float32")
                 T.gemm(A, A, c)
 
+    with pytest.raises(TilecTypeError, match=r"T.gemm: operand B \(b\) must be in shared memory or a fragment "
+                                             r"\(T.alloc_shared, T.alloc_fragment\), got scope 'local'") as ei:
+
+        @T.prim_func
+        def main4b(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                a = T.alloc_shared((16, 16), "float16")
+                b = T.alloc_local((16, 16), "float16")
+                c = T.alloc_fragment((16, 16), "float32")
+                T.gemm(a, b, c)  # gemm-local-b
+
+    assert_points_at(ei.value, "gemm-local-b")  # sm_80 failed with a KeyError in lowering, gfx90a gave NaN
+
     with pytest.raises(TilecValueError, match=r"T.reduce_sum: dst r has shape \(8,\), expected \(16,\) \(src x of "
                                               r"shape \(16, 32\) reduced over dim 1\)"):
 

@@ -141,6 +141,9 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
         if r.buffer.scope == "global":
             raise TilecTypeError(f"T.gemm: operand {name} ({r.buffer.name}) is a global tensor; copy it to shared "
                                  "memory or a fragment first (T.copy)")
+        if r.buffer.scope not in ("shared", "fragment"):  # a thread's own array holds no tile the threads share
+            raise TilecTypeError(f"T.gemm: operand {name} ({r.buffer.name}) must be in shared memory or a fragment "
+                                 f"(T.alloc_shared, T.alloc_fragment), got scope {r.buffer.scope!r}")
     fp8 = ("float8_e4m3", "float8_e5m2")
     if ra.dtype is not rb.dtype and not (ra.dtype.name in fp8 and rb.dtype.name in fp8):
         raise TilecTypeError(f"T.gemm: A and B must have one dtype (or be two fp8 types), got {ra.dtype} "
