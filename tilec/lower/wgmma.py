@@ -80,6 +80,8 @@ def _plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN202 - a Ge
         return f"K={k} is not a multiple of {k_atom}"
     if g.transpose_A:
         return "transpose_A (wgmma reads A stored M x K)"
+    if a.scope == "fragment" and not g.A.is_full():
+        return f"A in registers is part of a fragment ({g.A})"
     gm = next((d for d in range(groups, 0, -1) if groups % d == 0 and m % (64 * d) == 0), 0)
     if not gm:
         return f"M={m} is not a multiple of 64 rows a warpgroup"

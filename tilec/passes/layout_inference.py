@@ -238,6 +238,8 @@ class _Inference:
             reasons.append("a transposed register operand")
         if not g.C.is_full() or g.C.buffer.scope != "fragment":
             reasons.append("C is not a whole fragment")
+        reasons += [f"register operand {r} is part of a fragment" for r in (g.A, g.B)
+                    if r.buffer.scope == "fragment" and not r.is_full()]  # the atoms' registers are the whole one's
         k_atom = 256 // g.A.dtype.bits if g.A.dtype.bits in (8, 16) else 16
         if self.T % lanes or k % k_atom:
             reasons.append(f"K={k} is not a multiple of {k_atom}" if k % k_atom else f"{self.T} threads")
