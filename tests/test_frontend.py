@@ -122,6 +122,27 @@ def test_copy_forms_and_scopes():
     """)
 
 
+def test_copy_start_index_takes_a_column_tiles_extents_dim_for_dim():
+    """``T.copy(X[0, 0], x)`` with ``x`` of shape (33, 1): the start index takes (33, 1), not x's non-unit extents
+    aligned to the right ((1, 33): a row of X, clipped to its first element, the rest of the column zeros)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((33, 1), "float32"), Y: T.Tensor((4, 33, 1), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            x = T.alloc_fragment((33, 1), "float32")
+            T.copy(X[0, 0], x)
+            T.copy(x, Y[bx, 0, 0])
+
+    assert_ir(main, """
+        @T.prim_func
+        def main(X: T.Tensor((33, 1), "float32"), Y: T.Tensor((4, 33, 1), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                x = T.alloc_fragment((33, 1), "float32")
+                T.copy(X, x)
+                T.copy(x, Y[bx, :33, 0])
+    """)
+
+
 # ------------------------------------------------------------------------------------------------------ gemm
 
 

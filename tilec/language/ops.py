@@ -44,9 +44,12 @@ def _extents_str(ext: tuple[Dim, ...]) -> str:
 
 
 def _with_extents(ld: Load, like: Region) -> Region:
-    """The start-index form ``A[i, j]``: extents from the other operand, aligned to the trailing dimensions."""
-    ext = like.squeezed_extents() or (1,)
+    """The start-index form ``A[i, j]``: extents from the other operand, aligned to the trailing dimensions (its
+    non-unit extents where it has more dimensions than ``ld``)."""
     n = len(ld.indices)
+    if len(like.extents) <= n:
+        return Region(ld.buffer, ld.indices, (1,) * (n - len(like.extents)) + tuple(like.extents))
+    ext = like.squeezed_extents() or (1,)
     if len(ext) > n:
         raise TilecTypeError(f"region of {ld.buffer.name!r} has {n} dimension(s) but the other operand is "
                              f"{len(ext)}-dimensional {_extents_str(ext)}")
