@@ -497,6 +497,36 @@ def test_reduction_into_a_fragment_keeping_the_reduced_dim(rng, target, dim):
     assert_close(d, a - ref, "float32", scale=float(np.abs(a).sum(axis=dim).max()))
 
 
+@pytest.mark.parametrize("laid_out_before", [False, True])
+def test_reduction_into_a_row_of_a_fragment_is_refused_at_its_line(laid_out_before):
+    """``T.reduce_sum(x, s[1, :], dim=1)`` with ``s`` a (3, 16) fragment: layout inference gave ``s`` the (16,) rows of
+    ``x`` (ValueError 'reshape: new_shape must have 16 elements', no line); lowering supports no part of a fragment as
+    the result, so it is refused at the reduction's line (the tile interpreter runs it)."""
+    import tilec
+    from tilec.errors import TilecError
+
+    @T.prim_func
+    def main(X: T.Tensor((16, 64), "float32"), Y: T.Tensor((3, 16), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((16, 64), "float32")
+            s = T.alloc_fragment((3, 16), "float32")
+            T.copy(X, x)
+            if laid_out_before:
+                for i, j in T.Parallel(3, 16):
+                    s[i, j] = 0
+            else:
+                T.fill(s, 0)
+            T.reduce_sum(x, s[1, :], dim=1)  # into a row
+            T.copy(s, Y)
+
+    x, y = np.ones((16, 64), np.float32), poisoned((3, 16), "float32")
+    tilec.JITKernel(main, "cpu")(x, y)
+    assert_close(y, np.array([[0.0] * 16, [64.0] * 16, [0.0] * 16]), "float32")
+    with pytest.raises(TilecError, match="reductions into part of a fragment are not supported") as e:
+        simt(main)(x, y)
+    assert "T.reduce_sum(x, s[1, :], dim=1)  # into a row" in str(e.value)
+
+
 @pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
 @pytest.mark.parametrize(("threads", "red"), [(32, "sum"), (128, "sum"), (128, "max")])
 def test_reduction_of_a_vector_to_one_value(rng, target, threads, red):

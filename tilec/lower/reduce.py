@@ -99,6 +99,9 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
         return _from_memory(lw, r)
     if not r.src.is_full():
         raise TilecError("reductions of part of a fragment are not supported; reduce the whole fragment", r.loc)
+    if r.dst.buffer.scope == "fragment" and not r.dst.is_full():
+        raise TilecError("reductions into part of a fragment are not supported; reduce into a whole fragment (or a "
+                         "shared buffer's region)", r.loc)
     from tilec.lower.layouts import project
 
     F = lw.fragment(r.src.buffer)

@@ -294,7 +294,7 @@ class _Inference:
     def reduce(self, r: Reduce) -> bool:
         s, d = r.src.buffer, r.dst.buffer
         fs = self.plan.fragments.get(s)
-        if s.scope == d.scope == "fragment" and fs is not None and d not in self.plan.fragments:
+        if s.scope == d.scope == "fragment" and fs is not None and d not in self.plan.fragments and r.dst.is_full():
             keep = tuple(i for i in range(s.ndim) if i != r.dim)
             rows = project(fs, keep)
             if rows.shape != tuple(int(e) for e in d.shape):  # the result keeps unit dims, e.g. (M, 1)
