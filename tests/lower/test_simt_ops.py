@@ -340,6 +340,28 @@ def test_atomic_adds_from_many_blocks(rng):
     assert count[0] == 7 + nb
 
 
+def test_fill_of_a_region_of_a_local_array(rng):
+    """``T.fill(l[1:3, 2:5], v)`` on a T.alloc_local array filled the whole array on GPU targets."""
+
+    @T.prim_func
+    def main(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            loc = T.alloc_local((4, 8), "float32")
+            T.copy(X, loc)
+            T.fill(loc[1:3, 2:5], 5.0)
+            for k in T.serial(2):
+                T.fill(loc[3, k * 4 + 1 : k * 4 + 3], -1.0)
+            T.copy(loc, Y)
+
+    x = randn(rng, (4, 8), "float32")
+    y = poisoned((4, 8), "float32")
+    simt(main)(x, y)
+    ref = x.astype(np.float64)
+    ref[1:3, 2:5] = 5.0
+    ref[3, [1, 2, 5, 6]] = -1.0
+    assert_close(y, ref, "float32")
+
+
 def test_shared_memory_elementwise_with_conditions(rng):
     @T.prim_func
     def main(A: T.Tensor((16, 24), "float16"), B: T.Tensor((16, 24), "float32")):

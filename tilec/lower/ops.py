@@ -236,10 +236,10 @@ def lower_fill(lw: Lowerer, f: Fill) -> TStmt:
     r = f.dst
     if r.buffer.scope == "fragment":
         return _frag_loop(lw, r, lambda vs, inside: _guard(inside, Store(r.buffer, vs, f.value)), f.loc)
-    if r.buffer.scope in ("local", "var"):
-        n = max(1, math.prod(int(d) for d in r.buffer.shape))
+    if r.buffer.scope in ("local", "var"):  # the region's elements (a var: its one element)
         mem = lw.mem_of(r.buffer)
-        return seq([Write(mem, const(i), f.value) for i in range(n)])
+        return seq([Write(mem, lw.private_offset(r.buffer, [binop("+", st, i) for st, i in zip(r.starts, pos)]),
+                          f.value) for pos in np.ndindex(*(int(e) for e in r.extents))])
     return _chunked(lw, r, None, None, fill=f.value)
 
 
