@@ -362,6 +362,40 @@ def test_fill_of_a_region_of_a_local_array(rng):
     assert_close(y, ref, "float32")
 
 
+@pytest.mark.parametrize("op", ["cumsum", "reduce_from", "reduce_into"])
+def test_scan_or_reduction_of_a_local_array_is_refused_at_its_line(op):
+    """A T.alloc_local array is private to each thread and a tile copy fills each element on one thread only; a scan
+    or reduction of one read other threads' elements (each thread scanned its line of its own, mostly unwritten
+    copy: the result was the input unchanged) or indexed it as shared or global memory: refused at the op's line."""
+    import tilec
+    from tilec.errors import TilecError
+
+    @T.prim_func
+    def main(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((4, 8), "float32"), Z: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            loc = T.alloc_local((4, 8), "float32")
+            f = T.alloc_fragment((4, 8), "float32")
+            r = T.alloc_local((4,), "float32")
+            T.copy(X, loc)
+            T.copy(X, f)
+            T.fill(r, 0)
+            if op == "cumsum":
+                T.cumsum(loc, dim=1)  # the op
+            elif op == "reduce_from":
+                T.reduce_sum(loc, r, dim=1)  # the op
+            else:
+                T.reduce_sum(f, r, dim=1)  # the op
+            T.copy(loc, Y)
+            T.copy(r, Z)
+
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    y, z = poisoned((4, 8), "float32"), poisoned((4,), "float32")
+    tilec.JITKernel(main, "cpu")(x, y, z)  # the tile interpreter runs it
+    with pytest.raises(TilecError, match="of T.alloc_local arrays are not supported on GPU targets") as e:
+        simt(main)(x, y, z)
+    assert "# the op" in str(e.value)
+
+
 def test_shared_memory_elementwise_with_conditions(rng):
     @T.prim_func
     def main(A: T.Tensor((16, 24), "float16"), B: T.Tensor((16, 24), "float32")):

@@ -263,11 +263,21 @@ def lower_atomic_add(lw: Lowerer, a: AtomicAdd) -> TStmt:
     return lower_parallel(lw, p, default_fragment(ext, lw.T))
 
 
+def private_operand(src: Region, dst: Region, what: str, loc: Any) -> None:
+    """Refuses a tile op that would need other threads' elements of a T.alloc_local / T.alloc_var buffer (each
+    thread has its own, and a tile copy writes each element on one thread only)."""
+    for r in (src, dst):
+        if r.buffer.scope in ("local", "var"):
+            raise TilecError(f"{what} of T.alloc_local arrays are not supported on GPU targets ({r.buffer.name!r} is "
+                             "private to each thread); use a fragment or a shared buffer", loc)
+
+
 @lower_rule(CumSum)
 def lower_cumsum(lw: Lowerer, c: CumSum) -> TStmt:
     """Each thread scans whole lines along ``dim``, summing in the destination's type (float32 for 16-bit floats, as
     the tile interpreter does); fragments go through a shared scratch buffer of that type."""
     s, d = c.src, c.dst
+    private_operand(s, d, "prefix sums", c.loc)
     shape = [int(e) for e in s.extents]
     parts: list[TStmt] = []
     src_buf, dst_buf = s, d

@@ -22,6 +22,7 @@ from tilec.ir.stmt import Reduce
 from tilec.layout import Fragment
 from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.layouts import inverse_table
+from tilec.lower.ops import private_operand
 from tilec.lower.symbolic import to_ir
 from tilec.lower.tir import If, Loop, MemRef, Sync, TCall, TStmt, Write, seq
 
@@ -95,6 +96,7 @@ def _span(masks: list[int]) -> set[int]:
 
 @lower_rule(Reduce)
 def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
+    private_operand(r.src, r.dst, "reductions", r.loc)
     if r.src.buffer.scope != "fragment":
         return _from_memory(lw, r)
     if not r.src.is_full():
