@@ -362,6 +362,27 @@ def test_fill_of_a_region_of_a_local_array(rng):
     assert_close(y, ref, "float32")
 
 
+def test_copy_into_a_local_array_gives_every_thread_all_of_it(rng):
+    """A T.alloc_local array is private to each thread; ``T.copy(X, loc)`` wrote each element on one thread only
+    (the block's threads shared the copy out as for a shared buffer), so a thread reading an element another thread
+    had copied read garbage on GPU targets."""
+
+    @T.prim_func
+    def main(X: T.Tensor((3, 8), "float16"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            loc = T.alloc_local((2, 8), "float32")
+            T.copy(X[1:3, :], loc)
+            for i in T.Parallel(64):
+                Y[i] = loc[i % 2, (i * 5 + 3) % 8] * 2.0 + loc[1 - i % 2, i % 8]
+
+    x = randn(rng, (3, 8), "float16")
+    y = poisoned((64,), "float32")
+    simt(main)(x, y)
+    i = np.arange(64)
+    lx = x[1:3].astype(np.float64)
+    assert_close(y, lx[i % 2, (i * 5 + 3) % 8] * 2.0 + lx[1 - i % 2, i % 8], "float32")
+
+
 @pytest.mark.parametrize("op", ["cumsum", "reduce_from", "reduce_into"])
 def test_scan_or_reduction_of_a_local_array_is_refused_at_its_line(op):
     """A T.alloc_local array is private to each thread and a tile copy fills each element on one thread only; a scan

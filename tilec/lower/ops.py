@@ -92,7 +92,7 @@ def lower_copy(lw: Lowerer, c: Copy) -> TStmt:
             return _guard(inside, Store(d.buffer, tuple(dst_idx), cast(d.dtype, Load(s.buffer, tuple(src_idx)))))
 
         return _frag_loop(lw, side, body, c.loc)
-    return _chunked(lw, d, lambda idx: _copy_value(lw, s, d, idx), s)
+    return _chunked(lw, d, lambda idx: _copy_value(lw, s, d, idx), s, every_thread=d.buffer.scope in ("local", "var"))
 
 
 def _copy_value(lw: Lowerer, s: Region, d: Region, didx: list[Expr]) -> tuple[list[Expr], Buffer]:
@@ -103,21 +103,22 @@ def _copy_value(lw: Lowerer, s: Region, d: Region, didx: list[Expr]) -> tuple[li
 
 
 def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr | None = None,
-             asynchronous: int = 0) -> TStmt:
+             asynchronous: int = 0, every_thread: bool = False) -> TStmt:
     """Write region ``d`` chunk by chunk: from ``s`` (a copy, possibly vectorized; with cp.async of
-    ``asynchronous`` bytes per chunk when that is set) or with ``fill``."""
+    ``asynchronous`` bytes per chunk when that is set) or with ``fill``. The block's threads share the chunks out,
+    or with ``every_thread`` each thread writes all of them (a T.alloc_local destination: each thread has its own)."""
     ext = [int(e) if isinstance(e, int) else None for e in d.extents]
     if any(e is None for e in ext):
         raise TilecError(f"region {d} needs static extents on the GPU targets", lw.loc)
     n = math.prod(ext)
     v = _vector(lw, d, s, ext) if s is not None else 1
     chunks = n // v
-    T = lw.T
+    T, tx = (1, const(0)) if every_thread else (lw.T, lw.tx)
     q = Var(lw.fresh("q"))
-    c = binop("+", binop("*", q, T), lw.tx)
-    didx = [binop("+", st, x) for st, x in zip(d.starts, _chunk_coords(ext, v, T, q, lw.tx))]
+    c = binop("+", binop("*", q, T), tx)
+    didx = [binop("+", st, x) for st, x in zip(d.starts, _chunk_coords(ext, v, T, q, tx))]
     lw.ranges[q] = (0, -(-chunks // T) - 1)
-    lw.ranges[lw.tx] = (0, T - 1)
+    lw.ranges[lw.tx] = (0, lw.T - 1)
     dmem = lw.mem_of(d.buffer)
     dpred = lw.in_bounds(d.buffer, didx) if d.buffer.scope == "global" else None
     doff = _offset(lw, d.buffer, didx)
@@ -145,7 +146,7 @@ def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr |
     if chunks % T:
         stmt = If(binop("<", c, chunks), stmt)
     trips = -(-chunks // T)
-    return Loop(q, const(trips), stmt, unroll=trips <= 16) if trips > 1 else _subst_q(stmt, q)
+    return Loop(q, const(trips), stmt, unroll=trips <= 16 or every_thread) if trips > 1 else _subst_q(stmt, q)
 
 
 def _unravel(flat: Expr, ext: list[int]) -> list[Expr]:
