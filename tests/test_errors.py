@@ -399,6 +399,22 @@ def test_python_containers_changed_in_runtime_bodies_are_errors():
     assert "B[3] = B[0] + B[1] + B[2]" in str(appended_at_compile_time)
 
 
+def test_augmented_assignment_of_a_tile_names_the_statement():
+    """`F[0:4] += 1` on a tile is refused at its line, quoting the statement (the message read '`F[0:4] = ...`': the
+    operator was lost)."""
+    with pytest.raises(TilecSyntaxError, match=r"`F\[0:4\] \+= 1` needs one element of 'F'; use a T.Parallel") as ei:
+
+        @T.prim_func
+        def main(X: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                F = T.alloc_fragment((8,), "float32")
+                T.copy(X, F)
+                F[0:4] += 1  # tile-aug
+                T.copy(F, X)
+
+    assert_points_at(ei.value, "tile-aug")
+
+
 def test_kernel_expression_errors_carry_the_location():
     with pytest.raises(TilecTypeError, match=r"`/` on integers \(bx / 2\) is not defined") as ei:
 

@@ -175,7 +175,7 @@ class Parser(ExprParser):
         elif isinstance(t, ast.Subscript):
             ref = self.expr(t)
             if not isinstance(ref, Load):
-                raise TilecSyntaxError(f"`{ast.unparse(t)} {ast.unparse(node.op)}= ...` needs one element; "
+                raise TilecSyntaxError(f"`{ast.unparse(node)}` needs one element of {ast.unparse(t.value)!r}; "
                                        "use a T.Parallel loop for a tile")
             self.store(ref, self.binary(op, ref, value))
         else:
