@@ -383,6 +383,60 @@ def test_copy_into_a_local_array_gives_every_thread_all_of_it(rng):
     assert_close(y, lx[i % 2, (i * 5 + 3) % 8] * 2.0 + lx[1 - i % 2, i % 8], "float32")
 
 
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+def test_parallel_loop_writing_a_local_array_runs_on_every_thread(rng, target):
+    """A T.Parallel loop writing a T.alloc_local array was spread over the threads like any loop, so each thread's
+    copy held only its own iterations' elements: a serial sum over the array read unwritten elements (NaN) and a copy
+    out of it got elements from threads that never wrote them. Every thread now runs all the iterations (its copy is
+    whole); the loop's global stores come from one thread."""
+    import tilec
+
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32"), W: T.Tensor((64,), "float32"),
+             Z: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            loc = T.alloc_local((64,), "float32")
+            for i in T.Parallel(64):
+                loc[i] = X[i] * 2.0
+                W[i] = loc[i] + 1.0
+            T.copy(loc, Y)
+            s = T.alloc_var("float32")
+            s = 0.0
+            for k in T.serial(64):
+                s = s + loc[(k * 7) % 64] * (k + 1)
+            Z[0] = s
+
+    x = randn(rng, (64,), "float32")
+    y, w, z = poisoned((64,), "float32"), poisoned((64,), "float32"), poisoned((1,), "float32")
+    tilec.JITKernel(main, target)(x, y, w, z)
+    x2 = 2.0 * x.astype(np.float64)
+    k = np.arange(64)
+    assert_close(y, x2, "float32")
+    assert_close(w, x2 + 1.0, "float32")
+    assert_close(z, np.array([np.sum(x2[(k * 7) % 64] * (k + 1))]), "float32", scale=float(np.abs(x2).sum() * 64))
+
+
+def test_parallel_loop_on_a_fragment_writing_a_local_array_is_refused():
+    """A loop that runs on a fragment's layout shares its iterations out, so it cannot fill each thread's copy of a
+    T.alloc_local array: refused naming the array and the loop's line (before: each copy partly written)."""
+    from tilec.errors import LayoutConflictError
+
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float32"), Y: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            f = T.alloc_fragment((64,), "float32")
+            loc = T.alloc_local((64,), "float32")
+            T.copy(X, f)
+            for i in T.Parallel(64):  # the loop
+                loc[i] = f[i] * 2.0
+            T.copy(loc, Y)
+
+    with pytest.raises(LayoutConflictError, match=r"the T.Parallel loop at line \d+ writes 'loc', which each thread "
+                                                  r"holds a copy of .*make 'loc' a fragment") as e:
+        simt(main)(poisoned((64,), "float32"), poisoned((64,), "float32"))
+    assert "# the loop" in str(e.value)
+
+
 @pytest.mark.parametrize("op", ["cumsum", "reduce_from", "reduce_into"])
 def test_scan_or_reduction_of_a_local_array_is_refused_at_its_line(op):
     """A T.alloc_local array is private to each thread and a tile copy fills each element on one thread only; a scan

@@ -76,7 +76,7 @@ def project(frag: Fragment, dims: tuple[int, ...]) -> Fragment:
             per_thread[int(t)].append(e)
     sizes = {len(v) for v in per_thread.values()}
     if len(counts) != 1 or len(sizes) != 1:
-        return default_fragment(shape, T) if math.prod(shape) < T else _replicated_all(shape, T)
+        return default_fragment(shape, T) if math.prod(shape) < T else replicated_all(shape, T)
     rep = counts.pop()
     t_tab = np.zeros((math.prod(shape), rep), np.int64)
     l_tab = np.zeros((math.prod(shape), rep), np.int64)
@@ -172,7 +172,8 @@ def holds(loop: Fragment, frag: Fragment, dims: tuple[int, ...]) -> bool:
     return bool((local == local[0:1]).all())
 
 
-def _replicated_all(shape: tuple[int, ...], threads: int) -> Fragment:
+def replicated_all(shape: tuple[int, ...], threads: int) -> Fragment:
+    """Every thread holds (runs) all of the tile."""
     return Fragment(shape, lambda *a: a[-1], lambda *a: _flat(a[:-1], shape), replicate=threads,
                     num_threads=threads, num_locals=math.prod(shape))
 

@@ -47,6 +47,7 @@ from tilec.lower.layouts import (
     holds,
     operand_layout,
     project,
+    replicated_all,
     swizzle_bytes,
     vector_width,
 )
@@ -79,6 +80,7 @@ TENSOR_CORES = {
                        make_mfma_b_fragment),
 }
 _INSTR_OF = {"cuda": "mma", "hip": "mfma"}  # a backend's tensor-core instruction
+EVERYWHERE_MAX = 4096  # iterations of a T.Parallel loop that every thread runs (one writing T.alloc_local arrays)
 
 
 @dataclass
@@ -377,6 +379,18 @@ class _Inference:
         except TilecValueError as e:
             raise TilecValueError(f"{what}: {e.message}", op.loc) from None
 
+    def _everywhere(self, shape: tuple[int, ...], op: Parallel, private: list[Buffer]) -> Fragment:
+        """A loop writing a T.alloc_local / T.alloc_var buffer runs all its iterations on every thread, as each
+        thread has its own copy (spread over the threads, each copy would hold only its thread's elements); the
+        copies of the loop write shared and global memory from one thread."""
+        n = math.prod(shape)
+        if n > EVERYWHERE_MAX:
+            raise TilecValueError(f"the T.Parallel loop writes {private[0].name!r}, which each thread holds a copy of "
+                                  f"(T.alloc_local), so every thread runs all its {n} iterations; at most "
+                                  f"{EVERYWHERE_MAX}: use a fragment (T.alloc_fragment) to spread it over the "
+                                  "threads", op.loc)
+        return replicated_all(shape, self.T)
+
     def free_shared(self) -> None:
         """A 2-D shared tile written from a fragment, written by TMA or read into a fragment, and otherwise
         unconstrained: the XOR swizzle of tensor-core operands, under which a warp's accesses to fragment rows (8
@@ -424,6 +438,9 @@ class _Inference:
                     loop = self.plan.loops[op] = around(self.plan.fragments[buf], dims, shape)
                     self.plan.origin[op] = ("free", f"around {buf.name}")
                     self.loop_src[op] = buf
+                elif (private := _private_stores(op)) and not _fragments_of(op):
+                    loop = self.plan.loops[op] = self._everywhere(shape, op, private)
+                    self.plan.origin[op] = ("free", f"every thread runs all of it ({private[0].name} is private)")
                 else:
                     vec = _loop_vector(op, shape)
                     loop = self.plan.loops[op] = self._spread(shape, vec, op, "the T.Parallel loop")
@@ -440,7 +457,21 @@ class _Inference:
                 break
         self.free_shared()
         self.free_loops()
+        for op in self.ops:
+            if isinstance(op, Parallel) and (private := _private_stores(op)):
+                self.check_private(op, private)
         return self.plan
+
+    def check_private(self, op: Parallel, private: list[Buffer]) -> None:
+        """A loop whose threads share out the iterations (it runs on a fragment's layout) cannot write a
+        T.alloc_local / T.alloc_var buffer: each thread's copy would get only that thread's elements."""
+        loop = self.plan.loops[op]
+        if loop.replicate == self.T and loop.num_locals == math.prod(int(e) for e in op.extents):
+            return
+        raise LayoutConflictError(
+            f"the T.Parallel loop at line {_line(op)} writes {private[0].name!r}, which each thread holds a copy of "
+            f"(T.alloc_local), while it runs on {self.plan.origin[op][1]}: each thread would write only its own "
+            f"iterations' elements of its copy; make {private[0].name!r} a fragment (T.alloc_fragment)", op.loc)
 
 
 def _check_annotation(buf: Buffer, lay: Any, threads: int, loc: SourceLoc | None) -> None:
@@ -545,6 +576,12 @@ def _fragment_accesses(p: Parallel) -> list[tuple[Buffer, tuple[int, ...]]]:
             if all(isinstance(i, Var) and id(i) in pos for i in idx):
                 out.setdefault(id(n.buffer), (n.buffer, tuple(pos[id(i)] for i in idx)))
     return list(out.values())
+
+
+def _private_stores(p: Parallel) -> list[Buffer]:
+    """T.alloc_local / T.alloc_var buffers the loop body writes."""
+    return list({id(n.buffer): n.buffer for n in walk(p.body)
+                 if isinstance(n, Store) and n.buffer.scope in ("local", "var")}.values())
 
 
 def _fragments_of(op: Any) -> list[Buffer]:
