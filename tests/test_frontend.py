@@ -959,3 +959,36 @@ def test_unary_minus_and_plus_of_a_bool_are_ints(rng):
         out = np.full((8, 2), 7, np.int32)
         tilec.compile(main, target=target)(a, out)
         np.testing.assert_array_equal(out, want, err_msg=target)
+
+
+def test_a_kernel_redefined_with_another_local_annotation_is_parsed_again(rng, tmp_path):
+    """Two definitions of a kernel that differ only in the type annotation of a local (`x: T.float16 = ...` in one
+    notebook cell, `x: T.float32 = ...` in the next) are two kernels: Python compiles local annotations to nothing,
+    so both have equal code objects, and the parse cached for the first was taken for the second (a stale kernel,
+    its values rounded to float16)."""
+    import importlib.util
+
+    from conftest import assert_close, poisoned
+
+    text = textwrap.dedent("""
+        import tilec.language as T
+
+
+        @T.prim_func
+        def scale(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                for i in T.Parallel(64):
+                    x: T.{dtype} = A[i] * 3.0
+                    B[i] = x
+        """)
+    a = rng.standard_normal(64).astype(np.float32)
+    for cell, dtype in enumerate(("float16", "float32")):
+        path = tmp_path / f"cell_{cell}.py"
+        path.write_text(text.format(dtype=dtype))
+        spec = importlib.util.spec_from_file_location(f"tilec_test_cell_{cell}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        out = poisoned(64, "float32")
+        tilec.compile(mod.scale, target="cpu")(a, out)
+        ref = a.astype(np.float64) * 3.0
+        assert_close(out, ref.astype(np.float16) if dtype == "float16" else ref, "float32")

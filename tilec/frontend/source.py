@@ -32,15 +32,7 @@ class FunctionSource:
 
 
 @functools.lru_cache(maxsize=512)
-def _parse(code: Any) -> FunctionSource:
-    file = code.co_filename
-    try:
-        lines, first = inspect.findsource(code)
-    except OSError as e:
-        raise TilecSyntaxError(f"cannot read the source of kernel {code.co_name!r} ({file}): {e}; tilec parses "
-                               "the kernel's source, so it must live in a file or a notebook cell") from e
-    block = inspect.getblock(lines[first:])
-    text = "".join(block)
+def _parse(file: str, name: str, first: int, text: str) -> FunctionSource:
     dedented = textwrap.dedent(text)
     indent = len(text.splitlines()[0]) - len(dedented.splitlines()[0])
     tree = ast.parse(dedented)
@@ -54,16 +46,38 @@ def _parse(code: Any) -> FunctionSource:
                 node.end_col_offset += indent
     fdef = tree.body[0]
     if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        raise TilecSyntaxError(f"kernel {code.co_name!r}: expected a function definition")
-    return FunctionSource(fdef, file, code.co_name)  # type: ignore[arg-type]
+        raise TilecSyntaxError(f"kernel {name!r}: expected a function definition")
+    return FunctionSource(fdef, file, name)  # type: ignore[arg-type]
+
+
+# code object -> (file, first line, the lines of its definition and the line after it) last read: spares
+# inspect.getblock's tokenizing when they are unchanged
+_BLOCKS: dict[Any, tuple[str, int, int, list[str]]] = {}
 
 
 def function_source(fn: Any) -> FunctionSource:
-    """The :class:`FunctionSource` of ``fn`` (cached per code object)."""
+    """The :class:`FunctionSource` of ``fn``, read from its file (or notebook cell) as it is now and parsed once per
+    text. Not cached by code object alone: code objects compare equal across files and ignore what Python compiles
+    to nothing (``x: T.float16 = ...`` and ``x: T.float32 = ...`` give equal code), so a kernel redefined that way
+    would get the first definition's parse back."""
     code = getattr(fn, "__code__", None)
     if code is None:
         raise TilecSyntaxError(f"expected a Python function, got {type(fn).__name__}")
-    return _parse(code)
+    file = code.co_filename
+    try:
+        lines, first = inspect.findsource(code)
+    except OSError as e:
+        raise TilecSyntaxError(f"cannot read the source of kernel {code.co_name!r} ({file}): {e}; tilec parses "
+                               "the kernel's source, so it must live in a file or a notebook cell") from e
+    known = _BLOCKS.get(code)
+    if known is not None and known[:2] == (file, first) and lines[first:first + known[2] + 1] == known[3]:
+        block = known[3][:known[2]]
+    else:
+        block = inspect.getblock(lines[first:])
+        if len(_BLOCKS) >= 512:
+            _BLOCKS.pop(next(iter(_BLOCKS)))
+        _BLOCKS[code] = (file, first, len(block), lines[first:first + len(block) + 1])
+    return _parse(file, code.co_name, first, "".join(block))
 
 
 def function_env(fn: Any) -> ChainMap:
