@@ -387,3 +387,18 @@ def test_dump_after_each_stage(gemm, tmp_path, monkeypatch):
     other = tilec.JITKernel(gemm.prim_func, "simt:sm_80", [-1])  # another kernel named main: files of its own
     tilec.dump(other, after="verify")
     assert len(list(tmp_path.iterdir())) == 5 and (tmp_path / f"{stem}.01.verify.txt").exists()
+
+
+def test_dump_of_a_cuda_kernel_shows_the_devices_architecture(gemm, monkeypatch):
+    """A kernel for target "cuda" (what "auto" gives on a GPU) is built for the device's architecture; tilec.dump of
+    it before its first call ran the stages with no architecture (no wgmma, no staged epilogue), so it showed other
+    code than the kernel runs."""
+    from tilec.backends.cuda import runtime
+
+    monkeypatch.setattr(runtime, "device_arch", lambda device=0: "sm_90a")
+    for stage in ("lower", "emit"):
+        kernel = tilec.JITKernel(gemm.prim_func, "cuda", [-1])
+        shown = tilec.dump(kernel, after=stage)
+        assert str(kernel.target) == "cuda:sm_90a"
+        assert shown == str(kernel.state.artifacts[stage]) == str(tilec.dump(kernel, after=stage)), stage
+    assert "wgmma" in shown

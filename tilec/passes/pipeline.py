@@ -195,7 +195,7 @@ def dump(kernel: Any, after: str = "parse") -> str:
     ``kernel`` is a :class:`~tilec.runtime.jit.JITKernel` or a :class:`~tilec.ir.kernel.PrimFunc`.
     """
     func = kernel if isinstance(kernel, PrimFunc) else kernel.prim_func
-    target = getattr(kernel, "target", Target("cpu"))
+    target = Target("cpu") if isinstance(kernel, PrimFunc) else kernel.build_target()  # the arch it runs on
     if after == "parse":
         return str(func)
     state = run_pipeline(func, target, until=after, options=getattr(kernel, "pass_configs", None))

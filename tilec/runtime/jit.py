@@ -57,12 +57,16 @@ class JITKernel:
         if self._state is None:
             from tilec.passes.pipeline import run_pipeline
 
-            if self.target.kind == "cuda" and not self.target.arch:
-                from tilec.backends.cuda.runtime import device_arch
-
-                self.target = Target("cuda", device_arch())
-            self._state = run_pipeline(self.prim_func, self.target, options=self.pass_configs)
+            self._state = run_pipeline(self.prim_func, self.build_target(), options=self.pass_configs)
         return self._state
+
+    def build_target(self) -> Target:
+        """The target the kernel is built for: ``cuda`` naming no architecture takes the device's (read once)."""
+        if self.target.kind == "cuda" and not self.target.arch:
+            from tilec.backends.cuda.runtime import device_arch
+
+            self.target = Target("cuda", device_arch())
+        return self.target
 
     @property
     def ftg(self) -> Any:
@@ -74,11 +78,9 @@ class JITKernel:
         by this or another process, comes from the disk cache without running the pipeline."""
         if self._exe is None:
             if self.target.kind == "cuda":
-                from tilec.backends.cuda.runtime import CudaExecutable, device_arch, load_cached
+                from tilec.backends.cuda.runtime import CudaExecutable, load_cached
 
-                if not self.target.arch:
-                    self.target = Target("cuda", device_arch())
-                ck = load_cached(self.prim_func, self.target, self.pass_configs)
+                ck = load_cached(self.prim_func, self.build_target(), self.pass_configs)
                 if ck is not None:
                     self._exe = CudaExecutable(ck, self.prim_func)
                     return self

@@ -436,12 +436,9 @@ def _on_disk(kernel: Any) -> bool:
     """A CUDA kernel compiled before (by any process): compile() loads it without the pipeline."""
     if kernel.target.kind != "cuda":
         return False
-    from tilec.backends.cuda.runtime import device_arch, front_key
-    from tilec.target import Target
+    from tilec.backends.cuda.runtime import front_key
 
-    if not kernel.target.arch:
-        kernel.target = Target("cuda", device_arch())
-    return cache.get_text(front_key(kernel.prim_func, kernel.target, kernel.pass_configs)) is not None
+    return cache.get_text(front_key(kernel.prim_func, kernel.build_target(), kernel.pass_configs)) is not None
 
 
 def _run_once(kernel: Any, inputs: list[Any]) -> tuple[list[Any], list[str]]:
