@@ -1222,6 +1222,10 @@ def test_unsupported_pipelined_and_atomic_options_are_errors():
     ({"tma": "yes"}, "pass config 'tma' takes True or False, got 'yes'"),
     ({"persistent": 0}, "pass config 'persistent' takes True, False or a positive int, got 0"),
     ({"cluster": 3}, "pass config 'cluster' takes 0 or 1 (none), 2 or 4, got 3"),
+    # a float equal to an accepted int: cluster=2.0 failed in pipelining ('loop extent ... is not an integer')
+    ({"cluster": 2.0}, "pass config 'cluster' takes 0 or 1 (none), 2 or 4, got 2.0"),
+    ({"consumers": 2.0}, "pass config 'consumers' takes 1 or 2, got 2.0"),
+    ({"store_buffers": 1.0}, "pass config 'store_buffers' takes 1 or 2, got 1.0"),
 ])
 def test_pass_configs_are_checked(configs, message):
     """A misspelt or removed pass config would otherwise be ignored without a word."""

@@ -5,6 +5,7 @@ what is known (a misspelt name would otherwise be ignored without a word)."""
 from __future__ import annotations
 
 import difflib
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,12 +30,13 @@ def _blocks(v: Any) -> bool:
     return isinstance(v, bool) or (isinstance(v, int) and v > 0)
 
 
-def _cluster(v: Any) -> bool:
-    return not isinstance(v, bool) and v in (0, 1, 2, 4)
+def _one_of(*values: int) -> Callable[[Any], bool]:
+    """An int among ``values`` (not a bool, nor a float equal to one: the passes take it as a count)."""
+    return lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool) and v in values
 
 
-def _copies(v: Any) -> bool:
-    return not isinstance(v, bool) and v in (1, 2)
+_cluster = _one_of(0, 1, 2, 4)
+_copies = _one_of(1, 2)
 
 
 PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
@@ -86,8 +88,7 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "quad exchange them by shuffles and each stores 16 bytes (perf notes AP)", "True or False", _flag),
     PassConfig("store_buffers", 2, "with tma_store, in a persistent kernel's tile loop: a staged accumulator's "
                "column chunks alternate between that many buffers of the staging memory (2: each chunk waits for the "
-               "store two chunks back, not the one just issued)", "1 or 2", lambda v: not isinstance(v, bool)
-               and v in (1, 2)),
+               "store two chunks back, not the one just issued)", "1 or 2", _copies),
     PassConfig("pdl", "True on sm_90", "NVIDIA sm_90: each launch is a programmatic dependent of the stream's "
                "previous kernel (it launches while that one finishes, and waits for it before its first statement)",
                "True or False", _flag),
