@@ -1246,6 +1246,26 @@ def _factory(n):
     return None
 
 
+@pytest.mark.parametrize("configs", ["wgmma", [("wgmma", True)], ["tma"]])
+def test_pass_configs_that_are_no_dict_are_refused(configs):
+    """pass_configs="wgmma" (or a list) failed with AttributeError: 'str' object has no attribute 'items'."""
+    from tilec.errors import TilecTypeError
+
+    with pytest.raises(TilecTypeError, match=r"pass_configs is a dict of pass config names to values .*, got "):
+        tilec.jit(target="cpu", pass_configs=configs)(_factory)
+    with pytest.raises(TilecTypeError, match=r"pass_configs is a dict"):
+        tilec.JITKernel(_kernel_of_one_store(), "cpu", pass_configs=configs)
+
+
+def _kernel_of_one_store():
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    return main
+
+
 def test_the_readme_lists_every_pass_config():
     from conftest import ROOT
 

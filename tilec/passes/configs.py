@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import difflib
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tilec.errors import TilecValueError
+from tilec.errors import TilecTypeError, TilecValueError
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,9 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
 
 def check_pass_configs(configs: dict | None) -> dict:
     """``configs`` itself, once every name is a known pass config with a value it accepts."""
+    if configs is not None and not isinstance(configs, Mapping):
+        raise TilecTypeError(f"pass_configs is a dict of pass config names to values (pass_configs={{'wgmma': "
+                             f"False}}), got {type(configs).__name__} {configs!r}")
     for name, value in (configs or {}).items():
         c = PASS_CONFIGS.get(name)
         if c is None:
