@@ -1105,6 +1105,24 @@ def test_an_eager_output_never_written_is_an_error():
     assert_points_at(ei.value, "never-written")
 
 
+def test_out_idx_on_an_eager_kernel_is_refused():
+    """out_idx names the outputs of a lazy factory's kernel; on an eager kernel (whose outputs are its T.empty
+    tensors) it was ignored without a word: f(a, b) wrote into b and returned None, f(a) said 'B' was missing."""
+
+    def add(A, B):
+        M = T.const("M")
+        A: T.Tensor[[M], T.float32]
+        B: T.Tensor[[M], T.float32]
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(M):
+                B[i] = A[i] + 1
+
+    with pytest.raises(TilecTypeError, match=r"tilec.jit: out_idx=\[-1\] is for a kernel factory .* 'add' is an "
+                                             r"eager kernel: its outputs are the T.empty tensors it returns"):
+        tilec.jit(out_idx=[-1], target="cpu")(add)
+    assert tilec.jit(target="cpu")(add).eager
+
+
 # ------------------------------------------------------------------------------------------- at run time
 
 

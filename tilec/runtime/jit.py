@@ -263,6 +263,9 @@ class JITFunction:
         self.pass_configs = pass_configs
         check_pass_configs(pass_configs)  # at the decorator, not at the first call
         self.eager = _is_eager(fn)
+        if self.eager and out_idx is not None:  # it would be ignored: an eager kernel's outputs are what it returns
+            raise TilecTypeError(f"tilec.jit: out_idx={out_idx!r} is for a kernel factory (returning a @T.prim_func); "
+                                 f"{fn.__name__!r} is an eager kernel: its outputs are the T.empty tensors it returns")
         self.auto_params = auto_params(fn)  # parameters defaulting to T.auto, filled by the cost model's pick
         self._kernels: dict[Any, JITKernel] = {}
         self._dynamic: dict[Any, list[JITKernel]] = {}  # eager kernels with T.dynamic sizes, by their loose key
