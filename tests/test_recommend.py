@@ -133,6 +133,17 @@ def test_t_auto_takes_the_cost_models_pick():
     assert "T.Kernel(16, threads=128)" in str(_scale(1000, block_N=64).prim_func)  # an explicit value wins
 
 
+def test_t_auto_passed_by_position_takes_the_cost_models_pick():
+    """_scale(1000, T.auto) leaves block_N open as _scale(1000, block_N=T.auto) does: it failed with 'nothing to
+    tune -- ... or the call pins them all' (the positional T.auto counted as pinning the knob)."""
+    want = str(_scale(1000).prim_func)
+    assert str(_scale(1000, T.auto).prim_func) == want
+    assert str(_scale(1000, T.auto, 128).prim_func) == want
+    assert "threads=256" in str(_scale(1000, T.auto, 256).prim_func)
+    a = np.arange(1000, dtype=np.float32)
+    np.testing.assert_array_equal(_scale(1000, T.auto, 256)(a), a * 2)
+
+
 def test_import_tilec_stays_light_and_exports_lazily():
     code = ("import sys, tilec; assert 'tilec.tune.recommend' not in sys.modules; "
             "assert 'tilec.passes.cost_model' not in sys.modules; f = tilec.recommend; "

@@ -278,7 +278,8 @@ class JITFunction:
         key = (self._env_key(), _freeze((args, kwargs), f"arguments of {self.fn.__name__}"))
         kernel = self._kernels.get(key)
         if kernel is None:
-            func = self.fn(*args, **self.resolve_auto(args, kwargs))
+            call_args, call_kwargs = self.resolve_auto(args, kwargs)
+            func = self.fn(*call_args, **call_kwargs)
             if not isinstance(func, PrimFunc):
                 raise TilecTypeError(f"@tilec.jit function {self.fn.__name__!r} must return a @T.prim_func kernel, "
                                      f"got {type(func).__name__}")
@@ -292,22 +293,27 @@ class JITFunction:
         env = os.environ  # read raw (config() builds paths: ~15 us, on every eager call)
         return (env.get("TILEC_TARGET", "auto") if self.target is None else None, env.get("TILEC_WGMMA", "1"))
 
-    def resolve_auto(self, args: tuple, kwargs: dict) -> dict:
-        """``kwargs`` with every ``T.auto`` parameter the call leaves open set to the cost model's top pick
-        (:func:`tilec.recommend` for this function's target, the other knobs as given or defaulted)."""
+    def resolve_auto(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """``(args, kwargs)`` with every ``T.auto`` parameter the call leaves open set to the cost model's top pick
+        (:func:`tilec.recommend` for this function's target, the other knobs as given or defaulted); a ``T.auto``
+        passed by position and the arguments after it come back as keywords."""
         import inspect
 
         if not self.auto_params:
-            return kwargs
+            return args, kwargs
+        params = list(inspect.signature(self.fn).parameters.values())
         bound = inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments
         open_ = [n for n in self.auto_params if n not in bound or is_auto(bound[n])]
         if not open_:
-            return kwargs
+            return args, kwargs
+        cut = next((i for i, p in enumerate(params[:len(args)]) if p.name in open_), len(args))  # T.auto by position
+        if cut < len(args) and all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params[cut:len(args)]):
+            args, kwargs = args[:cut], {**{p.name: a for p, a in zip(params[cut:], args[cut:])}, **kwargs}
         from tilec.tune.recommend import recommend
 
         given = {k: v for k, v in kwargs.items() if k not in open_}
         rec = recommend(self, *args, knobs=open_, **given)
-        return {**given, **rec.best.config}
+        return args, {**given, **rec.best.config}
 
     def _eager_kernel(self, args: tuple, kwargs: dict) -> tuple[JITKernel, list[Any]]:
         """The kernel for these arguments: one already compiled for the same shapes, or one whose T.dynamic sizes
@@ -337,7 +343,7 @@ class JITFunction:
         if kernel is None:
             from tilec.frontend.entry import parse_eager
 
-            func, _, _ = parse_eager(self.fn, args, self.resolve_auto(args, kwargs))
+            func, _, _ = parse_eager(self.fn, *self.resolve_auto(args, kwargs))
             # A kernel compiled for other sizes is reused when its T.dynamic sizes accept these arrays and the
             # kernel parsed for them is the same program (a size read into Python would make them differ).
             text = str(func)
