@@ -890,6 +890,23 @@ def test_launch_symbolic_sizes_must_agree():
         kernel(np.zeros((3, 4), np.float32), np.zeros((5, 4), np.float32))
 
 
+def test_a_tensor_sized_by_a_scalar_parameter_is_refused_at_its_parameter():
+    """A scalar parameter used as a tensor's size (string annotations) took the size from the array and the value
+    from the argument unchecked: n=5 with 6-element arrays ran 5 iterations and returned a NaN element on the
+    interpreters; the CUDA kernel declared `int n` twice."""
+    with pytest.raises(TilecTypeError, match=r"parameter 'A': its shape uses the scalar parameter 'n'; declare the "
+                                             r"size with n = T.dynamic\('n'\)") as ei:
+        @T.prim_func
+        def main(n: T.int32, A: T.Tensor((n,), "float32"),  # noqa: F821 - n: the parameter (string annotations)
+                 B: T.Tensor((n,), "float32")):  # noqa: F821
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(8):
+                    if i < n:
+                        B[i] = A[i] + T.cast(n, "float32")
+
+    assert 'A: T.Tensor((n,), "float32")' in str(ei.value)
+
+
 def test_launch_rejects_a_size_beyond_int32_and_strides_between_elements():
     """A symbolic size goes to the kernel as int32: 2**31 rows is refused, not wrapped. A field of a packed
     structured array has byte strides that are no multiple of its element: refused, not read as contiguous."""

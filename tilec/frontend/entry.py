@@ -33,6 +33,20 @@ def _param(name: str, ann: Any) -> Buffer | Var:
                              f"as T.int32, got {ann!r}") from None
 
 
+def _refuse_scalar_sizes(p: Buffer | Var, params: list[Buffer | Var], loc: Any) -> None:
+    """A tensor sized by a scalar parameter would take the size from the array and the value from the argument,
+    unchecked against each other (and the CUDA kernel would declare the parameter twice)."""
+    if not isinstance(p, Buffer):
+        return
+    scalars = {id(q): q for q in params if isinstance(q, Var)}
+    used = [v for d in tuple(p.shape) + tuple(p.strides or ()) if isinstance(d, Expr) for v in vars_in(d)]
+    hit = next((scalars[id(v)] for v in used if id(v) in scalars), None)
+    if hit is not None:
+        raise TilecTypeError(f"parameter {p.name!r}: its shape uses the scalar parameter {hit.name!r}; declare the "
+                             f"size with {hit.name} = T.dynamic({hit.name!r}) instead (bound from the array's shape, "
+                             "usable as a value in the kernel)", loc)
+
+
 def _dyn_vars(params: list[Buffer | Var]) -> tuple[Var, ...]:
     seen: dict[int, Var] = {}
     for p in params:
@@ -90,6 +104,7 @@ def parse_prim_func(fn: Any, outer: dict[str, Any] | None = None) -> PrimFunc:
             if isinstance(e, (TilecTypeError, TilecSyntaxError)):
                 raise attach_loc(e, src.loc(a)) from None
             raise
+        _refuse_scalar_sizes(p, params, src.loc(a))
         params.append(p)
         parser.local[a.arg] = p
     with building(b):
