@@ -890,6 +890,31 @@ def test_launch_symbolic_sizes_must_agree():
         kernel(np.zeros((3, 4), np.float32), np.zeros((5, 4), np.float32))
 
 
+def test_a_size_no_argument_binds_names_the_argument_or_output():
+    """A symbol that appears only inside a size expression (M * 2), or only in an output's shape, is bound by no
+    argument: the call raised 'the size 'M' is not bound by any argument's shape', naming no parameter."""
+    N = T.dynamic("N")
+
+    @T.prim_func
+    def doubled(A: T.Tensor((_M * 2,), "float32"), B: T.Tensor((_M * 2,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(_M * 2):
+                B[i] = A[i]
+
+    @T.prim_func
+    def free_output(A: T.Tensor((_M,), "float32"), B: T.Tensor((N,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(4):
+                B[i] = A[i]
+
+    with pytest.raises(TilecValueError, match=r"argument 'A': dimension 0 is M \* 2, but no argument has a dimension "
+                                              r"or stride of M alone to bind it"):
+        tilec.compile(doubled, target="cpu", out_idx=[-1])(np.ones(6, np.float32))
+    with pytest.raises(TilecValueError, match=r"output 'B': dimension 0 is N, but no argument has a dimension or "
+                                              r"stride of N alone to bind it"):
+        tilec.compile(free_output, target="cpu", out_idx=[-1])(np.ones(4, np.float32))
+
+
 def test_a_tensor_sized_by_a_scalar_parameter_is_refused_at_its_parameter():
     """A scalar parameter used as a tensor's size (string annotations) took the size from the array and the value
     from the argument unchecked: n=5 with 6-element arrays ran 5 iterations and returned a NaN element on the

@@ -16,10 +16,10 @@ from tilec import dtypes as dt
 from tilec.errors import TilecRuntimeError, TilecTypeError, TilecValueError
 from tilec.ir.buffer import Buffer
 from tilec.ir.evaluate import eval_int
-from tilec.ir.expr import Var
+from tilec.ir.expr import Expr, Var
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import TileOp
-from tilec.ir.visit import accessed_buffers, walk
+from tilec.ir.visit import accessed_buffers, vars_in, walk
 from tilec.runtime.arrays import ArrayInfo, array_info, is_contiguous, named_array_info
 
 
@@ -175,7 +175,7 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
         if name is None:  # an empty array's stride symbol: its value unless another argument bound one
             sizes.setdefault(want, got)
     for name, what, want, got in late:
-        if name is not None and eval_int(want, sizes) != got:
+        if name is not None and _eval_size(f"argument {name!r}", what, want, sizes) != got:
             raise TilecValueError(f"argument {name!r}: {what} must be {want} = {eval_int(want, sizes)}, got {got}")
     read_only = [i for i, (v, inf) in enumerate(zip(values, infos))
                  if inf is not None and inf.framework == "numpy" and not v.flags.writeable]
@@ -192,12 +192,23 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
     for i in func.out_params:
         buf = func.params[i]
         assert isinstance(buf, Buffer)
-        shape = tuple(eval_int(d, sizes) for d in buf.shape)
+        shape = tuple(_eval_size(f"output {buf.name!r}", f"dimension {d}", n, sizes)
+                      for d, n in enumerate(buf.shape))
         out = allocate(buf, storage_shape(buf, shape), like)
         values[i] = out
         infos[i] = array_info(out)
         outputs.append(out)
     return Bound(values, infos, sizes, outputs)
+
+
+def _eval_size(who: str, what: str, want: Any, sizes: dict[Var, int]) -> int:
+    """The value of a size expression, or an error naming the argument (or output) when no argument's dimension or
+    stride is one of its symbols alone (only a bare symbol binds a size: a dimension M * 2 binds no M)."""
+    free = sorted({v.name for v in vars_in(want) if v not in sizes}) if isinstance(want, Expr) else []
+    if free:
+        raise TilecValueError(f"{who}: {what} is {want}, but no argument has a dimension or stride of "
+                              f"{', '.join(free)} alone to bind it")
+    return eval_int(want, sizes)
 
 
 def written_params(func: PrimFunc) -> set[int]:
