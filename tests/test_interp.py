@@ -312,6 +312,36 @@ def test_parallel_elementwise_ragged_edges_are_predicated(rng):
     assert_close(c, a.astype(np.float64) * 2 + b_shift, "float32")
 
 
+def tail_scaled(n, blk):
+    """n * 2 by whole blocks of blk, then a T.Parallel over the n % blk left: of no iteration when blk divides n."""
+    body, tail = n - n % blk, n % blk
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for k in T.serial(body // blk):
+                for i in T.Parallel(blk):
+                    B[k * blk + i] = A[k * blk + i] * 2.0
+            for _i, j in T.Parallel(1, tail):
+                B[body + j] = A[body + j] * 2.0
+            for i in T.Parallel(tail - blk):  # never positive here: no iteration
+                B[i] = A[i]
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("n", [64, 70])
+def test_parallel_of_no_iteration_runs_nothing(rng, target, n):
+    """A T.Parallel whose static extent is 0 (or below, as range()) runs no iteration: the thread interpreter (simt
+    targets) raised a bare ValueError from the layout code ('shape must be a nonempty tuple of positive ints; got
+    (1, 0)'), naming no line."""
+    a = randn(rng, (n,), "float32")
+    b = poisoned((n,), "float32")
+    tilec.compile(tail_scaled(n, 32), target=target)(a, b)
+    assert_close(b, a.astype(np.float64) * 2, "float32")
+
+
 def test_parallel_with_conditions_selects_and_math(rng):
     @T.prim_func
     def main(A: T.Tensor((16, 24), "float16"), B: T.Tensor((16, 24), "float32")):

@@ -389,6 +389,8 @@ class Parser(ExprParser):
             if self.b.kernel is None:
                 raise TilecSyntaxError("T.Parallel must be inside `with T.Kernel(...)`")
             extents = tuple(e if isinstance(e, int) else as_expr(e) for e in spec.extents)
+            if any(isinstance(e, int) and e <= 0 for e in extents):  # as range(0): no iteration (and no layout of
+                return SeqStmt(())  # a zero-size loop nest, which the GPU targets could not build)
             if isinstance(body, Parallel):  # perfectly nested: one loop nest
                 return Parallel(tuple(vs) + body.vars, extents + body.extents, body.body, loc=loc)
             inner = next((n for n in walk(body) if isinstance(n, Parallel)), None)
