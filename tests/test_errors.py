@@ -698,6 +698,21 @@ def test_out_of_bounds_regions_at_parse_time():
                 T.reduce_sum(x[32:64, :], r, dim=1)
 
 
+@pytest.mark.parametrize("alloc", ["alloc_shared", "alloc_fragment", "alloc_local"])
+def test_an_on_chip_buffer_of_no_element_is_refused_at_its_line(alloc):
+    """A zero-size on-chip buffer (a Python-level tile size of 0) ran on the CPU interpreter but failed every GPU
+    target with a bare ValueError from the layout code ('shape must be a nonempty tuple of positive ints; got (0,)')
+    or a ZeroDivisionError (T.alloc_local), naming no line."""
+    with pytest.raises(TilecValueError, match=rf"test_errors.py:\d+:\d+: T.{alloc}: on-chip buffers need sizes >= 1, "
+                                              r"got shape \(4, 0\)"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                f = getattr(T, alloc)((4, 0), "float32")
+                T.copy(A[0:0], f[0, :])
+                T.copy(f[0, :], B[0:0])
+
+
 def test_bad_primitive_arguments():
     with pytest.raises(TilecTypeError, match="T.Kernel: at most 1024 threads per block, got 2048"):
         T.Kernel(4, threads=2048)

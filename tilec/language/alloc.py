@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilec import dtypes as dt
-from tilec.errors import TilecSyntaxError, TilecTypeError
+from tilec.errors import TilecSyntaxError, TilecTypeError, TilecValueError
 from tilec.frontend.builder import current
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load, as_expr, cast
@@ -20,6 +20,8 @@ def _alloc(scope: str, shape: Any, dtype: Any, what: str) -> Buffer:
     for d in shp:
         if not isinstance(d, int):
             raise TilecTypeError(f"{what}: on-chip buffers need static sizes, got {d}")
+        if d == 0:  # no layout spreads zero elements over the threads
+            raise TilecValueError(f"{what}: on-chip buffers need sizes >= 1, got shape {shp}")
     buf = Buffer(b.take_name(scope), shp, dt.dtype(dtype), scope, loc=b.loc)
     k.allocs.append(buf)
     return buf
