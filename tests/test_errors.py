@@ -930,6 +930,24 @@ def test_a_size_no_argument_binds_names_the_argument_or_output():
         tilec.compile(free_output, target="cpu", out_idx=[-1])(np.ones(4, np.float32))
 
 
+def test_an_output_of_a_negative_size_is_refused_naming_it():
+    """An out_idx output shaped M - 4, called with M = 2: numpy's bare 'negative dimensions are not allowed' from the
+    allocation, naming neither the output nor the size."""
+    @T.prim_func
+    def main(A: T.Tensor((_M,), "float32"), B: T.Tensor((_M - 4,), "float32")):
+        with T.Kernel(T.ceildiv(_M, 32), threads=32) as bx:
+            for i in T.Parallel(32):
+                if bx * 32 + i < _M - 4:
+                    B[bx * 32 + i] = A[bx * 32 + i + 4]
+
+    for target in ("cpu", "simt:sm_80"):
+        kernel = tilec.compile(main, target=target, out_idx=[-1])
+        with pytest.raises(TilecValueError, match=r"output 'B': dimension 0 is M - 4 = -2 for these arguments' sizes; "
+                                                  r"an output cannot have a negative size"):
+            kernel(np.zeros(2, np.float32))
+        np.testing.assert_array_equal(kernel(np.arange(10, dtype=np.float32)), np.arange(4, 10, dtype=np.float32))
+
+
 def test_a_tensor_sized_by_a_scalar_parameter_is_refused_at_its_parameter():
     """A scalar parameter used as a tensor's size (string annotations) took the size from the array and the value
     from the argument unchecked: n=5 with 6-element arrays ran 5 iterations and returned a NaN element on the

@@ -194,6 +194,10 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
         assert isinstance(buf, Buffer)
         shape = tuple(_eval_size(f"output {buf.name!r}", f"dimension {d}", n, sizes)
                       for d, n in enumerate(buf.shape))
+        for d, (want, n) in enumerate(zip(buf.shape, shape)):
+            if n < 0:
+                raise TilecValueError(f"output {buf.name!r}: dimension {d} is {want} = {n} for these arguments' "
+                                      "sizes; an output cannot have a negative size")
         out = allocate(buf, storage_shape(buf, shape), like)
         values[i] = out
         infos[i] = array_info(out)
