@@ -979,6 +979,40 @@ def test_launch_rejects_a_size_beyond_int32_and_strides_between_elements():
         kernel(packed, np.zeros((3, 4), np.float32))
 
 
+def test_launch_rejects_a_tensor_past_int32_element_offsets():
+    """Kernels address a tensor by int32 element offsets: a (40000, 60000) int8 tensor, each size within int32, ran
+    with wrapped offsets (the thread interpreter: 'read of global A[-1895027296] outside its 2400000000 elements'; a
+    GPU: other memory, silently). Inputs, strided inputs and outputs that large are refused by name."""
+    from tilec.runtime.args import allocate_like, bind
+
+    M, N, S = T.dynamic("M"), T.dynamic("N"), T.dynamic("S")
+
+    @T.prim_func
+    def last_row(A: T.Tensor((M, N), "int8"), B: T.StridedTensor((M, N), (S, 1), "int8")):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                B[M - 1, i] = A[M - 1, i] + 1
+
+    @T.prim_func
+    def outer(X: T.Tensor((M,), "float32"), Y: T.Tensor((N,), "float32"), Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            for i, j in T.Parallel(64, 64):
+                Z[by * 64 + i, bx * 64 + j] = X[by * 64 + i] * Y[bx * 64 + j]
+
+    base = np.zeros(64, np.int8)  # never read: only the arguments are checked
+    big = np.lib.stride_tricks.as_strided(base, shape=(40000, 60000), strides=(60000, 1))
+    small = np.lib.stride_tricks.as_strided(base, shape=(4, 60000), strides=(60000, 1))
+    with pytest.raises(TilecValueError, match=r"argument 'A': its elements reach offset 2399999999, but kernels "
+                                              r"address a tensor by int32 element offsets \(at most 2147483647\)"):
+        bind(last_row, (big, small), "cpu", allocate_like)
+    wide = np.lib.stride_tricks.as_strided(base, shape=(4, 60000), strides=(2**30, 1))
+    with pytest.raises(TilecValueError, match=r"argument 'B': its elements reach offset 3221285471, but kernels"):
+        bind(last_row, (small, wide), "cpu", allocate_like)
+    for target in ("cpu", "simt:sm_80"):
+        with pytest.raises(TilecValueError, match=r"output 'Z': its elements reach offset 2399999999, but kernels"):
+            tilec.compile(outer, target=target, out_idx=[-1])(np.ones(40000, np.float32), np.ones(60000, np.float32))
+
+
 def test_launch_rejects_a_symbolic_stride_below_int32():
     """A symbolic stride goes to the kernel as int32 too: one below -2**31 passed the check (only the upper end was
     checked) and the CUDA launch failed with a bare OverflowError from np.int32."""

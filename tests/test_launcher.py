@@ -4,6 +4,7 @@ fakes: what it accepts, what it hands to the checked path, and the arguments it 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import sys
 import types
 
@@ -141,6 +142,29 @@ def test_dynamic_sizes_outputs_and_alignment(fakes):
     n = len(calls)
     assert launch(FakeTensor((0, 64), "f32")).shape == (0, 64)  # an empty grid launches nothing
     assert len(calls) == n
+
+
+def test_a_tensor_past_int32_offsets_goes_to_the_checked_path(fakes):
+    """Kernels address a tensor by int32 element offsets: a (40000, 60000) tensor (each size within int32) went to
+    the kernel, whose offsets wrapped; it and an output that large go to the checked path (which refuses them)."""
+    import tilec.language as T
+
+    M, N = T.dynamic("M"), T.dynamic("N")
+
+    @T.prim_func
+    def outer(X: T.Tensor((M,), "float32"), Y: T.Tensor((N,), "float32"), Z: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            for i, j in T.Parallel(64, 64):
+                Z[by * 64 + i, bx * 64 + j] = X[by * 64 + i] * Y[bx * 64 + j]
+
+    _, calls = fakes
+    launch = _launcher(rows_scaled().prim_func)
+    assert launch(FakeTensor((2**25 + 1, 64), "f32")) == "checked"
+    assert not calls
+    assert launch(FakeTensor((2**25, 64), "f32")).shape == (2**25, 64)  # offsets up to 2**31 - 1
+    launch = _launcher(dataclasses.replace(outer, out_params=(2,)))
+    assert launch(FakeTensor((40000,), "f32"), FakeTensor((60000,), "f32")) == "checked"
+    assert launch(FakeTensor((4000,), "f32"), FakeTensor((6000,), "f32")).shape == (4000, 6000)
 
 
 def test_poison_fills_with_what_shows_an_unwritten_element():

@@ -22,6 +22,8 @@ from tilec.ir.stmt import TileOp
 from tilec.ir.visit import accessed_buffers, vars_in, walk
 from tilec.runtime.arrays import ArrayInfo, array_info, is_contiguous, named_array_info
 
+_INT32_MAX = 2**31 - 1
+
 
 @dataclass
 class Bound:
@@ -107,7 +109,19 @@ def _check_array(buf: Buffer, value: Any, device: str, sizes: dict[Var, int], la
                 late += [(None, None, want, got)] if isinstance(want, Var) else []
             else:
                 _bind_dim(buf.name, f"stride {d}", want, got, sizes, late)
+    if 0 not in shape:
+        top = math.prod(shape) - 1 if buf.strides is None else \
+            sum((n - 1) * abs(s) for n, s in zip(info.shape, info.strides))
+        _check_offsets(f"argument {buf.name!r}", top)
     return info
+
+
+def _check_offsets(who: str, top: int) -> None:
+    """The kernel addresses a global tensor by int32 element offsets: a larger one would wrap (on a GPU, a silent
+    read or write of other memory)."""
+    if top > _INT32_MAX:
+        raise TilecValueError(f"{who}: its elements reach offset {top}, but kernels address a tensor by int32 "
+                              f"element offsets (at most {_INT32_MAX}); split it into smaller tensors")
 
 
 def _check_scalar(p: Var, value: Any) -> Any:
@@ -198,6 +212,8 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
             if n < 0:
                 raise TilecValueError(f"output {buf.name!r}: dimension {d} is {want} = {n} for these arguments' "
                                       "sizes; an output cannot have a negative size")
+        if 0 not in shape:
+            _check_offsets(f"output {buf.name!r}", math.prod(shape) - 1)
         out = allocate(buf, storage_shape(buf, shape), like)
         values[i] = out
         infos[i] = array_info(out)

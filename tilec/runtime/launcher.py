@@ -9,6 +9,7 @@ kernel, so a kernel object must not be called from two threads at once.
 from __future__ import annotations
 
 import ctypes
+import math
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,8 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
             cond.append(f"{a}.is_contiguous()")
             # one read of .shape (each read builds a torch.Size): compared whole when static
             if all(isinstance(n, int) for n in p.shape):
+                if math.prod(p.shape) > _INT32_MAX + 1:  # past int32 element offsets: the checked path says so
+                    return None
                 env[f"_s{i}"] = tuple(p.shape)
                 cond.append(f"{a}.shape == _s{i}")
             else:
@@ -83,6 +86,8 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
                         cond.append(f"sh{i}[{d}] == {sizes[n]}")
                     else:
                         return None
+                if p.ndim > 1:  # int32 element offsets: a larger tensor goes to the checked path
+                    cond.append(" * ".join(f"sh{i}[{d}]" for d in range(p.ndim)) + f" <= {_INT32_MAX + 1}")
             nbytes = dict(compiled.align).get(i)
             if nbytes:  # the pointer is read once, by the alignment check
                 cond.append(f"(p{i} := {a}.data_ptr()) % {nbytes} == 0")
@@ -100,6 +105,15 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
                 env["_inf"] = float("inf")
     if any(v not in sizes for v in func.dyn_vars):
         return None
+    for i in func.out_params:  # an output past int32 element offsets: the checked path says so
+        shape = func.params[i].shape
+        if any(not isinstance(n, (int, Var)) for n in shape):
+            return None
+        if len(shape) > 1 and any(isinstance(n, Var) for n in shape):
+            numel = " * ".join(str(n) if isinstance(n, int) else sizes[n] for n in shape)
+            cond.append(f"{numel} <= {_INT32_MAX + 1}")
+        elif math.prod(n for n in shape if isinstance(n, int)) > _INT32_MAX + 1:
+            return None
     env["_device"] = torch.device("cuda", device)
     lines.append("    if not (" + " and\n            ".join(cond or ["True"]) + "):")
     lines.append("        return _slow(*args)")
