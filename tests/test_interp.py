@@ -342,6 +342,26 @@ def test_parallel_of_no_iteration_runs_nothing(rng, target, n):
     assert_close(b, a.astype(np.float64) * 2, "float32")
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_tile_sizes_of_numpy_integers(rng, target):
+    """Tile sizes read from numpy (np.int64 from an array of configs): T.Tensor, T.alloc_* and T.Kernel took them, but
+    T.Parallel refused its extents ('extents must be ints, got np.int64(16)')."""
+    M, N, bm, bn = 21, 19, np.int64(16), np.int32(16)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=64) as (bx, by):
+            f = T.alloc_fragment((bm, bn), "float32")
+            T.copy(A[by * bm, bx * bn], f)
+            for i, j in T.Parallel(bm, bn):
+                f[i, j] = f[i, j] * 2.0
+            T.copy(f, B[by * bm, bx * bn])
+
+    a = randn(rng, (M, N), "float32")
+    b = tilec.compile(main, target=target, out_idx=[-1])(a)
+    assert_close(b, a.astype(np.float64) * 2, "float32")
+
+
 def test_parallel_with_conditions_selects_and_math(rng):
     @T.prim_func
     def main(A: T.Tensor((16, 24), "float16"), B: T.Tensor((16, 24), "float32")):

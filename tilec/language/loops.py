@@ -106,6 +106,8 @@ def Parallel(*extents: Any, coalesced_width: int | None = None) -> LoopSpec:
     """``for i, j in T.Parallel(M, N)``: element-wise work spread over the block's threads."""
     if not extents:
         raise TilecTypeError("T.Parallel needs at least one extent")
+    # a numpy integer (a size from an array's shape, a config read from numpy) counts as the int it is
+    extents = tuple(int(e) if not isinstance(e, (int, Expr)) and hasattr(e, "__index__") else e for e in extents)
     for e in extents:
         if not isinstance(e, (int, Expr)):
             raise TilecTypeError(f"T.Parallel: extents must be ints, got {e!r}")
