@@ -290,6 +290,31 @@ def test_cumsum(rng, reverse, dim):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize(("src_scope", "dst_scope"), [("fragment", "shared"), ("shared", "fragment"),
+                                                      ("fragment", "fragment")])
+def test_cumsum_between_a_fragment_and_another_buffer(rng, src_scope, dst_scope, reverse):
+    """``T.cumsum(frag, shared_dst)``: the scan ran in a scratch buffer that was never copied to the shared
+    destination (it kept what it held before; a silent wrong result)."""
+    M, N = 12, 40
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float16"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((M, N), "float16") if src_scope == "fragment" else T.alloc_shared((M, N), "float16")
+            y = T.alloc_fragment((M, N), "float32") if dst_scope == "fragment" else T.alloc_shared((M, N), "float32")
+            T.copy(X, x)
+            T.cumsum(x, y, dim=1, reverse=reverse)
+            T.copy(y, Y)
+
+    x = randn(rng, (M, N), "float16")
+    y = poisoned((M, N), "float32")
+    simt(main)(x, y)
+    x64 = x.astype(np.float64)
+    ref = np.flip(np.cumsum(np.flip(x64, 1), 1), 1) if reverse else np.cumsum(x64, 1)
+    assert_close(y, ref, "float32", scale=float(np.abs(x64).sum(axis=1).max()))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("direction", ["3d_to_2d", "2d_to_3d"])
 def test_cumsum_between_shared_regions_differing_in_unit_dims(rng, direction, reverse):
     """``T.cumsum(s[1, :, :], d)`` with a 2-D shared ``d`` (or the other way round): the destination's index took

@@ -287,7 +287,8 @@ def lower_cumsum(lw: Lowerer, c: CumSum) -> TStmt:
         scratch = Buffer(lw.fresh("scan"), tuple(shape), work, "shared")
         whole = scratch.full_region()
         parts += [lower_copy(lw, Copy(s, whole, loc=c.loc)), Sync()]
-        src_buf = dst_buf = whole
+        src_buf = whole
+        dst_buf = whole if d.buffer.scope == "fragment" else d  # a shared destination takes the scan directly
     parts.append(_scan(lw, src_buf, dst_buf, c.dim, c.reverse, shape, work))
     if d.buffer.scope == "fragment":
         parts += [Sync(), lower_copy(lw, Copy(src_buf, d, loc=c.loc))]
