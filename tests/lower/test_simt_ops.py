@@ -714,3 +714,29 @@ def test_reduction_of_a_vector_to_one_value(rng, target, threads, red):
     ref = a.astype(np.float64).sum() if red == "sum" else a.astype(np.float64).max()
     assert_close(c, np.array([ref]), "float32", scale=float(np.abs(a).sum()))
     assert_close(d, a - ref, "float32", scale=float(np.abs(a).sum()))
+
+
+@pytest.mark.parametrize("src_scope", ["shared", "fragment"])
+@pytest.mark.parametrize("red", ["max", "min", "absmax"])
+def test_max_and_min_skip_nan_and_give_nan_only_for_a_row_of_nan(rng, src_scope, red):
+    """As fmaxf / fminf (and the tile interpreter): NaN elements are skipped, a row of nothing but NaN gives NaN. From
+    shared memory the fold started at the reduction's identity, so an all-NaN row gave -inf, inf or 0."""
+    M, N = 8, 40
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_shared((M, N), "float32") if src_scope == "shared" else T.alloc_fragment((M, N), "float32")
+            r = T.alloc_fragment((M,), "float32")
+            T.copy(X, x)
+            getattr(T, f"reduce_{red}")(x, r, dim=1)
+            T.copy(r, Y)
+
+    x = randn(rng, (M, N), "float32")
+    x[1, 3] = x[2, 0] = np.nan
+    x[5, :] = np.nan
+    y = poisoned((M,), "float32")
+    simt(main)(x, y)
+    x64 = np.abs(x.astype(np.float64)) if red == "absmax" else x.astype(np.float64)
+    ref = np.fmin.reduce(x64, axis=1) if red == "min" else np.fmax.reduce(x64, axis=1)
+    np.testing.assert_array_equal(y, ref.astype(np.float32))

@@ -286,11 +286,22 @@ def _from_memory(lw: Lowerer, r: Reduce) -> TStmt:
             it = iter(c for c, e in zip(coords, D.shape) if e != 1)
             coords = [const(0) if e == 1 else next(it) for e in out_shape]
         k = Var(lw.fresh("k"))
-        full = coords[: r.dim] + [k] + coords[r.dim :]
-        idx = [binop("+", st, c) for st, c in zip(s.starts, full)]
-        val = cast(work, MemRef(smem, lw.shared_offset(s.buffer, idx)))
+
+        def val(pos: Expr, coords: list[Expr] = coords) -> Expr:
+            full = coords[: r.dim] + [pos] + coords[r.dim :]
+            idx = [binop("+", st, c) for st, c in zip(s.starts, full)]
+            return cast(work, MemRef(smem, lw.shared_offset(s.buffer, idx)))
+
         mine = MemRef(acc, const(dl))
-        out += [Write(acc, const(dl), _init(r.red, work)),
-                Loop(k, const(n), Write(acc, const(dl), _fold(r.red, mine, val)))]
+        if r.red in ("sum", "abssum"):
+            out += [Write(acc, const(dl), _init(r.red, work)),
+                    Loop(k, const(n), Write(acc, const(dl), _fold(r.red, mine, val(k))))]
+            continue
+        # max / min start from the first element, not the identity: a line of nothing but NaN gives NaN (fmaxf skips
+        # NaN against any number, -inf included), as on a fragment and in the tile interpreter
+        first = val(const(0))
+        out.append(Write(acc, const(dl), call("abs", first) if r.red == "absmax" else first))
+        if n > 1:
+            out.append(Loop(k, const(n - 1), Write(acc, const(dl), _fold(r.red, mine, val(binop("+", k, 1))))))
     out.append(_store(lw, r, D, acc))
     return seq(out)
