@@ -608,19 +608,56 @@ def test_column_vector_of_a_tile_spread_across_rows(rng, target):
     assert_close(b, a.astype(np.float64) * s.astype(np.float64), "float32")
 
 
-def test_reduction_whose_holders_keep_an_element_in_different_registers_is_refused():
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+def test_reduction_whose_holders_keep_an_element_in_different_registers(rng, target):
     """Summing that tile onto its columns: the holders of a column keep it in different registers (thread 0 in
-    register 0, thread 8 in register 1), so XOR shuffles would add other columns' partials: refused, naming the
-    reduction's line, instead of a wrong sum."""
+    register 0, thread 8 in register 1), so XOR shuffles would add other columns' partials: the tile is reduced
+    through shared memory instead (it was refused: 'keep it in different registers')."""
     import tilec
-    from tilec.errors import TilecError
 
-    kernel = tilec.JITKernel(column_vector_kernel(True), "simt:sm_80")
-    args = (np.ones((8, 24), np.float32), np.ones(24, np.float32), np.zeros((8, 24), np.float32),
-            np.zeros(24, np.float32))
-    with pytest.raises(TilecError, match="keep it in different registers") as e:
-        kernel(*args)
-    assert "T.reduce_sum(a, c, dim=0)  # the reduction" in str(e.value)
+    a, s = randn(rng, (8, 24), "float32"), randn(rng, (24,), "float32")
+    b, c = poisoned((8, 24), "float32"), poisoned((24,), "float32")
+    tilec.JITKernel(column_vector_kernel(True), target)(a, s, b, c)
+    prod = a.astype(np.float64) * s.astype(np.float64)
+    assert_close(b, prod, "float32")
+    assert_close(c, prod.sum(axis=0), "float32", scale=float(np.abs(prod).sum(axis=0).max()))
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:sm_90a", "simt:gfx90a"])
+@pytest.mark.parametrize(("shape", "threads"), [((12, 40), 32), ((8, 24), 96), ((16, 48), 128)])
+@pytest.mark.parametrize("dim", [0, 1])
+@pytest.mark.parametrize("red", ["sum", "max", "abssum"])
+def test_reductions_of_tiles_shuffles_cannot_combine(rng, target, shape, threads, dim, red):
+    """Tiles whose even spread leaves a line's elements in different registers on its holders (12 x 40 over one warp,
+    16 x 48 over 128 threads), or on threads no XOR pattern connects (8 x 24 over 96 threads): reduced through shared
+    memory (they were refused: 'keep it in different registers', 'no XOR pattern connects', 'result registers differ
+    between threads')."""
+    import tilec
+
+    M, N = shape
+    R = N if dim == 0 else M
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Init: T.Tensor((R,), "float32"), Out: T.Tensor((R,), "float32"),
+             Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            r = T.alloc_shared((R,), "float32")
+            T.copy(X, x)
+            T.copy(Init, r)
+            getattr(T, f"reduce_{red}")(x, r, dim=dim, clear=False)
+            for i, j in T.Parallel(M, N):
+                x[i, j] = x[i, j] * 2.0
+            T.copy(r, Out)
+            T.copy(x, Y)
+
+    x, init = randn(rng, (M, N), "float32"), randn(rng, (R,), "float32") * 3
+    out, y = poisoned((R,), "float32"), poisoned((M, N), "float32")
+    tilec.JITKernel(main, target)(x, init, out, y)
+    x64 = x.astype(np.float64)
+    ref = _COMBINE[red](init.astype(np.float64), _NP_REDUCE[red](x64, dim))
+    assert_close(out, ref, "float32", scale=float(np.abs(x64).sum(axis=dim).max()))
+    assert_close(y, 2 * x64, "float32")
 
 
 @pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])

@@ -3,7 +3,9 @@
 From a fragment: each thread folds the elements it holds into its part of the result (straight-line code,
 registers known at compile time), then the threads holding one result element combine their partials with
 XOR shuffles over the lane bits that tell them apart (the bits below the warp size: 32 lanes on NVIDIA, 64 on
-AMD wavefronts), and, when they sit in several warps, through a shared scratch buffer. From shared memory: the
+AMD wavefronts), and, when they sit in several warps, through a shared scratch buffer; where shuffles cannot
+combine them (the holders keep a line's elements in different registers, or are no XOR pattern of thread ids), the
+fragment is copied to a shared scratch tile and reduced from there. From shared memory: the
 threads holding each result element loop over the reduced dimension. Which threads and registers take part is
 worked out by enumerating the layouts.
 """
@@ -73,8 +75,9 @@ def _holders(D: Fragment) -> np.ndarray:
     return threads.reshape(-1, threads.shape[-1])
 
 
-def _xor_masks(D: Fragment) -> list[int]:
-    """The thread-id bits (as masks) that tell apart the holders of each result element."""
+def _xor_masks(D: Fragment) -> list[int] | None:
+    """The thread-id bits (as masks) that tell apart the holders of each result element; None if the holders of some
+    element are not the span of such bits."""
     hold = _holders(D)
     diff = np.bitwise_or.reduce(hold ^ hold[:, :1], axis=1)
     bits = int(np.bitwise_or.reduce(diff)) if diff.size else 0
@@ -82,8 +85,7 @@ def _xor_masks(D: Fragment) -> list[int]:
     want = len(masks)
     for h in hold:
         if len(set(h.tolist())) != (1 << want) or set((h ^ h[0]).tolist()) != _span(masks):
-            raise TilecError("the result of this reduction is held by threads that no XOR pattern connects; "
-                             "reduce through a shared buffer instead")
+            return None  # held by threads that no XOR pattern connects
     return masks
 
 
@@ -113,7 +115,12 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
         D = D.reshape(natural.shape)
     if not (D is natural or D.equals(natural)):
         return _converted(lw, r, natural, D)
-    groups = _groups(lw, F, D, r.dim)
+    groups, masks = _groups(lw, F, D, r.dim), _xor_masks(D)
+    dlocals = D.eval_tables()[1]  # shape + (replica,)
+    if groups is None or masks is None or not (dlocals == dlocals[..., :1]).all():
+        # the threads holding a result element cannot combine their partials by shuffles: their elements of its line
+        # sit in different registers (a spread wrapping around mid-line), or they are no XOR pattern of thread ids
+        return _through_shared(lw, r)
     work = dt.work_type(r.dst.dtype)
     acc = lw.scratch_reg("red", work, D.num_locals)
     src = lw.mem_of(r.src.buffer)
@@ -121,12 +128,6 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
     for dl, members in enumerate(groups):
         out.append(Write(acc, const(dl), _chains(r.red, [_source(lw, F, r.red, src, sl, work) for sl in members],
                                                  work)))
-    masks = _xor_masks(D)
-    dlocals = D.eval_tables()[1]  # shape + (replica,)
-    if not (dlocals == dlocals[..., :1]).all():
-        raise TilecError("the threads holding one element of this reduction's result keep it in different registers "
-                         "(the tile's spread wraps around its rows), so shuffles cannot combine their partials; "
-                         "reduce through a shared buffer instead", lw.loc)
     ws = lw.target.warp_size  # thread-id bits below it are lanes of one warp (wavefront): shuffles reach them
     for m in (m for m in masks if m < ws):
         for dl in range(D.num_locals):
@@ -174,8 +175,23 @@ def _converted(lw: Lowerer, r: Reduce, natural: Fragment, D: Fragment) -> TStmt:
     return seq(parts)
 
 
-def _groups(lw: Lowerer, F: Fragment, D: Fragment, dim: int) -> list[list[int]]:
-    """For each result register of a thread: the source registers folded into it (the same for all threads)."""
+def _through_shared(lw: Lowerer, r: Reduce) -> TStmt:
+    """The fragment copied to a shared scratch tile, reduced from there (each result element by the threads holding
+    it)."""
+    import dataclasses
+
+    from tilec.ir.buffer import Buffer
+    from tilec.ir.stmt import Copy
+    from tilec.lower.ops import lower_copy
+
+    tmp = Buffer(lw.fresh(r.src.buffer.name), tuple(r.src.buffer.shape), r.src.dtype, "shared")
+    return seq([lower_copy(lw, Copy(r.src, tmp.full_region(), loc=r.loc)), Sync(),
+                _from_memory(lw, dataclasses.replace(r, src=tmp.full_region()))])
+
+
+def _groups(lw: Lowerer, F: Fragment, D: Fragment, dim: int) -> list[list[int]] | None:
+    """For each result register of a thread: the source registers folded into it (the same for all threads); None
+    where they differ between threads."""
     inv = inverse_table(F)  # (T, L, nd [+rep])
     T, L = inv.shape[0], inv.shape[1]
     keep = [d for d in range(F.ndim) if d != dim]
@@ -188,7 +204,7 @@ def _groups(lw: Lowerer, F: Fragment, D: Fragment, dim: int) -> list[list[int]]:
                          "elements", lw.loc)
     dl = dlocals[elems][np.arange(T)[:, None], np.arange(L)[None, :], match.argmax(axis=-1)]
     if not (dl == dl[0:1]).all():
-        raise TilecError("the reduction's result registers differ between threads", lw.loc)
+        return None
     groups: list[list[int]] = [[] for _ in range(D.num_locals)]
     for sl, d in enumerate(dl[0]):
         groups[int(d)].append(sl)
