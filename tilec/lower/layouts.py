@@ -172,6 +172,15 @@ def holds(loop: Fragment, frag: Fragment, dims: tuple[int, ...]) -> bool:
     return bool((local == local[0:1]).all())
 
 
+def needs_table(frag: Fragment) -> bool:
+    """Whether code for ``frag`` would need a lookup table, which code generation does not support: the element a
+    thread's register holds (its inverse) is what code computes; which thread holds an element is enumerated at
+    compile time."""
+    from tilec.layout import Lut
+
+    return any(e.has(Lut) for e in frag.inverse().exprs)
+
+
 def replicated_all(shape: tuple[int, ...], threads: int) -> Fragment:
     """Every thread holds (runs) all of the tile."""
     return Fragment(shape, lambda *a: a[-1], lambda *a: _flat(a[:-1], shape), replicate=threads,

@@ -106,10 +106,12 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
     if r.dst.buffer.scope == "fragment" and not r.dst.is_full():
         raise TilecError("reductions into part of a fragment are not supported; reduce into a whole fragment (or a "
                          "shared buffer's region)", r.loc)
-    from tilec.lower.layouts import project
+    from tilec.lower.layouts import needs_table, project
 
     F = lw.fragment(r.src.buffer)
     natural = project(F, tuple(i for i in range(F.ndim) if i != r.dim))
+    if needs_table(natural):  # no formula tells which threads hold the source's lines: reduced from shared memory
+        return _through_shared(lw, r)
     D = lw.fragment(r.dst.buffer) if r.dst.buffer.scope == "fragment" else natural
     if D.shape != natural.shape and D.size == natural.size:  # a result keeping unit dims: the same registers
         D = D.reshape(natural.shape)

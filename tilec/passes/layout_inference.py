@@ -45,6 +45,7 @@ from tilec.lower.layouts import (
     around,
     default_fragment,
     holds,
+    needs_table,
     operand_layout,
     project,
     replicated_all,
@@ -301,6 +302,8 @@ class _Inference:
             rows = project(fs, keep)
             if rows.shape != tuple(int(e) for e in d.shape):  # the result keeps unit dims, e.g. (M, 1)
                 rows = rows.reshape(tuple(int(e) for e in d.shape))
+            if needs_table(rows):  # no formula gives its holders: left to the free rule (an even spread), the
+                return False  # reduction then converts its result to that
             return self.set_fragment(d, rows, "common", r, f"rows of {s.name}")
         return False
 
