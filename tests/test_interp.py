@@ -847,6 +847,31 @@ def test_fma_rounds_once(rng, target, dtype):
     assert np.any(want != (a * b + c)), "no case where one rounding differs from two"
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_round_is_half_away_from_zero_exactly(rng, target, dtype):
+    """T.round is roundf / round: the nearest whole number, halves away from zero. The interpreters computed
+    floor(|x| + 0.5), whose sum rounds first: the float just below 0.5 gave 1 and 2**23 + 1 (float32) gave 2**23 + 2."""
+    from fractions import Fraction
+
+    @T.prim_func
+    def main(X: T.Tensor((128,), dtype), O: T.Tensor((128,), dtype)):
+        with T.Kernel(1, threads=128) as bx:
+            for i in T.Parallel(128):
+                O[i] = T.round(X[i])
+
+    mant = 24 if dtype == "float32" else 53
+    x = (rng.standard_normal(128) * 10.0 ** rng.integers(0, 8, 128)).astype(dtype)
+    below_half = np.nextafter(np.array(0.5, dtype), 0)
+    top = 2 ** (mant - 1)
+    x[:8] = [below_half, -below_half, top + 1, -(top + 1), 0.5, -2.5, top - 0.5, 1.5]
+    want = np.array([float(np.sign(v)) * float(int(abs(Fraction(float(v))) + Fraction(1, 2))) for v in x], dtype)
+    o = poisoned((128,), dtype)
+    tilec.JITKernel(main, target)(x, o)
+    np.testing.assert_array_equal(o, want)
+    assert want[0] == 0 and want[2] == top + 1 and want[6] == top
+
+
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
 def test_the_side_a_uniform_condition_does_not_take_is_not_evaluated(rng, target):
     """`A[i + 1] if i < 7 else 0` and `i < 7 and A[i + 1] > 0` in a serial loop read A[8] on the interpreters, which

@@ -52,7 +52,11 @@ _BIN = {
 
 
 def _round_half_away(x: np.ndarray) -> np.ndarray:
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    """roundf / round: to the nearest whole number, halfway cases away from zero. From the truncation (x - trunc(x) is
+    exact): floor(|x| + 0.5) rounded the sum first, so 0.49999997 gave 1 and 2**23 + 1 gave 2**23 + 2."""
+    t = np.trunc(x)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t).astype(np.asarray(x).dtype, copy=False)
 
 
 def _fma(a: Any, b: Any, c: Any) -> np.ndarray:
