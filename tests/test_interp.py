@@ -749,6 +749,37 @@ def test_float_to_64_bit_int_cast_saturates_like_the_gpu(target):
                                                     15 * 10**18, 0], np.uint64))
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_a_constant_cast_folds_as_the_same_cast_runs(target):
+    """T.cast of a constant is folded when the kernel is built: to fp8 and from a float to an int it gave what numpy
+    or Python give (1000.0 to float8_e4m3 NaN, 3e9 to int32 -1294967296 wrapped, -1.0 to uint32 4294967295), where
+    the same cast of a value read at run time saturates (448, 2147483647, 0) on every target."""
+    fp8 = ["float8_e4m3", "float8_e5m2"] if target != "simt:gfx90a" else []  # (HIP has no fp8 type)
+    ints = ["int32", "uint32", "int8", "int64", "uint64"]
+    values = [1000.0, 1e6, -1e6, 3e9, -1.0, -3e9, 2e19, -2e19, 300.7]
+
+    @T.prim_func
+    def main(X: T.Tensor((len(values),), "float32"), F: T.Tensor((2, 2, len(values)), "float32"),
+             I: T.Tensor((2, len(ints), len(values)), "int64")):
+        with T.Kernel(1, threads=32) as bx:
+            for j in list(range(len(values))):
+                for d in list(range(len(fp8))):
+                    F[0, d, j] = T.cast(T.cast(values[j], fp8[d]), "float32")
+                    F[1, d, j] = T.cast(T.cast(X[j], fp8[d]), "float32")
+                for d in list(range(len(ints))):
+                    I[0, d, j] = T.cast(T.cast(values[j], ints[d]), "int64")
+                    I[1, d, j] = T.cast(T.cast(X[j], ints[d]), "int64")
+
+    x = np.array(values, np.float32)
+    f, i = np.zeros((2, 2, len(values)), np.float32), np.zeros((2, len(ints), len(values)), np.int64)
+    tilec.JITKernel(main, target)(x, f, i)
+    np.testing.assert_array_equal(f[0], f[1])
+    np.testing.assert_array_equal(i[0], i[1])
+    if fp8:
+        assert f[0, 0, 0] == 448 and f[0, 1, 1] == 57344
+    assert i[0, 0, 3] == 2**31 - 1 and i[0, 1, 4] == 0 and i[0, 2, 3] == -1
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

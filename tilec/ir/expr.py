@@ -372,12 +372,12 @@ def cast(dtype: Any, value: ExprLike) -> Expr:
         return x
     if isinstance(x, Const):
         v = x.value
-        if dtype.is_float:
-            v = float(dtype.np.type(v)) if math.isfinite(float(v)) else float(v)
-        elif dtype.is_int:
-            if isinstance(v, float) and not math.isfinite(v):
-                raise TilecTypeError(f"cannot cast {v} to {dtype}")
-            v = dt.wrap_int(int(v), dtype)  # floats truncate toward zero, then wrap as the GPU's conversion does
+        if dtype.is_int and isinstance(v, float) and not math.isfinite(v):
+            raise TilecTypeError(f"cannot cast {v} to {dtype}")
+        if not dtype.is_bool:  # as the interpreters convert a value at run time (fp8 and float to int saturate)
+            from tilec.interp.tile import typed
+
+            v = typed(np.asarray(v), dtype).item()
         return const(v, dtype)
     return Cast(x, dtype)
 
