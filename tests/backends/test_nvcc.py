@@ -462,3 +462,23 @@ def test_narrow_int_arithmetic_is_wrapped_in_the_c(tmp_path, dtype):
     if dtype == "int8":  # abs(-128) is 128 in int; an int8's is -128 (uint16's abs is the value itself)
         assert f"static_cast<{ctype}>(abs(A[" in body, body
     compile_cuda(source, tmp_path)
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3", "float8_e5m2"])
+def test_fp8_arithmetic_and_comparisons_compile(dtype, tmp_path):
+    """cuda_fp8.h's types have no arithmetic, comparison or negation operators: A[i] * B[i] - A[i], A[i] < B[i] and
+    -A[i] on fp8 values (which the interpreters compute in float, rounded back) failed in nvcc with 'no operator "*"
+    matches these operands'; they are computed in float, as interpreted."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), dtype), B: T.Tensor((64,), dtype), O: T.Tensor((64,), dtype),
+             P: T.Tensor((64,), "int32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                O[i] = T.if_then_else(A[i] < B[i], A[i] * B[i] - A[i], -A[i] / B[i])
+                P[i] = T.cast(A[i] != B[i], "int32") + T.cast(A[i] >= B[i] + A[i], "int32")
+
+    source = tilec.JITKernel(main, "cuda:sm_89").get_kernel_source()
+    assert "static_cast<float>(A[tx]) < static_cast<float>(B[tx])" in source, source
+    compile_cuda(source, tmp_path, "sm_89")

@@ -434,6 +434,8 @@ class CEmitter:
                 op = "!"  # C's ~ promotes a bool to int (~true is -2, nonzero); the interpreters' ~ of a bool is not
             if op != "!" and x.dtype.is_int and x.dtype.bits < 32:  # -(-128) and ~(uint8)0 leave the type in C
                 return f"static_cast<{self.ctype(x.dtype)}>({op}{self.e(x.a, 11)})"
+            if x.dtype.is_float and x.dtype.bits == 8:  # no unary minus on fp8 types: in float
+                return f"{self.ctype(x.dtype)}(-static_cast<float>({self.e(x.a)}))"
             return f"({op}{self.e(x.a, 11)})"
         if isinstance(x, Cast):
             return self.cast(x.dtype, x.value)
@@ -512,6 +514,9 @@ class CEmitter:
             return f"{fn}<{self.ctype(x.dtype)}>({self.e(x.a)}, {self.e(x.b)})"
         op = _C_OPS[x.op]
         p = _PREC[op]
+        if x.a.dtype.is_float and x.a.dtype.bits == 8:  # fp8 types have no arithmetic or comparison operators:
+            text = f"static_cast<float>({self.e(x.a)}) {op} static_cast<float>({self.e(x.b)})"  # in float, as
+            return f"{self.ctype(x.dtype)}({text})" if x.dtype.is_float else f"({text})"  # interpreted
         text = f"{self.e(x.a, p)} {op} {self.e(x.b, p + 1)}"
         if x.op in _WIDENING and x.dtype.is_int and x.dtype.bits < 32:  # C computes it in int: wrap to the type
             if x.op in ("*", "<<"):  # in unsigned: 65535 * 65535 or a shift past int's top would overflow int (UB)
