@@ -780,6 +780,29 @@ def test_a_constant_cast_folds_as_the_same_cast_runs(target):
     assert i[0, 0, 3] == 2**31 - 1 and i[0, 1, 4] == 0 and i[0, 2, 3] == -1
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_arithmetic_on_float_constants_folds_with_their_typed_values(target):
+    """Arithmetic on two float constants is folded when the kernel is built: it computed with the Python floats
+    written (T.float32(2**24 + 1) - T.float32(2**24) gave 1.0), where the kernel's float32 values are 2**24 and 2**24,
+    whose difference every target computes as 0; the folded result is now the same as the run-time one."""
+    dtype, a, b = "float32", 2.0**24 + 1, 2.0**24
+
+    @T.prim_func
+    def main(X: T.Tensor((2,), dtype), O: T.Tensor((2, 3), dtype)):
+        with T.Kernel(1, threads=32) as bx:
+            O[0, 0] = T.cast(a, dtype) - T.cast(b, dtype)
+            O[0, 1] = T.cast(a, dtype) * T.cast(0.5, dtype)
+            O[0, 2] = T.if_then_else(T.cast(a, dtype) == T.cast(b, dtype), 1.0, 0.0)
+            O[1, 0] = X[0] - X[1]
+            O[1, 1] = X[0] * T.cast(0.5, dtype)
+            O[1, 2] = T.if_then_else(X[0] == X[1], 1.0, 0.0)
+
+    o = poisoned((2, 3), dtype)
+    tilec.JITKernel(main, target)(np.array([a, b], dtype), o)
+    np.testing.assert_array_equal(o[0], o[1])
+    np.testing.assert_array_equal(o[0], [0.0, b / 2, 1.0])
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

@@ -286,6 +286,16 @@ def _fold(op: str, x: Any, y: Any) -> Any:
     return table[op]()
 
 
+def _typed_value(c: Const) -> Any:
+    """A float constant's value in its type, as the interpreters and the GPU compute with it (1 + 2**24 as a float32
+    is 2**24); other constants' values are already their type's."""
+    if not c.dtype.is_float:
+        return c.value
+    from tilec.interp.tile import typed
+
+    return typed(np.asarray(c.value), c.dtype).item()
+
+
 def _result_dtype(op: str, a: Expr, b: Expr) -> tuple[DType, DType]:
     """(operand dtype, result dtype) of ``a op b``."""
     if op in LOGIC_OPS:
@@ -306,7 +316,7 @@ def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
     x, y = _pair(a, b)
     operand, result = _result_dtype(op, x, y)
     if isinstance(x, Const) and isinstance(y, Const):
-        return const(_fold(op, x.value, y.value), result)
+        return const(_fold(op, _typed_value(x), _typed_value(y)), result)
     if operand is not x.dtype and op not in LOGIC_OPS:
         x = cast(operand, x)
     if operand is not y.dtype and op not in LOGIC_OPS:
