@@ -803,6 +803,28 @@ def test_arithmetic_on_float_constants_folds_with_their_typed_values(target):
     np.testing.assert_array_equal(o[0], [0.0, b / 2, 1.0])
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_min_max_of_constants_skip_nan_as_at_run_time(target):
+    """T.max / T.min of two constants is folded with Python's max / min, which kept a NaN first operand (T.max(T.nan(),
+    1.0) gave NaN); every target's max and min are fmaxf / fminf, which take the other operand."""
+
+    @T.prim_func
+    def main(X: T.Tensor((2,), "float32"), O: T.Tensor((2, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            O[0, 0] = T.max(T.nan("float32"), T.float32(1.0))
+            O[0, 1] = T.min(T.nan("float32"), T.float32(1.0))
+            O[0, 2] = T.max(T.float32(1.0), T.nan("float32"))
+            O[0, 3] = T.min(T.float32(1.0), T.nan("float32"))
+            O[1, 0] = T.max(X[0], X[1])
+            O[1, 1] = T.min(X[0], X[1])
+            O[1, 2] = T.max(X[1], X[0])
+            O[1, 3] = T.min(X[1], X[0])
+
+    o = poisoned((2, 4), "float32")
+    tilec.JITKernel(main, target)(np.array([np.nan, 1.0], np.float32), o)
+    np.testing.assert_array_equal(o, np.ones((2, 4), np.float32))
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

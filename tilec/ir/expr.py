@@ -278,9 +278,10 @@ def _fold(op: str, x: Any, y: Any) -> Any:
         raise TilecTypeError(f"division by zero in a constant expression ({x} {op} {y})")
     table = {
         "+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "//": lambda: x // y, "%": lambda: x % y,
-        "min": lambda: min(x, y), "max": lambda: max(x, y), "&": lambda: x & y, "|": lambda: x | y,
-        "^": lambda: x ^ y, "<<": lambda: x << y, ">>": lambda: x >> y, "<": lambda: x < y,
-        "<=": lambda: x <= y, ">": lambda: x > y, ">=": lambda: x >= y, "==": lambda: x == y,
+        "min": lambda: y if x != x else min(x, y), "max": lambda: y if x != x else max(x, y),  # fminf / fmaxf:
+        "&": lambda: x & y, "|": lambda: x | y, "^": lambda: x ^ y, "<<": lambda: x << y,  # a NaN operand skipped
+        ">>": lambda: x >> y, "<": lambda: x < y, "<=": lambda: x <= y, ">": lambda: x > y, ">=": lambda: x >= y,
+        "==": lambda: x == y,
         "!=": lambda: x != y, "and": lambda: bool(x) and bool(y), "or": lambda: bool(x) or bool(y),
     }  # fmt: skip
     return table[op]()
