@@ -825,6 +825,27 @@ def test_min_max_of_constants_skip_nan_as_at_run_time(target):
     np.testing.assert_array_equal(o, np.ones((2, 4), np.float32))
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_float_constant_divided_by_zero_folds_to_inf(target):
+    """T.float32(1.0) / T.float32(0.0), folded when the kernel is built, failed with Python's ZeroDivisionError (no
+    kernel line); it is inf (and 0.0 / 0.0 NaN), as the same division at run time gives."""
+
+    @T.prim_func
+    def main(X: T.Tensor((3,), "float32"), O: T.Tensor((2, 3), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            O[0, 0] = T.float32(1.0) / T.float32(0.0)
+            O[0, 1] = T.float32(-1.0) / T.float32(0.0)
+            O[0, 2] = T.float32(0.0) / T.float32(0.0)
+            O[1, 0] = X[0] / X[2]
+            O[1, 1] = -X[0] / X[2]
+            O[1, 2] = X[2] / X[2]
+
+    o = poisoned((2, 3), "float32")
+    tilec.JITKernel(main, target)(np.array([1.0, -1.0, 0.0], np.float32), o)
+    np.testing.assert_array_equal(o[0], o[1])
+    np.testing.assert_array_equal(o[0], [np.inf, -np.inf, np.nan])
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

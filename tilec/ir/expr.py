@@ -272,8 +272,9 @@ def _pair(a: Any, b: Any) -> tuple[Expr, Expr]:
 
 
 def _fold(op: str, x: Any, y: Any) -> Any:
-    if op == "/":
-        return x / y
+    if op == "/":  # IEEE's: x / 0.0 is inf or NaN, as at run time (Python raised ZeroDivisionError)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return float(np.float64(x) / np.float64(y))
     if op in ("//", "%") and y == 0:
         raise TilecTypeError(f"division by zero in a constant expression ({x} {op} {y})")
     table = {
