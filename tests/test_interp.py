@@ -846,6 +846,26 @@ def test_float_constant_divided_by_zero_folds_to_inf(target):
     np.testing.assert_array_equal(o[0], [np.inf, -np.inf, np.nan])
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_int_and_float_constants_fold_in_their_common_type(target):
+    """An int constant with a float one is computed in the float type (the int converted first) on every target; when
+    both were constants the fold compared the Python values: T.int32(2**24 + 1) == T.float32(2**24) was False, where
+    the float32 2**24 + 1 is 2**24 (True), and T.int32(2**24 + 1) - T.float32(2**24) gave 1, not 0."""
+
+    @T.prim_func
+    def main(I: T.Tensor((1,), "int32"), F: T.Tensor((1,), "float32"), O: T.Tensor((2, 2), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            O[0, 0] = T.if_then_else(T.int32(2**24 + 1) == T.float32(2.0**24), 1.0, 0.0)
+            O[0, 1] = T.int32(2**24 + 1) - T.float32(2.0**24)
+            O[1, 0] = T.if_then_else(I[0] == F[0], 1.0, 0.0)
+            O[1, 1] = I[0] - F[0]
+
+    o = poisoned((2, 2), "float32")
+    tilec.JITKernel(main, target)(np.array([2**24 + 1], np.int32), np.array([2.0**24], np.float32), o)
+    np.testing.assert_array_equal(o[0], o[1])
+    np.testing.assert_array_equal(o[0], [1.0, 0.0])
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

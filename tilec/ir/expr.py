@@ -317,12 +317,12 @@ def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
     """Build ``a op b`` with dtype promotion, Python-number coercion and constant folding."""
     x, y = _pair(a, b)
     operand, result = _result_dtype(op, x, y)
-    if isinstance(x, Const) and isinstance(y, Const):
-        return const(_fold(op, _typed_value(x), _typed_value(y)), result)
     if operand is not x.dtype and op not in LOGIC_OPS:
         x = cast(operand, x)
     if operand is not y.dtype and op not in LOGIC_OPS:
         y = cast(operand, y)
+    if isinstance(x, Const) and isinstance(y, Const):  # in the operand type: int32 2**24 + 1 == float32 2**24
+        return const(_fold(op, _typed_value(x), _typed_value(y)), result)
     simple = _identity(op, x, y)
     if simple is not None:
         return simple
