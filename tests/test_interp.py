@@ -866,6 +866,24 @@ def test_int_and_float_constants_fold_in_their_common_type(target):
     np.testing.assert_array_equal(o[0], [1.0, 0.0])
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_not_of_a_constant_bool_folds_to_its_logical_not(target):
+    """~ of a bool is its logical not on every target; of a constant bool (a comparison of constants) it folded to
+    ~1 = -2 stored as a bool, True: ~(T.int32(3) > 2) selected the first branch."""
+
+    @T.prim_func
+    def main(X: T.Tensor((1,), "int32"), O: T.Tensor((2, 2), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            O[0, 0] = T.if_then_else(~(T.int32(3) > 2), 1, 0)
+            O[0, 1] = T.if_then_else(~(T.int32(1) > 2), 1, 0)
+            O[1, 0] = T.if_then_else(~(X[0] > 2), 1, 0)
+            O[1, 1] = T.if_then_else(~(X[0] > 4), 1, 0)
+
+    o = poisoned((2, 2), "int32")
+    tilec.JITKernel(main, target)(np.array([3], np.int32), o)
+    np.testing.assert_array_equal(o, [[0, 1], [0, 1]])
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

@@ -370,6 +370,8 @@ def unop(op: str, a: ExprLike) -> Expr:
             return const(not x.value)
         return UnOp("not", x, dt.boolean)
     if isinstance(x, Const):
+        if op == "~" and x.dtype.is_bool:  # ~ of a bool is its logical not, as interpreted (~1 is -2: true)
+            return const(not x.value)
         return const(-x.value if op == "-" else ~int(x.value), x.dtype)
     if op == "~" and not (x.dtype.is_int or x.dtype.is_bool):
         raise TilecTypeError(f"`~` needs an integer operand, got {x.dtype}")
