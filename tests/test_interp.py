@@ -884,6 +884,36 @@ def test_not_of_a_constant_bool_folds_to_its_logical_not(target):
     np.testing.assert_array_equal(o, [[0, 1], [0, 1]])
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_a_python_int_above_int64_is_a_uint64_constant(target):
+    """A Python int of [2**63, 2**64) in a kernel was wrapped into int64: T.cast(2**63 + 2**40, "float32") gave
+    -9.2e18. It is a uint64 constant (converted as a uint64 value read at run time is), and one no 64-bit type holds
+    is an error at its line."""
+    big = 2**63 + 2**40
+
+    @T.prim_func
+    def main(U: T.Tensor((1,), "uint64"), O: T.Tensor((2, 2), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            O[0, 0] = T.cast(big, "float32")
+            O[0, 1] = T.float32(big + 1)
+            O[1, 0] = T.cast(U[0], "float32")
+            O[1, 1] = T.cast(U[0] + 1, "float32")
+
+    o = poisoned((2, 2), "float32")
+    tilec.JITKernel(main, target)(np.array([big], np.uint64), o)
+    np.testing.assert_array_equal(o[0], o[1])
+    assert o[0, 0] == np.float32(big)
+
+    def too_big():
+        @T.prim_func
+        def main(O: T.Tensor((1,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                O[0] = T.cast(2**64, "float32")
+
+    with pytest.raises(tilec.TilecError, match=r"test_interp.py:\d+.*constant 18446744073709551616 does not fit"):
+        too_big()
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

@@ -213,15 +213,17 @@ ExprLike = Union[Expr, int, float, bool]
 
 
 def const(value: int | float | bool, dtype: DType | str | None = None) -> Const:
-    """A constant; the dtype defaults to bool / int32 (int64 when it does not fit) / float32.
+    """A constant; the dtype defaults to bool / int32 (int64, then uint64, when it does not fit) / float32.
 
     Integer values outside ``dtype``'s range wrap modulo 2**bits (two's complement), as a C conversion does.
     """
     if dtype is None:
         if isinstance(value, bool):
             dtype = dt.boolean
-        elif isinstance(value, int):
-            dtype = dt.int32 if -(2**31) <= value < 2**31 else dt.int64
+        elif isinstance(value, int):  # (a value of [2**63, 2**64) is a uint64, not wrapped negative into int64)
+            if not -(2**63) <= value < 2**64:
+                raise TilecTypeError(f"the integer constant {value} does not fit a 64-bit type")
+            dtype = dt.int32 if -(2**31) <= value < 2**31 else dt.int64 if value < 2**63 else dt.uint64
         elif isinstance(value, float):
             dtype = dt.float32
         else:
