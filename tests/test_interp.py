@@ -914,6 +914,32 @@ def test_a_python_int_above_int64_is_a_uint64_constant(target):
         too_big()
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_t_max_min_select_and_floordiv_widen_a_python_int_the_kernel_int_cannot_hold(target):
+    """A Python int beside an int8 value that int8 cannot hold was wrapped into int8 by T.max, T.min,
+    T.if_then_else, T.floordiv and T.floormod (T.max(A[i], 1000) was max(A[i], -24)), where `a + 1000`,
+    `max(a, 1000)` and `a if c else 1000` widen the operation to int64: they widen too."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "int8"), O: T.Tensor((64, 6), "int64")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                O[i, 0] = T.max(A[i], 1000)
+                O[i, 1] = T.min(A[i], -1000)
+                O[i, 2] = T.if_then_else(A[i] > 0, A[i], 1000)
+                O[i, 3] = T.floordiv(A[i], 1000)
+                O[i, 4] = T.floormod(A[i], 1000)
+                O[i, 5] = T.truncdiv(A[i] // 2, -1000) + T.max(A[i], 300 - 1000)
+
+    a = np.random.default_rng().integers(-128, 128, 64).astype(np.int8)
+    o = poisoned((64, 6), "int64")
+    tilec.JITKernel(main, target)(a, o)
+    x = a.astype(np.int64)
+    want = np.stack([np.maximum(x, 1000), np.minimum(x, -1000), np.where(x > 0, x, 1000), x // 1000, x % 1000,
+                     np.maximum(x, -700)], axis=1)
+    np.testing.assert_array_equal(o, want)
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

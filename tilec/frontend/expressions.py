@@ -20,7 +20,7 @@ from tilec.frontend.builder import Builder
 from tilec.frontend.scopes import ScopeTracker, Undefined
 from tilec.frontend.source import FunctionSource
 from tilec.ir.buffer import Buffer, index_buffer
-from tilec.ir.expr import Expr, Load, as_expr, binop, call, cast, const, select, unop
+from tilec.ir.expr import Expr, Load, as_expr, binop, call, cast, fit_ints, select, unop
 from tilec.language.loops import serial
 from tilec.language.types import ConstSymbol
 
@@ -162,7 +162,7 @@ class ExprParser(ScopeTracker):
             return self.power(a, b)
         if op not in _BINOPS:
             raise TilecSyntaxError(f"operator {op.__name__} is not supported on kernel values")
-        return binop(_BINOPS[op], *_fitted(a, b))
+        return binop(_BINOPS[op], *fit_ints(a, b))
 
     def power(self, a: Any, b: Any) -> Expr:
         if isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 4:
@@ -217,7 +217,7 @@ class ExprParser(ScopeTracker):
             if isinstance(left, Expr) or isinstance(right, Expr):
                 if type(op) not in _CMPOPS:
                     raise TilecSyntaxError(f"`{ast.unparse(node)}`: `is`/`in` do not apply to kernel values")
-                part: Any = binop(_CMPOPS[type(op)], *_fitted(left, right))
+                part: Any = binop(_CMPOPS[type(op)], *fit_ints(left, right))
             else:
                 part = _PY_CMPOPS[type(op)](left, right)
             result = part if result is True else (binop("and", result, part) if isinstance(result, Expr) or
@@ -231,7 +231,7 @@ class ExprParser(ScopeTracker):
         cond = self.rvalue(self.expr(node.test))
         if not isinstance(cond, Expr):
             return self.expr(node.body if cond else node.orelse)
-        return select(cond, *_fitted(self.rvalue(self.expr(node.body)), self.rvalue(self.expr(node.orelse))))
+        return select(cond, *fit_ints(self.rvalue(self.expr(node.body)), self.rvalue(self.expr(node.orelse))))
 
     def expr_Tuple(self, node: ast.Tuple) -> tuple:
         return tuple(self.elements(node.elts))
@@ -332,24 +332,6 @@ def _relocated(node: ast.expr) -> ast.expr:
     return ast.fix_missing_locations(node)
 
 
-def _fitted(a: Any, b: Any) -> tuple[Any, Any]:
-    """The operands of a binary operation, a Python int beside a kernel int of a type that cannot hold it made an
-    int64 constant (the other operand widens to it, so the arithmetic is Python's, not the constant wrapped into the
-    kernel value's type: ``A[i] < 2**40`` was ``A[i] < 0``); an error where no 64-bit type holds both."""
-    def fit(x: Any, other: Any) -> Any:
-        if not (isinstance(other, Expr) and other.dtype.is_int and isinstance(x, int) and not isinstance(x, bool)):
-            return x
-        d = other.dtype
-        lo, hi = (0, 1 << d.bits) if d.kind == "uint" else (-(1 << (d.bits - 1)), 1 << (d.bits - 1))
-        if lo <= x < hi:
-            return x
-        if d.bits < 64 and -(1 << 63) <= x < 1 << 63:
-            return const(x, "int64")
-        raise TilecTypeError(f"the constant {x} does not fit {d} (the type of {other}) nor int64")
-
-    return fit(a, b), fit(b, a)
-
-
 def _int_power(a: Expr, n: int) -> Expr:
     """``a ** n`` of a kernel int by squaring (``n >= 0``; 1 when ``n`` is 0)."""
     out: Expr | None = None
@@ -374,7 +356,7 @@ def _minmax(op: str):
             args = list(args[0])
         out = args[0]
         for a in args[1:]:
-            out = binop(op, *_fitted(out, a))
+            out = binop(op, *fit_ints(out, a))
         return out
 
     return fn

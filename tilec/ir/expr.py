@@ -430,6 +430,24 @@ def call(name: str, *args: ExprLike) -> Expr:
     return Call(name, tuple(exprs), result)
 
 
+def fit_ints(a: Any, b: Any) -> tuple[Any, Any]:
+    """The operands of a binary operation, a Python int beside a kernel int of a type that cannot hold it made an
+    int64 constant (the other operand widens to it, so the arithmetic is Python's, not the constant wrapped into the
+    kernel value's type: ``A[i] < 2**40`` was ``A[i] < 0``); an error where no 64-bit type holds both."""
+    def fit(x: Any, other: Any) -> Any:
+        if not (isinstance(other, Expr) and other.dtype.is_int and isinstance(x, int) and not isinstance(x, bool)):
+            return x
+        d = other.dtype
+        lo, hi = (0, 1 << d.bits) if d.kind == "uint" else (-(1 << (d.bits - 1)), 1 << (d.bits - 1))
+        if lo <= x < hi:
+            return x
+        if d.bits < 64 and -(1 << 63) <= x < 1 << 63:
+            return const(x, "int64")
+        raise TilecTypeError(f"the constant {x} does not fit {d} (the type of {other}) nor int64")
+
+    return fit(a, b), fit(b, a)
+
+
 def minimum(a: ExprLike, b: ExprLike) -> Any:
     """``T.min``: a Python value when both are Python values."""
     if not isinstance(a, Expr) and not isinstance(b, Expr):

@@ -6,11 +6,17 @@ import math as _math
 from typing import Any
 
 from tilec import dtypes as dt
-from tilec.ir.expr import Expr, ExprLike, as_expr, binop, call, const, maximum, minimum, select, unop
+from tilec.ir.expr import Expr, ExprLike, as_expr, binop, call, const, fit_ints, maximum, minimum, select, unop
 from tilec.ir.expr import cast as _cast
 
-max = maximum  # noqa: A001 - T.max / T.min
-min = minimum  # noqa: A001
+
+def max(a: ExprLike, b: ExprLike) -> Any:  # noqa: A001
+    """``T.max(a, b)`` (fmaxf on floats); a Python int a kernel int's type cannot hold widens it, as in ``a + b``."""
+    return maximum(*fit_ints(a, b))
+
+
+def min(a: ExprLike, b: ExprLike) -> Any:  # noqa: A001
+    return minimum(*fit_ints(a, b))
 
 
 def _unary(name: str):
@@ -55,7 +61,7 @@ def fma(a: ExprLike, b: ExprLike, c: ExprLike) -> Expr:
 
 def if_then_else(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
     """``a`` where ``cond`` holds, else ``b`` (both evaluated)."""
-    return select(cond, a, b)
+    return select(cond, *fit_ints(a, b))
 
 
 def cast(value: ExprLike, dtype: Any) -> Expr:
@@ -118,11 +124,11 @@ def logical_not(x: ExprLike) -> Any:
 
 
 def floordiv(a: ExprLike, b: ExprLike) -> Any:
-    return binop("//", a, b) if isinstance(a, Expr) or isinstance(b, Expr) else a // b
+    return binop("//", *fit_ints(a, b)) if isinstance(a, Expr) or isinstance(b, Expr) else a // b
 
 
 def floormod(a: ExprLike, b: ExprLike) -> Any:
-    return binop("%", a, b) if isinstance(a, Expr) or isinstance(b, Expr) else a % b
+    return binop("%", *fit_ints(a, b)) if isinstance(a, Expr) or isinstance(b, Expr) else a % b
 
 
 def truncdiv(a: ExprLike, b: ExprLike) -> Any:
@@ -130,6 +136,6 @@ def truncdiv(a: ExprLike, b: ExprLike) -> Any:
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b >= 0) else -q
-    x, y = as_expr(a), as_expr(b)
+    x, y = (as_expr(v) for v in fit_ints(a, b))
     q = binop("//", call("abs", x), call("abs", y))
     return select(binop("==", binop("<", x, 0), binop("<", y, 0)), q, unop("-", q))
