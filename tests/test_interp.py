@@ -940,6 +940,41 @@ def test_t_max_min_select_and_floordiv_widen_a_python_int_the_kernel_int_cannot_
     np.testing.assert_array_equal(o, want)
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_truncdiv_of_a_types_minimum_and_of_alloc_vars(target):
+    """T.truncdiv divided the operands' absolute values, which wraps for a type's minimum (int8 -128 // 3 gave 43, not
+    -42); and a T.alloc_var passed to T.max (or any T.* math function) failed ("'>' not supported between instances of
+    'int' and 'Buffer'"): it is read as its value, as in `v + 1`."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "int8"), D: T.Tensor((64,), "int8"), O: T.Tensor((64, 3), "int32"),
+             F: T.Tensor((64,), "float32"), G: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            v = T.alloc_var("int8")
+            for i in T.serial(64):
+                v = A[i]
+                O[i, 0] = T.truncdiv(A[i], D[i])
+                O[i, 1] = T.max(v, 1000) + T.min(v, T.int8(5))
+                O[i, 2] = T.truncdiv(T.int32(-2147483648) + A[i] * 0, T.cast(D[i], "int32"))
+                G[i] = T.truncdiv(F[i], 0.75)
+
+    rng = np.random.default_rng()
+    a = rng.integers(-128, 128, 64).astype(np.int8)
+    a[:4] = -128
+    d = rng.choice([-7, -3, -2, -1, 1, 2, 3, 5, 127], 64).astype(np.int8)
+    d[0] = -1  # -128 / -1 leaves int8: it wraps to -128, as the C division of the type does
+    f = rng.standard_normal(64).astype(np.float32) * 10
+    o, g = poisoned((64, 3), "int32"), poisoned((64,), "float32")
+    tilec.JITKernel(main, target)(a, d, o, f, g)
+    x, y = a.astype(np.int64), d.astype(np.int64)
+    q = np.trunc(x / y).astype(np.int64)
+    np.testing.assert_array_equal(o[:, 0], ((q + 128) % 256) - 128)
+    np.testing.assert_array_equal(o[:, 1], 1000 + np.minimum(x, 5))
+    q32 = np.trunc(-2147483648 / y).astype(np.int64)
+    np.testing.assert_array_equal(o[:, 2], ((q32 + 2**31) % 2**32) - 2**31)
+    np.testing.assert_array_equal(g, np.trunc(f.astype(np.float32) / np.float32(0.75)))
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

@@ -298,6 +298,8 @@ class ExprParser(ScopeTracker):
             raise TilecSyntaxError(
                 f"`.{fn.__name__}(...)` changes a Python {type(owner).__name__} once, when the kernel is parsed, not "
                 f"each time {bodies[-1].what} runs; keep values that change in a buffer or a T.alloc_var")
+        if getattr(fn, "__module__", "") == "tilec.language.math":  # T.max, T.exp, T.cast ...: of values
+            args, kwargs = [self.rvalue(a) for a in args], {k: self.rvalue(v) for k, v in kwargs.items()}
         try:
             return fn(*args, **kwargs)
         except TilecError:

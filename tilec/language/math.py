@@ -137,5 +137,8 @@ def truncdiv(a: ExprLike, b: ExprLike) -> Any:
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b >= 0) else -q
     x, y = (as_expr(v) for v in fit_ints(a, b))
-    q = binop("//", call("abs", x), call("abs", y))
-    return select(binop("==", binop("<", x, 0), binop("<", y, 0)), q, unop("-", q))
+    # the floor quotient, one up where the division is inexact and the signs differ (|x| // |y| wrapped for the
+    # type's minimum: int8 -128 // 3 gave 43)
+    q = binop("//", x, y)
+    up = binop("and", binop("!=", binop("%", x, y), 0), binop("!=", binop("<", x, 0), binop("<", y, 0)))
+    return binop("+", q, _cast(q.dtype, up))
