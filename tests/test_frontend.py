@@ -992,3 +992,43 @@ def test_a_kernel_redefined_with_another_local_annotation_is_parsed_again(rng, t
         tilec.compile(mod.scale, target="cpu")(a, out)
         ref = a.astype(np.float64) * 3.0
         assert_close(out, ref.astype(np.float16) if dtype == "float16" else ref, "float32")
+
+
+def test_quoted_parameter_annotations_without_future_annotations(rng, tmp_path):
+    """`A: "T.Tensor((64,), 'float32')"` in a module without `from __future__ import annotations` was refused
+    ('annotate it with T.Tensor(...), got "T.Tensor(...)"'): the string is the expression it quotes, as under the
+    future import; a quoted text that is no expression is an error at the parameter."""
+    import importlib.util
+
+    from conftest import assert_close, poisoned
+
+    text = textwrap.dedent("""
+        import tilec.language as T
+
+        N = 64
+
+
+        @T.prim_func
+        def scale(A: "T.Tensor((N,), 'float32')", B: 'T.Tensor((N,), "float32")', s: "T.float32"):
+            with T.Kernel(1, threads=64) as bx:
+                for i in T.Parallel(N):
+                    B[i] = A[i] * s
+
+
+        def bad():
+            @T.prim_func
+            def broken(A: "T.Tensor((N,), 'float32'"):
+                with T.Kernel(1, threads=64) as bx:
+                    A[0] = 1.0
+        """)
+    path = tmp_path / "quoted.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location("tilec_test_quoted", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = rng.standard_normal(64).astype(np.float32)
+    out = poisoned(64, "float32")
+    tilec.compile(mod.scale, target="cpu")(a, out, 1.5)
+    assert_close(out, a.astype(np.float64) * 1.5, "float32")
+    with pytest.raises(tilec.TilecError, match=r"quoted.py:\d+:\d+: the annotation .* is not a Python expression"):
+        mod.bad()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import inspect
 from typing import Any
 
@@ -17,6 +18,22 @@ from tilec.ir.stmt import KernelLaunch
 from tilec.ir.visit import vars_in
 from tilec.language.types import ConstSymbol, TensorSpec
 from tilec.runtime.arrays import ArrayInfo, array_info
+
+
+def _unquoted(node: ast.expr) -> ast.expr:
+    """A quoted annotation (``A: "T.Tensor((M,), 'float32')"`` without ``from __future__ import annotations``) as
+    the expression it quotes, placed where the string is."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return node
+    try:
+        inner = ast.parse(node.value.strip(), mode="eval").body
+    except SyntaxError as e:
+        raise TilecSyntaxError(f"the annotation {node.value!r} is not a Python expression: {e.msg}") from None
+    for n in ast.walk(inner):
+        if hasattr(n, "lineno"):
+            n.lineno, n.col_offset = node.lineno, node.col_offset
+            n.end_lineno, n.end_col_offset = node.end_lineno, node.end_col_offset
+    return inner
 
 
 def _param(name: str, ann: Any) -> Buffer | Var:
@@ -99,7 +116,7 @@ def parse_prim_func(fn: Any, outer: dict[str, Any] | None = None) -> PrimFunc:
                                    src.loc(a))
         ann = fn.__annotations__.get(a.arg)
         try:
-            p = _param(a.arg, parser.expr(a.annotation) if ann is None or isinstance(ann, str) else ann)
+            p = _param(a.arg, parser.expr(_unquoted(a.annotation)) if ann is None or isinstance(ann, str) else ann)
         except Exception as e:
             if isinstance(e, (TilecTypeError, TilecSyntaxError)):
                 raise attach_loc(e, src.loc(a)) from None
