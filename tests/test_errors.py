@@ -1570,3 +1570,26 @@ def test_python_round_of_a_kernel_value_names_t_round():
                     A[i] = round(A[i])  # py-round
 
     assert_points_at(ei.value, "py-round")
+
+
+def test_bool_sizes_are_refused_and_numpy_int_stage_counts_taken(rng):
+    """T.Tensor((True, 19), ...) was a (1, 19) tensor (a bool taken as a size): refused naming it. T.Pipelined's
+    num_stages=np.int64(2) (a count read from numpy) was refused ('num_stages must be an int >= 0'): taken."""
+    from conftest import poisoned
+
+    for shape in [(True, 19), (np.bool_(False), 3)]:
+        with pytest.raises(TilecTypeError, match=r"T.Tensor: dimension (True|np.False_) is a bool, not a size"):
+            T.Tensor(shape, "float32")
+
+    @T.prim_func
+    def staged(A: T.Tensor((64, 8), "float32"), B: T.Tensor((64, 8), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            s = T.alloc_shared((8, 8), "float32")
+            for k in T.Pipelined(8, num_stages=np.int64(2)):
+                T.copy(A[k * 8, 0], s)
+                T.copy(s, B[k * 8, 0])
+
+    a = rng.standard_normal((64, 8)).astype(np.float32)
+    b = poisoned((64, 8), "float32")
+    tilec.JITKernel(staged, "simt:sm_80")(a, b)
+    np.testing.assert_array_equal(b, a)

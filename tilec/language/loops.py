@@ -3,8 +3,11 @@ statement in a kernel, where the parser turns them into IR."""
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from tilec.errors import TilecSyntaxError, TilecTypeError, TilecValueError
 from tilec.ir.expr import Const, Expr, as_expr, binop, ceildiv
@@ -89,8 +92,9 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int
     if sync is not None or group is not None:
         raise TilecTypeError("T.Pipelined: sync= and group= (manual synchronization and copy grouping) are not "
                              "supported; tilec places the waits and barriers itself (use stage=/order= to schedule)")
-    if not isinstance(num_stages, int) or num_stages < 0:
+    if isinstance(num_stages, (bool, np.bool_)) or not isinstance(num_stages, numbers.Integral) or num_stages < 0:
         raise TilecTypeError(f"T.Pipelined: num_stages must be an int >= 0, got {num_stages!r}")
+    num_stages = int(num_stages)  # a numpy int too (a tile size read from numpy)
     for name, given in (("order", order), ("stage", stage)):
         if given is not None and not all(type(x) is int and x >= 0 for x in given):
             raise TilecTypeError(f"T.Pipelined: {name} must be a list of ints >= 0, got {given!r}")

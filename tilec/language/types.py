@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import numpy as np
+
 from tilec import dtypes as dt
 from tilec.errors import TilecTypeError
 from tilec.ir.expr import Expr, SizeVar
@@ -32,8 +34,10 @@ def _shape(shape: Any, what: str, consts: bool = False) -> tuple[Any, ...]:
         if consts and isinstance(d, ConstSymbol) and d.value is None:
             out.append(d)
             continue
-        if isinstance(d, bool) or not isinstance(d, (int, Expr)) and not hasattr(d, "__index__"):
+        if not isinstance(d, (int, Expr)) and not hasattr(d, "__index__"):
             d = getattr(d, "value", d)  # a bound T.const symbol
+        if isinstance(d, (bool, np.bool_)):
+            raise TilecTypeError(f"{what}: dimension {d!r} is a bool, not a size")
         if hasattr(d, "__index__") and not isinstance(d, Expr):
             d = int(d)
             if d < 0:
