@@ -1116,3 +1116,48 @@ def test_the_side_a_uniform_condition_does_not_take_is_not_evaluated(rng, target
     tilec.compile(main, target=target)(a, out)
     want = [np.append(a[1:], -1), np.append(a[1:] > 0, False), np.insert(a[:-1] > 0, 0, True)]
     np.testing.assert_array_equal(out, np.stack(want, axis=1).astype(np.int32))
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_constant_shifts_and_float_divisions_by_zero_fold_as_they_run(target):
+    """Two constant operands fold as the same operation runs on values read at run time: a shift by a negative count
+    raised Python's ValueError ('negative shift count', a bare exception at compile time), and float // or % by a
+    zero constant was 'division by zero in a constant expression' where run time gives inf / NaN."""
+
+    @T.prim_func
+    def folded(O: T.Tensor((6,), "int32"), F: T.Tensor((3,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            O[0] = T.int32(8) >> T.int32(-1)
+            O[1] = T.int32(8) << T.int32(-1)
+            O[2] = T.int32(-8) >> T.int32(40)
+            O[3] = T.int32(1) << T.int32(31)
+            O[4] = T.int32(3) << T.int32(33)
+            O[5] = T.int32(-8) >> T.int32(2)
+            F[0] = T.float32(1.0) // T.float32(0.0)
+            F[1] = T.float32(1.0) % T.float32(0.0)
+            F[2] = T.float32(-7.5) % T.float32(2.0)
+
+    @T.prim_func
+    def read(A: T.Tensor((6, 2), "int32"), O: T.Tensor((6,), "int32"), X: T.Tensor((3, 2), "float32"),
+             F: T.Tensor((3,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            O[0] = A[0, 0] >> A[0, 1]
+            O[1] = A[1, 0] << A[1, 1]
+            O[2] = A[2, 0] >> A[2, 1]
+            O[3] = A[3, 0] << A[3, 1]
+            O[4] = A[4, 0] << A[4, 1]
+            O[5] = A[5, 0] >> A[5, 1]
+            F[0] = X[0, 0] // X[0, 1]
+            F[1] = X[1, 0] % X[1, 1]
+            F[2] = X[2, 0] % X[2, 1]
+
+    a = np.array([[8, -1], [8, -1], [-8, 40], [1, 31], [3, 33], [-8, 2]], np.int32)
+    x = np.array([[1, 0], [1, 0], [-7.5, 2]], np.float32)
+    o, f = poisoned((6,), "int32"), poisoned((3,), "float32")
+    tilec.JITKernel(folded, target)(o, f)
+    o2, f2 = poisoned((6,), "int32"), poisoned((3,), "float32")
+    tilec.JITKernel(read, target)(a, o2, x, f2)
+    np.testing.assert_array_equal(o, [0, 0, -1, -(2**31), 0, -2])
+    np.testing.assert_array_equal(o2, o)
+    np.testing.assert_array_equal(f, [np.inf, np.nan, 0.5])
+    np.testing.assert_array_equal(f2, f)

@@ -273,12 +273,16 @@ def _pair(a: Any, b: Any) -> tuple[Expr, Expr]:
     return as_expr(a), as_expr(b)
 
 
-def _fold(op: str, x: Any, y: Any) -> Any:
-    if op == "/":  # IEEE's: x / 0.0 is inf or NaN, as at run time (Python raised ZeroDivisionError)
+def _fold(op: str, x: Any, y: Any, operand: DType) -> Any:
+    if op == "/" or op in ("//", "%") and operand.is_float:  # IEEE's: x / 0.0 is inf or NaN, as at run time
         with np.errstate(divide="ignore", invalid="ignore"):
-            return float(np.float64(x) / np.float64(y))
+            return {"/": np.divide, "//": np.floor_divide, "%": np.mod}[op](np.float64(x), np.float64(y)).item()
     if op in ("//", "%") and y == 0:
         raise TilecTypeError(f"division by zero in a constant expression ({x} {op} {y})")
+    if op in ("<<", ">>"):  # any count, as tl::shl / tl::shr and the interpreters shift (numpy's result)
+        with np.errstate(over="ignore"):
+            shift = np.left_shift if op == "<<" else np.right_shift
+            return shift(np.array(x, operand.np), np.array(y, operand.np)).item()
     table = {
         "+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y, "//": lambda: x // y, "%": lambda: x % y,
         "min": lambda: y if x != x else min(x, y), "max": lambda: y if x != x else max(x, y),  # fminf / fmaxf:
@@ -324,7 +328,7 @@ def binop(op: str, a: ExprLike, b: ExprLike) -> Expr:
     if operand is not y.dtype and op not in LOGIC_OPS:
         y = cast(operand, y)
     if isinstance(x, Const) and isinstance(y, Const):  # in the operand type: int32 2**24 + 1 == float32 2**24
-        return const(_fold(op, _typed_value(x), _typed_value(y)), result)
+        return const(_fold(op, _typed_value(x), _typed_value(y), operand), result)
     simple = _identity(op, x, y)
     if simple is not None:
         return simple
