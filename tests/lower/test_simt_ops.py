@@ -171,6 +171,38 @@ def test_pipelined_copy_of_a_tensor_the_loop_writes_stays_in_its_iteration(rng, 
         in kernel.report()
 
 
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("num_stages", [2, 3])
+def test_pipelined_copy_into_a_tile_read_before_it_stays_in_its_iteration(rng, target, num_stages):
+    """Each iteration adds the tile the one before copied in, then copies in its own: the copy may not run ahead
+    (it was made a pipeline stage, and the sum read each iteration's own tile, not the previous one)."""
+    import tilec
+
+    nt, bM, bN = 5, 16, 8
+
+    @T.prim_func
+    def main(A: T.Tensor((nt * bM, bN), "float32"), C: T.Tensor((bM, bN), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            X_s = T.alloc_shared((bM, bN), "float32")
+            acc = T.alloc_fragment((bM, bN), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(nt, num_stages=num_stages):
+                if k > 0:
+                    for i, j in T.Parallel(bM, bN):
+                        acc[i, j] += X_s[i, j]
+                T.copy(A[k * bM, 0], X_s)
+            T.copy(acc, C)
+
+    a = randn(rng, (nt * bM, bN), "float32")
+    c = poisoned((bM, bN), "float32")
+    kernel = tilec.JITKernel(main, target)
+    kernel(a, c)
+    assert_close(c, a[: (nt - 1) * bM].astype(np.float64).reshape(nt - 1, bM, bN).sum(axis=0), "float32")
+    line = main.body.loc.line + 4  # the T.Pipelined line, four below T.Kernel
+    assert f"T.Pipelined at line {line}: the copy at line {line + 4} stays in its iteration: the loop reads 'X_s' " \
+        "before it" in kernel.report()
+
+
 @pytest.mark.parametrize(("dtype", "layout", "mnk"), [
     ("float16", "NT", (100, 130, 70)),
     ("float16", "TN", (64, 64, 64)),

@@ -323,11 +323,15 @@ class _Pipeliner:
         s = loop.ann("num_stages") or 0
         producers = [i for i, st in enumerate(body) if self.is_producer(st, body, outside)]
         if s >= 2:
-            for st in body:
-                if type(st) is Copy and st.src.buffer.scope == "global" and st.dst.buffer.scope == "shared" and \
-                        any(id(st.src.buffer) in _writes(o) for o in body if o is not st):
-                    self.notes.append(f"T.Pipelined at line {line}: the copy at line {st.loc.line if st.loc else 0} "
-                                      f"stays in its iteration: the loop writes {st.src.buffer.name!r}")
+            for i, st in enumerate(body):
+                if type(st) is not Copy or st.src.buffer.scope != "global" or st.dst.buffer.scope != "shared":
+                    continue
+                at = f"T.Pipelined at line {line}: the copy at line {st.loc.line if st.loc else 0} stays in its " \
+                     "iteration"
+                if any(id(st.src.buffer) in _writes(o) for o in body if o is not st):
+                    self.notes.append(f"{at}: the loop writes {st.src.buffer.name!r}")
+                elif any(id(st.dst.buffer) in _reads(o) for o in body[:i]):
+                    self.notes.append(f"{at}: the loop reads {st.dst.buffer.name!r} before it (the previous tile)")
         if s < 2 or not producers:
             if s >= 2:
                 self.notes.append(f"T.Pipelined at line {line}: no global->shared copy to overlap; a plain loop")
@@ -347,6 +351,9 @@ class _Pipeliner:
             return False
         # a tensor the loop writes may carry a value from one iteration to the next: its copy keeps its place
         if any(_writes(o) & {id(x), id(st.src.buffer)} for o in body if o is not st):
+            return False
+        # a statement before it reads the tile of the previous iteration: the copy keeps its place
+        if any(id(x) in _reads(o) for o in body[:next(i for i, o in enumerate(body) if o is st)]):
             return False
         return not any(isinstance(n, Buffer) and n is x for n in walk(outside))
 
