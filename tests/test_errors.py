@@ -558,6 +558,44 @@ def test_a_hand_schedule_running_a_reader_before_its_writer_is_refused(target, s
         T.Pipelined(4, num_stages=2, stage=[-1, 0])
 
 
+def _carried_tile(stage, order):
+    """Each iteration adds the tile the one before copied into X_s, then copies in its own."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 8), "float32"), C: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            X_s = T.alloc_shared((16, 8), "float32")
+            acc = T.alloc_fragment((16, 8), "float32")
+            T.clear(acc)
+            T.clear(X_s)
+            for k in T.Pipelined(4, num_stages=2, stage=stage, order=order):
+                for i, j in T.Parallel(16, 8):
+                    acc[i, j] += X_s[i, j]
+                T.copy(A[k * 16, 0], X_s)  # carried-copy
+            T.copy(acc, C)
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+def test_a_hand_schedule_running_a_write_before_the_next_iterations_read_is_refused(rng, target):
+    """stage=[0, 1]: iteration k's copy into X_s ran after iteration k+1's sum read X_s, which so added the tile
+    before the one it should have (a silently wrong result); now an error naming both statements and the tile.
+    With the copy first in its trip (order=[1, 0]) the skew keeps the plain loop's order, and the sum is right."""
+    from conftest import assert_close, poisoned, randn
+
+    main = _carried_tile([0, 1], None)
+    line = line_of("carried-copy")
+    with pytest.raises(TilecValueError, match=rf"the statements at lines {line - 2} \(stage 0\) and {line} \(stage 1\) "
+                                              r"both use 'X_s' \(one writes it\), and the schedule changes which runs "
+                                              "first") as ei:
+        tilec.JITKernel(main, target, None).report()
+    assert_points_at(ei.value, "carried-copy")
+    a, c = randn(rng, (64, 8), "float32"), poisoned((16, 8), "float32")
+    tilec.JITKernel(_carried_tile([0, 1], [1, 0]), target, None)(a, c)
+    assert_close(c, a[:48].astype(np.float64).reshape(3, 16, 8).sum(axis=0), "float32")
+
+
 def test_a_kernel_over_the_targets_shared_memory_is_refused_at_compile_time():
     """The thread interpreter would run it; the GPU would not load it: the error comes from the compiler, with the
     kernel's line, on every GPU target (sm_80's block may have 163 KB, sm_90a's 227 KB, gfx90a's 64 KB)."""

@@ -114,6 +114,31 @@ def _check_hand_schedule(body: list[Stmt], stage: list[int], order: list[int], l
                                       "it; give it a later stage or place", reader.loc)
 
 
+def _check_hand_accesses(loop: For, body: list[Stmt], stage: list[int], order: list[int],
+                         versions: dict[int, tuple[Buffer, int, int]]) -> None:
+    """Statement ``a`` of iteration k runs in trip k + stage[a]: two statements touching one buffer (one writing it)
+    must reach it in the order of the plain loop, within an iteration and between iterations that share it (every
+    iteration, or every ``v``-th of a buffer in ``v`` versions)."""
+    line = loop.loc.line if loop.loc else 0
+    pos = {i: p for p, i in enumerate(order)}
+    at = [s.loc.line if s.loc else 0 for s in body]
+    for b, later in enumerate(body):
+        for a, earlier in enumerate(body[: b + 1]):
+            shared = (_writes(earlier) & (_reads(later) | _writes(later))) | (_reads(earlier) & _writes(later))
+            for x in shared:
+                m = versions[x][2] if x in versions else 1
+                run = [(stage[a], pos[a]), (stage[b] + m, pos[b]), (stage[b], pos[b]), (stage[a] + m, pos[a])]
+                # iteration k's a before its b; iteration k's a before k+m's b; k's b before k+m's a
+                if (a != b and not run[0] < run[2]) or not run[0] < run[1] or not run[2] < run[3]:
+                    name = next(n.name for s in (earlier, later) for n in walk(s) if isinstance(n, Buffer)
+                                and id(n) == x)
+                    raise TilecValueError(f"T.Pipelined at line {line}: the statements at lines {at[a]} (stage "
+                                          f"{stage[a]}) and {at[b]} (stage {stage[b]}) both use {name!r} (one "
+                                          "writes it), and the schedule changes which runs first (in one iteration "
+                                          "or between iterations); give them the same stage, in loop order",
+                                          later.loc)
+
+
 class _Pipeliner:
     def __init__(self, func: PrimFunc, target: Target, options: dict | None = None) -> None:
         self.func = func
@@ -178,6 +203,8 @@ class _Pipeliner:
         if depth < 2:
             return dataclasses.replace(loop, kind="serial")
         versions = self.versions(body, stages)
+        if loop.ann("stage") is not None:
+            _check_hand_accesses(loop, body, stages, order, versions)
         if self.overlap and supports_async_copy(self.target):
             body = self.overlap_wgmma(loop, body, stages, versions)
         if self.tma:
