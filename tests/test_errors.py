@@ -596,6 +596,57 @@ def test_a_hand_schedule_running_a_write_before_the_next_iterations_read_is_refu
     assert_close(c, a[:48].astype(np.float64).reshape(3, 16, 8).sum(axis=0), "float32")
 
 
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+def test_a_hand_schedule_multi_buffering_a_tile_read_across_iterations_or_after_the_loop_is_refused(target):
+    """A tile written in stage 0 and read in stage 1 gets a version per iteration in flight: a read of the previous
+    iteration's value found the current iteration's version (silently wrong), and a use after the loop failed with
+    an internal "invalid IR ... neither a parameter nor allocated"; now errors naming the tile and the line."""
+
+    @T.prim_func
+    def carried(A: T.Tensor((64, 8), "float32"), C: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            X_s = T.alloc_shared((16, 8), "float32")
+            acc = T.alloc_fragment((16, 8), "float32")
+            acc2 = T.alloc_fragment((16, 8), "float32")
+            T.clear(acc)
+            T.clear(acc2)
+            for k in T.Pipelined(4, num_stages=2, stage=[0, 0, 1]):
+                if k > 0:  # versioned-carried
+                    for i, j in T.Parallel(16, 8):
+                        acc[i, j] += X_s[i, j]
+                T.copy(A[k * 16, 0], X_s)
+                for i, j in T.Parallel(16, 8):
+                    acc2[i, j] += X_s[i, j]
+            for i, j in T.Parallel(16, 8):
+                acc[i, j] += acc2[i, j]
+            T.copy(acc, C)
+
+    @T.prim_func
+    def after(A: T.Tensor((64, 8), "float32"), C: T.Tensor((16, 8), "float32"), D: T.Tensor((16, 8), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            X_s = T.alloc_shared((16, 8), "float32")
+            acc = T.alloc_fragment((16, 8), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(4, num_stages=2, stage=[0, 1]):  # versioned-after
+                T.copy(A[k * 16, 0], X_s)
+                for i, j in T.Parallel(16, 8):
+                    acc[i, j] += X_s[i, j]
+            T.copy(acc, C)
+            T.copy(X_s, D)
+
+    line = line_of("versioned-carried") - 1
+    with pytest.raises(TilecValueError, match=rf"T.Pipelined at line {line}: the statement at line {line + 1} reads "
+                                              r"'X_s' before the loop writes it \(the previous iteration's value\), "
+                                              "but it is written in stage 0 and read in a later one, so it has 2 "
+                                              "versions") as ei:
+        tilec.JITKernel(carried, target, None).report()
+    assert_points_at(ei.value, "versioned-carried")
+    with pytest.raises(TilecValueError, match=r"'X_s' is used outside the loop, but it is written in stage 0 and "
+                                              "read in a later one, so it has 2 versions") as ei:
+        tilec.JITKernel(after, target, None).report()
+    assert_points_at(ei.value, "versioned-after")
+
+
 def test_a_kernel_over_the_targets_shared_memory_is_refused_at_compile_time():
     """The thread interpreter would run it; the GPU would not load it: the error comes from the compiler, with the
     kernel's line, on every GPU target (sm_80's block may have 163 KB, sm_90a's 227 KB, gfx90a's 64 KB)."""

@@ -115,13 +115,25 @@ def _check_hand_schedule(body: list[Stmt], stage: list[int], order: list[int], l
 
 
 def _check_hand_accesses(loop: For, body: list[Stmt], stage: list[int], order: list[int],
-                         versions: dict[int, tuple[Buffer, int, int]]) -> None:
+                         versions: dict[int, tuple[Buffer, int, int]], outside: Stmt) -> None:
     """Statement ``a`` of iteration k runs in trip k + stage[a]: two statements touching one buffer (one writing it)
     must reach it in the order of the plain loop, within an iteration and between iterations that share it (every
-    iteration, or every ``v``-th of a buffer in ``v`` versions)."""
+    iteration, or every ``v``-th of a buffer in ``v`` versions). A multi-buffered tile carries no value from one
+    iteration to the next (none is read before it is written) and is not used outside the loop."""
     line = loop.loc.line if loop.loc else 0
     pos = {i: p for p, i in enumerate(order)}
     at = [s.loc.line if s.loc else 0 for s in body]
+    for x, (buf, a0, nv) in versions.items():
+        first = next(i for i, s in enumerate(body) if x in _writes(s))
+        early = next((i for i, s in enumerate(body[: first + 1]) if x in _reads(s)), None)
+        why = f"it is written in stage {a0} and read in a later one, so it has {nv} versions"
+        if early is not None:
+            raise TilecValueError(f"T.Pipelined at line {line}: the statement at line {at[early]} reads {buf.name!r} "
+                                  f"before the loop writes it (the previous iteration's value), but {why}, one per "
+                                  "iteration in flight; give its statements the same stage", body[early].loc)
+        if any(n is buf for n in walk(outside)):
+            raise TilecValueError(f"T.Pipelined at line {line}: {buf.name!r} is used outside the loop, but {why}, "
+                                  "one per iteration in flight; give its statements the same stage", loop.loc)
     for b, later in enumerate(body):
         for a, earlier in enumerate(body[: b + 1]):
             shared = (_writes(earlier) & (_reads(later) | _writes(later))) | (_reads(earlier) & _writes(later))
@@ -204,7 +216,7 @@ class _Pipeliner:
             return dataclasses.replace(loop, kind="serial")
         versions = self.versions(body, stages)
         if loop.ann("stage") is not None:
-            _check_hand_accesses(loop, body, stages, order, versions)
+            _check_hand_accesses(loop, body, stages, order, versions, outside)
         if self.overlap and supports_async_copy(self.target):
             body = self.overlap_wgmma(loop, body, stages, versions)
         if self.tma:
