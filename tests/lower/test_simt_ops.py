@@ -840,3 +840,48 @@ def test_max_and_min_skip_nan_and_give_nan_only_for_a_row_of_nan(rng, src_scope,
     x64 = np.abs(x.astype(np.float64)) if red == "absmax" else x.astype(np.float64)
     ref = np.fmin.reduce(x64, axis=1) if red == "min" else np.fmax.reduce(x64, axis=1)
     np.testing.assert_array_equal(y, ref.astype(np.float32))
+
+
+def test_pipelined_order_gives_each_statements_place_in_a_trip(rng):
+    """``order=`` is each statement's place in a trip, as in TileLang (TVM's software_pipeline_order): with
+    ``order=[1, 2, 0]`` the third statement runs first. tilec read it as the statements in emission order (the
+    inverse permutation), which differs for a cycle of three. ``order=`` without ``stage=`` was ignored: refused."""
+    import re
+
+    import tilec
+    from tilec.errors import TilecValueError
+
+    def kernel(stage, order):
+        @T.prim_func
+        def main(A: T.Tensor((64, 8), "float32"), B: T.Tensor((64, 8), "float32"), C: T.Tensor((8, 8), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                X = T.alloc_shared((8, 8), "float32")
+                Y = T.alloc_shared((8, 8), "float32")
+                acc = T.alloc_fragment((8, 8), "float32")
+                T.fill(acc, 0)
+                for k in T.Pipelined(8, num_stages=2, stage=stage, order=order):
+                    T.copy(A[k * 8, 0], X)  # s0
+                    T.copy(B[k * 8, 0], Y)  # s1
+                    for i, j in T.Parallel(8, 8):  # s2
+                        acc[i, j] += X[i, j] * Y[i, j]
+                T.copy(acc, C)
+
+        return main
+
+    import inspect
+
+    source, first = inspect.getsourcelines(kernel)
+    s0 = first + next(i for i, text in enumerate(source) if "# s0" in text)  # the statements' lines: s0, s0 + 1, ..
+    main = kernel([0, 0, 1], [1, 2, 0])
+    src = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    lines = [int(x) for x in re.findall(r"// line (\d+)", src)]
+    loop = src[src.index("for (int k"):]  # the steady state: each statement once, in its place
+    assert [x for x in map(int, re.findall(r"// line (\d+)", loop)) if s0 <= x <= s0 + 2][:3] == [s0 + 2, s0, s0 + 1], \
+        lines
+    a, b = randn(rng, (64, 8), "float32"), randn(rng, (64, 8), "float32")
+    c = poisoned((8, 8), "float32")
+    tilec.JITKernel(main, "simt:sm_80")(a, b, c)
+    ref = (a.astype(np.float64).reshape(8, 8, 8) * b.astype(np.float64).reshape(8, 8, 8)).sum(0)
+    assert_close(c, ref, "float32", scale=float(np.abs(ref).max() + 1))
+    with pytest.raises(TilecValueError, match=r"order= needs stage="):
+        simt(kernel(None, [1, 0, 2]))(a, b, c)

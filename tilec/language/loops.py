@@ -86,8 +86,9 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int
               stage: list[int] | None = None, sync: Any = None, group: Any = None) -> LoopSpec:
     """``for k in T.Pipelined(n, num_stages=3)``: a sequential loop whose copies are software-pipelined.
 
-    ``order`` and ``stage`` override the inferred schedule (one entry per statement of the body).
-    """
+    ``stage`` and ``order`` override the inferred schedule, one entry per statement of the body: its stage (a
+    statement of stage ``s`` works on the iteration ``s`` trips behind) and its place in a trip (``order=[1, 2, 0]``
+    runs the third statement first), as TileLang's (TVM's software pipeline annotations)."""
     s, e, st = _range("T.Pipelined", start, stop, None)
     if sync is not None or group is not None:
         raise TilecTypeError("T.Pipelined: sync= and group= (manual synchronization and copy grouping) are not "

@@ -4,7 +4,7 @@ overlap is rewritten; the result still runs on the tile interpreter (async copie
 
 Each top-level statement of the loop body gets a stage: with ``num_stages=s``, the global→shared copies
 whose destination and source nothing else in the loop writes (the producers) are stage 0 and everything else
-stage ``s - 1``; ``stage=[...]`` / ``order=[...]`` give the stages and the emission order by hand. With
+stage ``s - 1``; ``stage=[...]`` / ``order=[...]`` give each statement's stage and place in a trip by hand. With
 ``D = max(stage) + 1`` the loop runs ``n + D - 1`` times; in trip ``k'`` a statement of stage ``st`` works on
 logical iteration ``k' - st`` (guarded to ``0 <= k' - st < n``). A shared buffer produced in stage ``a`` and
 consumed in stage ``b > a`` gets ``b - a + 1`` versions, version ``j % versions`` for iteration ``j``.
@@ -350,13 +350,19 @@ class _Pipeliner:
 
     def schedule(self, loop: For, body: list[Stmt], outside: Stmt) -> tuple[list[int], list[int]]:
         line = loop.loc.line if loop.loc else 0
-        stage, order = loop.ann("stage"), loop.ann("order")
+        stage, given = loop.ann("stage"), loop.ann("order")
+        if given is not None and stage is None:
+            raise TilecValueError(f"T.Pipelined at line {line}: order= needs stage= (a stage for each statement)",
+                                  loop.loc)
         if stage is not None:
             stage = list(stage)
-            order = list(order) if order is not None else list(range(len(body)))
-            if len(stage) != len(body) or sorted(order) != list(range(len(body))):
+            given = list(given) if given is not None else list(range(len(body)))
+            if len(stage) != len(body) or sorted(given) != list(range(len(body))):
                 raise TilecValueError(f"T.Pipelined at line {line}: stage and order need one entry per statement "
-                                      f"of the loop body ({len(body)}), got stage={stage} order={order}", loop.loc)
+                                      f"of the loop body ({len(body)}), got stage={stage} order={given}", loop.loc)
+            # order[i] is statement i's place in a trip (as TileLang's and TVM's software_pipeline_order); the
+            # pass works with the statements in the order they are emitted
+            order = sorted(range(len(body)), key=given.__getitem__)
             _check_hand_schedule(body, stage, order, line)
             return stage, order
         s = loop.ann("num_stages") or 0
