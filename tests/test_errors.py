@@ -1682,3 +1682,14 @@ def test_bool_sizes_are_refused_and_numpy_int_stage_counts_taken(rng):
     b = poisoned((64, 8), "float32")
     tilec.JITKernel(staged, "simt:sm_80")(a, b)
     np.testing.assert_array_equal(b, a)
+
+
+def test_kernel_prelude_is_refused():
+    """T.Kernel(..., prelude="...") was accepted and the C code silently dropped: refused at the kernel's line."""
+    with pytest.raises(TilecTypeError, match=r"test_errors.py:\d+.*T.Kernel: prelude= \(C code put before the kernel\) "
+                                             r"is not supported"):
+
+        @T.prim_func
+        def main(A: T.Tensor((8,), "float32")):
+            with T.Kernel(1, threads=32, prelude="__device__ int helper() { return 1; }") as bx:
+                A[0] = 1.0

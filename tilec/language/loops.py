@@ -130,6 +130,9 @@ def Kernel(*blocks: Any, threads: int | list[int] | tuple[int, ...] | None = 128
     """``with T.Kernel(gx, gy, threads=128) as (bx, by)``: launch a grid of blocks."""
     if is_cpu:
         raise TilecTypeError("T.Kernel: is_cpu=True is not supported; pick the CPU with target=\"cpu\"")
+    if prelude is not None:
+        raise TilecTypeError("T.Kernel: prelude= (C code put before the kernel) is not supported: tilec emits every "
+                             "statement itself, and its interpreters run kernels on the CPU, where C code cannot run")
     if not blocks:
         raise TilecTypeError("T.Kernel needs at least one grid extent")
     if len(blocks) > 3:
@@ -150,4 +153,4 @@ def Kernel(*blocks: Any, threads: int | list[int] | tuple[int, ...] | None = 128
         total *= t
     if total > 1024:
         raise TilecTypeError(f"T.Kernel: at most 1024 threads per block, got {total}")
-    return KernelSpec(grid, ts, {"prelude": prelude} if prelude else {})
+    return KernelSpec(grid, ts, {})
