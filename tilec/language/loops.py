@@ -130,7 +130,7 @@ def Kernel(*blocks: Any, threads: int | list[int] | tuple[int, ...] | None = 128
     """``with T.Kernel(gx, gy, threads=128) as (bx, by)``: launch a grid of blocks."""
     if is_cpu:
         raise TilecTypeError("T.Kernel: is_cpu=True is not supported; pick the CPU with target=\"cpu\"")
-    if prelude is not None:
+    if prelude is not None and str(prelude).strip():  # an empty one needs nothing
         raise TilecTypeError("T.Kernel: prelude= (C code put before the kernel) is not supported: tilec emits every "
                              "statement itself, and its interpreters run kernels on the CPU, where C code cannot run")
     if not blocks:
