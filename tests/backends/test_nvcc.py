@@ -284,6 +284,40 @@ def test_unsigned_floor_division_and_abs(tmp_path):
     compile_cuda(source, tmp_path)
 
 
+def test_abs_of_an_int_types_minimum_is_defined(tmp_path, rng):
+    """``T.abs`` and ``T.reduce_absmax`` of 32- and 64-bit ints go through tl::iabs: C's abs of INT_MIN is undefined
+    (the compiler may take abs(x) >= 0 for granted), where the interpreters wrap it to itself; the thread interpreter
+    gives that wrap."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 16), "int32"), B: T.Tensor((4,), "int32"), C: T.Tensor((4, 16), "int64"),
+             D: T.Tensor((4, 16), "int64")):
+        with T.Kernel(1, threads=32) as bx:
+            a = T.alloc_shared((4, 16), "int32")
+            b = T.alloc_shared((4,), "int32")
+            T.copy(A, a)
+            T.reduce_absmax(a, b, dim=1)
+            T.copy(b, B)
+            for i, j in T.Parallel(4, 16):
+                D[i, j] = T.abs(C[i, j])
+
+    source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    body = source[source.index('extern "C" __global__'):]
+    assert not re.findall(r"(?<![\w:])abs\(", body) and body.count("tl::iabs(") >= 3, body
+    compile_cuda(source, tmp_path)
+    a = rng.integers(-1000, 1000, (4, 16)).astype(np.int32)
+    a[1, 3] = np.iinfo(np.int32).min
+    c = rng.integers(-(2**40), 2**40, (4, 16)).astype(np.int64)
+    c[2, 5] = np.iinfo(np.int64).min
+    b, d = np.zeros(4, np.int32), np.zeros((4, 16), np.int64)
+    tilec.JITKernel(main, "simt:sm_80")(a, b, c, d)
+    wrapped = np.abs(a.astype(np.int64))
+    wrapped[1, 3] = np.iinfo(np.int32).min  # |INT_MIN| wraps to INT_MIN
+    np.testing.assert_array_equal(b, wrapped.max(axis=1))
+    np.testing.assert_array_equal(d, np.abs(c))  # numpy's abs wraps the minimum too
+
+
 @pytest.mark.parametrize("dtype", ["int32", "uint8", "int64"])
 def test_shifts_by_counts_out_of_range(tmp_path, rng, dtype):
     """Shift counts that are not constants go through tl::shl / tl::shr (numpy's results for any count, as the

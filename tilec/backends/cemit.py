@@ -111,6 +111,11 @@ _MATH32 = {
 _MATH64 = {k: v.rstrip("f") if v.endswith("f") and k not in ("isnan", "isinf") else v for k, v in _MATH32.items()}
 _MATH64.update({"rsqrt": "rsqrt", "abs": "fabs", "sigmoid": "tl::sigmoid"})
 
+# |a| of a signed int as the interpreters compute it: the type's minimum is its own magnitude (it wraps), where C's
+# abs of it is undefined (a compiler may take abs(x) >= 0 for granted)
+_IABS = ("template <class T> __device__ __forceinline__ T iabs(T a) {\n"
+         "  return a < T(0) ? static_cast<T>(0ull - static_cast<unsigned long long>(a)) : a;\n}\n")
+
 _C_OPS = {"+": "+", "-": "-", "*": "*", "/": "/", "&": "&", "|": "|", "^": "^", "<<": "<<", ">>": ">>",
           "<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!=", "and": "&&", "or": "||"}
 # integer ops whose result C's promotion to int can take outside an 8- or 16-bit operand type (the IR's result
@@ -549,7 +554,9 @@ class CEmitter:
             if d.kind == "uint":  # no abs overload takes an unsigned value (ambiguous): it is its own magnitude
                 return self.e(x.args[0])
             text = f"abs({self.e(x.args[0])})"  # an int: abs(-128) of an int8 wraps to -128, as interpreted
-            return f"static_cast<{self.ctype(d)}>({text})" if d.bits < 32 else text
+            if d.bits >= 32:  # C's abs of INT_MIN is undefined: tl::iabs wraps it as interpreted
+                return f"{self.helper('iabs', _IABS)}({self.e(x.args[0])})"
+            return f"static_cast<{self.ctype(d)}>({text})"
         else:
             fn = self.t.math32[x.name]
         args = ", ".join(self.e(a) if d in (dt.float32, dt.float64) else f"static_cast<float>({self.e(a)})"
