@@ -254,6 +254,12 @@ def attention_variants() -> dict:
         # the wgmma fences tie the accumulators, so O's rescale stays above them (tilec.lower.wgmma.FENCE_TIES)
         "128x128 ws persistent fence ties": (128, 128, 256, {**ws, "persistent": True, "fence_ties": True}),
         "128x128 ws persistent no fence ties": (128, 128, 256, {**ws, "persistent": True, "fence_ties": False}),
+        # 128 query rows on one consumer warpgroup, both gemms on wgmma (register A over two 64-row steps; the fence
+        # ties keep ptxas from injecting waits, C7517): D=64 with 64 keys a tile holds 168 registers without a
+        # producer; three blocks share an SM
+        "128x64 one warpgroup": (128, 64, 128, {"wgmma": True, "tma": True, "fence_ties": True}),
+        "128x64 one warpgroup ws": (128, 64, 128, {**ws, "fence_ties": True}),
+        "128x64 one warpgroup ws persistent": (128, 64, 128, {**ws, "persistent": True, "fence_ties": True}),
     }
 
 
