@@ -143,6 +143,12 @@ def test_persistent_clusters_refused(rng):
     assert "persistent blocks not in clusters: 3 blocks are not a multiple of 2" in k.report()
     assert "not clustered: its blocks' tiles were not ordered in clusters of 2" in k.report()
     assert k.state.artifacts["thread_ir"].cluster == (1, 1, 1)
+    # a kernel that is not made persistent (no TMA pipeline: 72-byte rows) says why, and nothing about persistent
+    # blocks in clusters (it said both)
+    k = _gemm(64, 64, 36, {**WS, "cluster": 2, "persistent": 2}, "cuda:sm_90a", block_M=64, block_N=64, block_K=32,
+              num_stages=2)
+    assert "not persistent: that needs a warp-specialized TMA pipeline" in k.report()
+    assert "persistent blocks not in clusters" not in k.report(), k.report()
     k = _gemm(4096, 4096, 4096, {**WS, "cluster": 4, "persistent": True}, "cuda:sm_90a", block_N=256, block_K=64,
               threads=256)
     assert "persistent blocks not in clusters: clusters of 4 blocks, one per SM, do not all fit" in k.report()

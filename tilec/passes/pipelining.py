@@ -187,8 +187,9 @@ class _Pipeliner:
         self.pid = Var("pid")  # a persistent block's index
         # a persistent kernel's blocks in clusters of ``cluster`` (pass config): consecutive blocks take tiles that
         # neighbour along grid dimension ``cluster_dim`` (:func:`_persistent`; :mod:`tilec.passes.cluster`)
+        self.cluster_notes: list[str] = []  # why not in clusters: reported only if the kernel is made persistent
         self.cluster, self.cluster_dim = _cluster_plan(func, self.persistent, blocks is True, opts.get("cluster"),
-                                                       self.notes)
+                                                       self.cluster_notes)
         # a persistent block's pipeline iterations before this tile, when the loop's trip count depends on the tile:
         # (the Var each tile loop binds, the register counter it is read from)
         self.base: tuple[Var, Buffer] | None = None
@@ -1020,6 +1021,8 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
     grid, block_vars = launch.grid, launch.block_vars
     if p.persistent and not p.roles:
         p.notes.append("T.Kernel: not persistent: that needs a warp-specialized TMA pipeline (see the notes above)")
+    else:
+        p.notes[:0] = p.cluster_notes
     if p.copies > 1 and not (p.persistent and p.roles):
         p.copies = 1  # (the note above says why not persistent)
     if p.roles:  # the barrier inits, then the producer warpgroup beside the block running everything else
