@@ -244,8 +244,7 @@ def test_hip_float_to_int_matches_the_interpreters(tmp_path):
     compiled C's casts, undefined out of range, to what the instruction it chose gave: half to int8 through
     v_cvt_i16_f16 (40000 gave -1, not 64), float to uint8 through v_cvt_i32_f32 (-1 gave 255, not 0)."""
     from tilec.backends.hip.header import HEADER
-    from tilec.dtypes import dtype
-    from tilec.interp.tile import typed
+    from tilec.dtypes import dtype, typed
 
     found = re.findall(r"template <class W, class F> __device__ __forceinline__ W f2i_sat\(.*?\n}\n"
                        r"|template <class T, class F> __device__ __forceinline__ T f2i\(.*?\n}\n", HEADER, re.S)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilec.dtypes import typed
 from tilec.interp.thread import ThreadInterpreter, full_warps, stmt_rule, uniform_offset
-from tilec.interp.tile import typed
 from tilec.lower.tir import Mfma
 
 LANES = 64

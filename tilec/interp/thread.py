@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from tilec.dtypes import typed
 from tilec.errors import RaceError, SourceLoc, TilecBoundsError, TilecError
 from tilec.interp.atomics import add_at
-from tilec.interp.tile import _BIN, _CALL, typed
+from tilec.interp.tile import _BIN, _CALL
 from tilec.ir.evaluate import check_grid_sign
 from tilec.ir.expr import BinOp, Call, Cast, Const, Select, Table, UnOp, Var
 from tilec.lower.tir import (

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tilec import dtypes as dt
+from tilec.dtypes import typed
 from tilec.errors import SourceLoc, TilecBoundsError, TilecError
 from tilec.interp.atomics import add_at
 from tilec.ir.buffer import Buffer
@@ -95,47 +96,6 @@ _CALL = {
     "floor": np.floor, "ceil": np.ceil, "round": _round_half_away, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "pow": np.power, "fma": _fma, "isnan": np.isnan, "isinf": np.isinf,
 }  # fmt: skip
-
-
-def typed(x: Any, d: dt.DType) -> np.ndarray:
-    """``x`` as a numpy array (0-d for scalars) of ``d``'s storage type. A conversion to fp8 saturates like CUDA's
-    (``__NV_SATFINITE``: beyond the largest finite value, infinities included, it is that value; NaN stays NaN)."""
-    if d.is_float and d.bits == 8:
-        x = np.asarray(x)
-        if x.dtype != d.np:
-            top = float(_fp8_max(d))
-            x = np.clip(x.astype(np.float64 if x.dtype == np.float64 else np.float32), -top, top)
-    if d.is_int:
-        x = np.asarray(x)
-        if x.dtype.kind not in "iub":  # a float (bfloat16 too), as cvt.rzi.s32.f32 / v_cvt_i32_f32 convert it:
-            x = _float_to_int(x, d)
-    if d is dt.bfloat16:
-        x = np.asarray(x)
-        if x.dtype.kind in "iu" or x.dtype == np.float64:
-            x = dt.float32_to_odd(x)
-    out = np.asarray(x).astype(d.np, copy=False)
-    if d is dt.int4:  # stored in int8: keep the 4-bit two's complement range [-8, 7]
-        out = ((out.astype(np.int16) + 8) & 0xF).astype(np.int8) - np.int8(8)
-    return out
-
-
-def _float_to_int(x: np.ndarray, d: dt.DType) -> np.ndarray:
-    """Floats to ints as cvt.rzi does (and the HIP header's tl::f2i): truncated, saturated to 32 bits (64 bits for
-    64-bit types, where numpy's own conversion gave the minimum for every value out of range and NaN), NaN to 0, then
-    the low bits for narrower types."""
-    bits = 64 if d.bits == 64 else 32
-    unsigned = np.dtype(d.np).kind == "u"
-    lo, hi = (0, 2**bits) if unsigned else (-(2 ** (bits - 1)), 2 ** (bits - 1))  # hi: the first value out of range
-    wide = np.dtype(f"{'u' if unsigned else ''}int{bits}")
-    t = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0)
-    inside = np.clip(t, lo, np.nextafter(float(hi), 0.0)).astype(wide)  # in range for the numpy cast
-    return np.where(t >= hi, np.iinfo(wide).max, inside).astype(np.int64 if bits == 32 else wide)
-
-
-def _fp8_max(d: dt.DType) -> float:
-    import ml_dtypes
-
-    return float(ml_dtypes.finfo(d.np).max)
 
 
 def _compute_dtype(d: dt.DType) -> np.dtype:

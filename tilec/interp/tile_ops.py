@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilec.interp.tile import TileInterpreter, tile_rule, typed
+from tilec.dtypes import typed
+from tilec.interp.tile import TileInterpreter, tile_rule
 from tilec.ir.buffer import Region
 from tilec.ir.stmt import (
     AsyncCommit,

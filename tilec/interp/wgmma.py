@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tilec.dtypes import typed
 from tilec.errors import RaceError
 from tilec.interp.thread import _MMA, ThreadInterpreter, full_warps, stmt_rule, uniform_offset
-from tilec.interp.tile import typed
 from tilec.lower.tir import FenceProxyAsync, Mem, Wgmma, WgmmaCommit, WgmmaFence, WgmmaOperand, WgmmaWait
 
 GROUP = 128

@@ -299,9 +299,7 @@ def _typed_value(c: Const) -> Any:
     is 2**24); other constants' values are already their type's."""
     if not c.dtype.is_float:
         return c.value
-    from tilec.interp.tile import typed
-
-    return typed(np.asarray(c.value), c.dtype).item()
+    return dt.typed(np.asarray(c.value), c.dtype).item()
 
 
 def _result_dtype(op: str, a: Expr, b: Expr) -> tuple[DType, DType]:
@@ -395,9 +393,7 @@ def cast(dtype: Any, value: ExprLike) -> Expr:
         if dtype.is_int and isinstance(v, float) and not math.isfinite(v):
             raise TilecTypeError(f"cannot cast {v} to {dtype}")
         if not dtype.is_bool:  # as the interpreters convert a value at run time (fp8 and float to int saturate)
-            from tilec.interp.tile import typed
-
-            v = typed(np.asarray(v), dtype).item()
+            v = dt.typed(np.asarray(v), dtype).item()
         return const(v, dtype)
     return Cast(x, dtype)
 
