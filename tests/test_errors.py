@@ -529,7 +529,7 @@ def test_a_register_operand_gemm_on_part_of_a_fragment_says_why(target):
 
 @pytest.mark.parametrize(("stage", "order", "marker"), [([1, 0, 0], None, "reads-the-copy"),
                                                          ([0, 1, 1], [0, 2, 1], "reads-the-fragment")])
-@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a", "cpu"])
 def test_a_hand_schedule_running_a_reader_before_its_writer_is_refused(target, stage, order, marker):
     """stage= / order= that run an iteration's read of a tile before the statement writing it (in an earlier stage,
     or earlier in the same stage): the read saw another iteration's tile (or none) and the result was silently
@@ -577,7 +577,7 @@ def _carried_tile(stage, order):
     return main
 
 
-@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a", "cpu"])
 def test_a_hand_schedule_running_a_write_before_the_next_iterations_read_is_refused(rng, target):
     """stage=[0, 1]: iteration k's copy into X_s ran after iteration k+1's sum read X_s, which so added the tile
     before the one it should have (a silently wrong result); now an error naming both statements and the tile.
@@ -596,7 +596,7 @@ def test_a_hand_schedule_running_a_write_before_the_next_iterations_read_is_refu
     assert_close(c, a[:48].astype(np.float64).reshape(3, 16, 8).sum(axis=0), "float32")
 
 
-@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a", "cpu"])
 def test_a_hand_schedule_multi_buffering_a_tile_read_across_iterations_or_after_the_loop_is_refused(target):
     """A tile written in stage 0 and read in stage 1 gets a version per iteration in flight: a read of the previous
     iteration's value found the current iteration's version (silently wrong), and a use after the loop failed with

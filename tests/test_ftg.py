@@ -368,10 +368,11 @@ def test_full_overwrite_earlier_in_the_loop_kills_for_later_nodes():
 def test_dump_after_each_stage(gemm, tmp_path, monkeypatch):
     from tilec.passes.pipeline import stage_names
 
-    assert stage_names(gemm.target) == ["parse", "verify", "build_ftg"]
+    assert stage_names(gemm.target) == ["parse", "verify", "build_ftg", "hand_schedules"]
     assert tilec.dump(gemm) == tilec.dump(gemm, after="parse") == str(gemm.prim_func)
     assert tilec.dump(gemm, after="verify") == str(gemm.prim_func)
     assert tilec.dump(gemm, after="build_ftg") == str(gemm.ftg)
+    assert tilec.dump(gemm, after="hand_schedules") == str(gemm.prim_func)  # checks only
     assert tilec.dump(gemm.prim_func, after="build_ftg").startswith("FTG main: 5 tile ops")
     assert gemm.get_kernel_source() == str(gemm.prim_func)  # the cpu target runs the Tile IR itself
     report = gemm.report()

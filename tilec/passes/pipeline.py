@@ -78,6 +78,12 @@ def _pipelining(state: CompileState) -> CompileState:
     return _rewrite(state, pipeline_loops)
 
 
+def _hand_schedules(state: CompileState) -> CompileState:
+    from tilec.passes.pipelining import check_hand_schedules
+
+    return _rewrite(state, check_hand_schedules)
+
+
 def _clusters(state: CompileState) -> CompileState:
     from tilec.passes.cluster import cluster_blocks
 
@@ -127,8 +133,8 @@ def default_pipeline(target: Target) -> list[Stage]:
         Stage("verify", _verify, "check the Tile IR's invariants"),
         Stage("build_ftg", _build_ftg, "the fused tile dataflow graph"),
     ]
-    if target.kind == "cpu":
-        return stages
+    if target.kind == "cpu":  # the interpreter runs each T.Pipelined loop as the plain loop
+        return stages + [Stage("hand_schedules", _hand_schedules, "stage=/order= schedules checked as on a GPU")]
     return stages + [
         Stage("operand_registers", _operand_registers, "loop-invariant wgmma A tiles read from registers"),
         Stage("pipelining", _pipelining, "multi-stage cp.async pipelines for T.Pipelined loops"),

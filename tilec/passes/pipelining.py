@@ -211,13 +211,10 @@ class _Pipeliner:
             producers = [st for st in body if self.is_producer(st, body, outside)]
             if producers:
                 return prefetch_loop(loop, body, producers, self.new_allocs, self.notes)
-        stages, order = self.schedule(loop, body, outside)
+        stages, order, versions = self.plan(loop, body, outside)
         depth = max(stages) + 1
         if depth < 2:
             return dataclasses.replace(loop, kind="serial")
-        versions = self.versions(body, stages)
-        if loop.ann("stage") is not None:
-            _check_hand_accesses(loop, body, stages, order, versions, outside)
         if self.overlap and supports_async_copy(self.target):
             body = self.overlap_wgmma(loop, body, stages, versions)
         if self.tma:
@@ -233,6 +230,17 @@ class _Pipeliner:
                     self.notes.append(f"T.Pipelined at line {line}: not warp-specialized: {why}")
                 return self.rewrite_tma(loop, body, stages, order, depth, versions)
         return self.rewrite(loop, body, stages, order, depth, versions)
+
+    def plan(self, loop: For, body: list[Stmt], outside: Stmt) -> tuple[list[int], list[int], dict]:
+        """The loop's stages, the order its statements are emitted in, and its multi-buffered tiles; a hand schedule
+        (``stage=``/``order=``) checked against the plain loop's order of accesses."""
+        stages, order = self.schedule(loop, body, outside)
+        if max(stages) < 1:
+            return stages, order, {}
+        versions = self.versions(body, stages)
+        if loop.ann("stage") is not None:
+            _check_hand_accesses(loop, body, stages, order, versions, outside)
+        return stages, order, versions
 
     def tma_refusal(self, loop: For, body: list[Stmt], stages: list[int],
                     versions: dict[int, tuple[Buffer, int, int]]) -> str | None:
@@ -993,6 +1001,18 @@ def _guard(k: Var, st: int, depth: int, n: Any) -> Any:
         c = binop("<", binop("-", k, st) if st else k, n)
         cond = c if cond is None else binop("and", cond, c)
     return cond
+
+
+def check_hand_schedules(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
+    """``func`` unchanged, once every ``stage=``/``order=`` schedule of its pipelined loops passes the checks the GPU
+    targets make (the CPU interpreter runs the plain loop, so a schedule that would reorder accesses on a GPU is
+    refused there too, not only when the kernel first meets a GPU)."""
+    p = _Pipeliner(func, target)
+    for loop in walk(func.launch.body):
+        if isinstance(loop, For) and loop.kind == "pipelined" and loop.ann("stage") is not None:
+            body = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
+            p.plan(loop, body, _without(func.launch.body, loop))
+    return func, []
 
 
 def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
