@@ -1199,6 +1199,46 @@ def test_a_read_only_array_the_kernel_writes_is_refused_naming_it():
         np.testing.assert_array_equal(c, np.full(4, 3.0, np.float32))
 
 
+def test_arguments_sharing_memory_with_one_the_kernel_writes_are_refused(rng):
+    """C[i, j] = A[i, j] + A[i + 1, j] with C over A's memory: blocks and threads run in no fixed order, so the result
+    depended on it (and differed between the interpreters) without a word; now an error naming both arguments.
+    Arrays that only read the same memory, or strided views whose elements interleave without meeting, are fine."""
+    S = T.dynamic("S")
+
+    @T.prim_func
+    def shift(A: T.StridedTensor((8, 4), (S, 1), "float32"), C: T.StridedTensor((7, 4), (S, 1), "float32")):
+        with T.Kernel(7, threads=32) as bx:
+            for j in T.Parallel(4):
+                C[bx, j] = A[bx, j] + A[bx + 1, j]
+
+    @T.prim_func
+    def reads(A: T.Tensor((8, 4), "float32"), B: T.Tensor((8, 4), "float32"), C: T.Tensor((8, 4), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(8, 4):
+                C[i, j] = A[i, j] * B[i, j]
+
+    msg = r"arguments 'C' and 'A' share memory, and the kernel writes 'C'"
+    for target in ("cpu", "simt:sm_80"):
+        kernel = tilec.compile(shift, target=target)
+        base = rng.standard_normal((16, 4)).astype(np.float32)
+        for a, c in ((base[:8], base[1:8]), (base[8:], base[2:9]), (base[:8], base[7:14])):
+            with pytest.raises(TilecValueError, match=msg):
+                kernel(a, c)
+        wide = rng.standard_normal((16, 8)).astype(np.float32)
+        c = np.full((16, 8), np.nan, np.float32)
+        kernel(wide[:8, :4], wide[:7, 4:])  # the two halves of each row: no element in common
+        kernel(wide[8:, :4], c[8:15, 4:])
+        want = wide[8:15, :4].astype(np.float64) + wide[9:16, :4]
+        np.testing.assert_allclose(c[8:15, 4:], want, rtol=1e-6)
+        np.testing.assert_allclose(wide[:7, 4:], wide[:7, :4].astype(np.float64) + wide[1:8, :4], rtol=1e-6)
+        a = rng.standard_normal((8, 4)).astype(np.float32)
+        c = np.full((8, 4), np.nan, np.float32)
+        tilec.compile(reads, target=target)(a, a, c)  # A and B the same array, only read
+        np.testing.assert_allclose(c, a.astype(np.float64) ** 2, rtol=1e-6)
+        with pytest.raises(TilecValueError, match=r"arguments 'C' and 'B' share memory, and the kernel writes 'C'"):
+            tilec.compile(reads, target=target)(a, c, c)
+
+
 def test_negative_strides_run_on_the_tile_interpreter_and_are_refused_by_the_thread_interpreter():
     """The thread interpreter addresses a global tensor from its first element in a flat view of its memory: an array
     with a negative stride (a[::-1]) crashed it ('negative dimensions are not allowed') or read as out of bounds."""

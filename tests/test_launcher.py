@@ -11,6 +11,8 @@ import types
 import pytest
 from test_interp import gemm_kernel, rows_scaled
 
+A, B, C = 1 << 32, 2 << 32, 3 << 32  # the fake tensors' addresses, far enough apart not to overlap
+
 
 class FakeTensor:
     def __init__(self, shape, dtype, ptr=4096, contiguous=True, device=0):
@@ -60,7 +62,7 @@ def test_a_failed_launch_raises_with_the_drivers_status(monkeypatch, fakes):
 
     monkeypatch.setattr("tilec.backends.cuda.driver.launcher", lambda: (lambda *a: 701, False))
     launch = _launcher(gemm_kernel(64, 96, 64, 32, 32, 32, "float16", "float32"))
-    a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
+    a, b, c = FakeTensor((64, 64), "f16", A), FakeTensor((64, 96), "f16", B), FakeTensor((64, 96), "f32", C)
     with pytest.raises(TilecRuntimeError, match="cuLaunchKernel failed with error 701"):
         launch(a, b, c)
 
@@ -70,23 +72,23 @@ def test_launch_call_taking_int_pointers_gets_ints(monkeypatch, fakes):
     _, calls = fakes
     monkeypatch.setattr("tilec.backends.cuda.driver.launcher", lambda: (lambda *a: calls.append(a), True))
     launch = _launcher(gemm_kernel(64, 96, 64, 32, 32, 32, "float16", "float32"))
-    a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
+    a, b, c = FakeTensor((64, 64), "f16", A), FakeTensor((64, 96), "f16", B), FakeTensor((64, 96), "f32", C)
     assert launch(a, b, c) is None
     fn, gx, gy, gz, tx, ty, tz, smem, stream, params, extra = calls[-1]
     assert (fn, gx, gy, gz, tx, smem, stream, extra) == (5, 3, 2, 1, 128, 1024, 77, 0)
     ptrs = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
-    assert [ctypes.c_uint64.from_address(ptrs[i]).value for i in range(3)] == [4096, 8192, 12288]
+    assert [ctypes.c_uint64.from_address(ptrs[i]).value for i in range(3)] == [A, B, C]
 
 
 def test_static_kernel_launches_with_its_constant_grid(fakes):
     _, calls = fakes
     launch = _launcher(gemm_kernel(64, 96, 64, 32, 32, 32, "float16", "float32"))
-    a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
+    a, b, c = FakeTensor((64, 64), "f16", A), FakeTensor((64, 96), "f16", B), FakeTensor((64, 96), "f32", C)
     assert launch(a, b, c) is None
     fn, gx, gy, gz, tx, ty, tz, smem, stream = calls[-1][:9]
     assert (fn.value, gx, gy, gz, tx, smem, stream.value) == (5, 3, 2, 1, 128, 1024, 77)
     ptrs = _args(calls[-1])
-    assert [ctypes.c_uint64.from_address(ptrs[i]).value for i in range(3)] == [4096, 8192, 12288]
+    assert [ctypes.c_uint64.from_address(ptrs[i]).value for i in range(3)] == [A, B, C]
 
 
 @pytest.mark.parametrize("bad", [dict(shape=(64, 65)), dict(dtype="f32"), dict(contiguous=False), dict(device=1),
@@ -197,7 +199,7 @@ def test_dependent_kernel_launches_through_cuLaunchKernelEx(monkeypatch, fakes):
     compiled = types.SimpleNamespace(function=5, threads=128, smem=1024, align=(), dependent=True,
                                      grid=_grid_fn(grid_code(func.launch.grid, func.dyn_vars)), tensor_maps=())
     launch = build_fast_launcher(func, compiled, 0, lambda *args: "checked")
-    a, b, c = FakeTensor((64, 64), "f16", 4096), FakeTensor((64, 96), "f16", 8192), FakeTensor((64, 96), "f32", 12288)
+    a, b, c = FakeTensor((64, 64), "f16", A), FakeTensor((64, 96), "f16", B), FakeTensor((64, 96), "f32", C)
     launch(a, b, c)
     fn, gx, gy, gz, tx, ty, tz, smem, stream, params, extra = calls[-1]
     assert (fn, gx, gy, gz, tx, smem, stream, extra) == (5, 3, 2, 1, 128, 1024, 77, 0)
@@ -234,10 +236,10 @@ def _rows_on_y():
 def test_a_grid_over_cudas_limits_goes_to_the_checked_path(fakes):
     _, calls = fakes
     launch = _launcher(_rows_on_y())
-    assert launch(FakeTensor((65535, 64), "f32"), FakeTensor((65535, 64), "f32", 8192)) is None
+    assert launch(FakeTensor((65535, 64), "f32"), FakeTensor((65535, 64), "f32", B)) is None
     assert calls[-1][1:4] == (1, 65535, 1)
     n = len(calls)
-    assert launch(FakeTensor((65536, 64), "f32"), FakeTensor((65536, 64), "f32", 8192)) == "checked"
+    assert launch(FakeTensor((65536, 64), "f32"), FakeTensor((65536, 64), "f32", B)) == "checked"
     assert len(calls) == n
 
 
@@ -421,3 +423,22 @@ def test_the_checked_path_refuses_an_array_on_another_gpu(monkeypatch):
     infos[1].device = "cuda:0"
     exe(Bound([None, None], infos, {m: 4}, []))
     assert len(launched) == 1
+
+
+def test_a_written_tensor_sharing_bytes_with_another_argument_goes_to_the_checked_path(fakes):
+    """C over A's or B's bytes (the checked path names the two arguments); tensors that only touch, or that the
+    kernel only reads, launch. With a runtime size, the bytes come from the shape."""
+    _, calls = fakes
+    launch = _launcher(gemm_kernel(64, 96, 64, 32, 32, 32, "float16", "float32"))
+    a, b = FakeTensor((64, 64), "f16", A), FakeTensor((64, 96), "f16", B)
+    assert launch(a, b, FakeTensor((64, 96), "f32", A + 64 * 64 * 2 - 4)) == "checked"  # C's first bytes in A's last
+    assert launch(a, b, FakeTensor((64, 96), "f32", B - 64 * 96 * 4 + 2)) == "checked"  # C's last bytes in B's first
+    assert not calls
+    assert launch(a, FakeTensor((64, 96), "f16", A), FakeTensor((64, 96), "f32", C)) is None  # A, B only read
+    assert launch(a, b, FakeTensor((64, 96), "f32", A + 64 * 64 * 2)) is None  # C right after A
+    assert launch(a, b, FakeTensor((64, 96), "f32", B - 64 * 96 * 4)) is None  # C right before B
+    assert len(calls) == 3
+    launch = _launcher(_rows_on_y())
+    assert launch(FakeTensor((300, 64), "f32", A), FakeTensor((300, 64), "f32", A + 299 * 256)) == "checked"
+    assert launch(FakeTensor((300, 64), "f32", A), FakeTensor((300, 64), "f32", A + 300 * 256)) is None
+    assert "if p0 < p1 + sh1[0] * sh1[1] * 4 and p1 < p0 + sh0[0] * sh0[1] * 4:" in launch._source

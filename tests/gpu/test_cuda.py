@@ -288,6 +288,24 @@ def _affine(n, scale, shift):
     return main
 
 
+def test_a_written_tensor_sharing_memory_with_another_argument_is_refused_on_both_launch_paths(monkeypatch):
+    """Y over X's memory: Y[i] = 2 X[i] + 1 then read X where another block had already written it (or not), a
+    silently wrong result that depended on the blocks' order; now an error naming both, from the generated launcher
+    (which hands the call to the checked path) and from the checked path."""
+    monkeypatch.delenv("TILEC_POISON")  # the generated launcher serves only unpoisoned outputs
+    k = _affine(4096, 2.0, 1.0)
+    x = torch.randn(8192, device="cuda")
+    y = torch.full((4096,), float("nan"), device="cuda")
+    for _ in range(2):  # the second call builds the generated launcher
+        k(x[:4096], y)
+    assert k._fast, "the generated launcher should serve torch tensors"
+    for yy in (x[:4096], x[1:4097], x[4095:8191]):
+        with pytest.raises(ValueError, match="arguments 'Y' and 'X' share memory, and the kernel writes 'Y'"):
+            k(x[:4096], yy)
+    k(x[:4096], x[4096:])  # adjacent, not overlapping
+    assert _rel(x[4096:], x[:4096].double() * 2 + 1) < 1e-6
+
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_programmatic_dependent_launches_see_the_previous_kernels_writes(monkeypatch, fast):
     """On sm_90 tilec kernels launch as programmatic dependents (PDL): each starts launching while the previous

@@ -191,6 +191,7 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
     for name, what, want, got in late:
         if name is not None and _eval_size(f"argument {name!r}", what, want, sizes) != got:
             raise TilecValueError(f"argument {name!r}: {what} must be {want} = {eval_int(want, sizes)}, got {got}")
+    _check_aliasing(func, infos)
     read_only = [i for i, (v, inf) in enumerate(zip(values, infos))
                  if inf is not None and inf.framework == "numpy" and not v.flags.writeable]
     if read_only:
@@ -219,6 +220,42 @@ def bind(func: PrimFunc, args: tuple, device: str, allocate: Any) -> Bound:
         infos[i] = array_info(out)
         outputs.append(out)
     return Bound(values, infos, sizes, outputs)
+
+
+def _span(info: ArrayInfo) -> tuple[int, int]:
+    """The bytes from an array's first element to past its last."""
+    item = max(info.dtype.bits // 8, 1)
+    lo = sum((n - 1) * s for n, s in zip(info.shape, info.strides) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(info.shape, info.strides) if s > 0) + 1
+    return info.data_ptr + lo * item, info.data_ptr + hi * item
+
+
+def _addresses(info: ArrayInfo) -> np.ndarray:
+    """A numpy array at the array's addresses, for ``np.shares_memory`` (which reads no element: exact for strided
+    views whose elements interleave without meeting)."""
+    item = max(info.dtype.bits // 8, 1)
+    iface = {"data": (info.data_ptr, False), "shape": info.shape, "typestr": f"|V{item}", "version": 3,
+             "strides": tuple(s * item for s in info.strides)}
+    return np.asarray(type("Addresses", (), {"__array_interface__": iface})())
+
+
+def _check_aliasing(func: PrimFunc, infos: list[ArrayInfo | None]) -> None:
+    """Two tensor arguments over common bytes, one of them written by the kernel: its blocks and threads run in no
+    fixed order, so what is read from the other would depend on that order (a silently wrong result)."""
+    spans = [(i, *_span(inf)) for i, inf in enumerate(infos) if inf is not None and 0 not in inf.shape]
+    pairs = [(i, j) for k, (i, lo, hi) in enumerate(spans) for j, lo2, hi2 in spans[k + 1:] if lo < hi2 and lo2 < hi
+             and np.shares_memory(_addresses(infos[i]), _addresses(infos[j]))]  # spans meet: do elements?
+    if not pairs:
+        return
+    written = written_params(func)
+    for i, j in pairs:
+        if i in written or j in written:
+            w, other = (i, j) if i in written else (j, i)
+            names = [func.params[k].name for k in (w, other)]
+            raise TilecValueError(f"arguments {names[0]!r} and {names[1]!r} share memory, and the kernel writes "
+                                  f"{names[0]!r}: its blocks and threads run in no fixed order, so what it reads from "
+                                  f"{names[1]!r} would depend on that order; pass arrays that do not overlap (an "
+                                  "in-place kernel reads and writes one parameter)")
 
 
 def _eval_size(who: str, what: str, want: Any, sizes: dict[Var, int]) -> int:

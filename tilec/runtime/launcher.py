@@ -38,6 +38,33 @@ def _failed(status: int, call: str = "cuLaunchKernel") -> None:
     check(status, call)
 
 
+def _overlap_check(func: PrimFunc, inputs: list[tuple[int, Any]], ptr: dict[int, str]) -> list[str]:
+    """Lines sending a call to the checked path (which names the arguments) when a tensor the kernel writes shares
+    bytes with another tensor argument (all contiguous here: each a span of bytes). Makes ``ptr`` locals."""
+    from tilec.runtime.args import written_params
+
+    tensors = [i for i, p in inputs if isinstance(p, Buffer)]
+    written = written_params(func)
+    pairs = [(i, j) for k, i in enumerate(tensors) for j in tensors[k + 1:] if i in written or j in written]
+    lines = []
+    for i in sorted({i for pair in pairs for i in pair}):
+        if ptr[i] != f"p{i}":
+            lines.append(f"    p{i} = {ptr[i]}")
+            ptr[i] = f"p{i}"
+
+    def nbytes(i: int) -> str:
+        p = func.params[i]
+        item = p.dtype.bits // 8
+        if all(isinstance(n, int) for n in p.shape):
+            return str(math.prod(p.shape) * item)
+        return " * ".join([f"sh{i}[{d}]" for d in range(p.ndim)] + [str(item)])
+
+    for i, j in pairs:
+        lines.append(f"    if p{i} < p{j} + {nbytes(j)} and p{j} < p{i} + {nbytes(i)}:")
+        lines.append("        return _slow(*args)")
+    return lines
+
+
 def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -> Any | None:
     """A function ``launch(*args)`` for ``func``'s compiled kernel, or None when the kernel's signature is
     outside what the fast path handles (int4 tensors, size expressions that are not plain symbols)."""
@@ -117,6 +144,7 @@ def build_fast_launcher(func: PrimFunc, compiled: Any, device: int, slow: Any) -
     env["_device"] = torch.device("cuda", device)
     lines.append("    if not (" + " and\n            ".join(cond or ["True"]) + "):")
     lines.append("        return _slow(*args)")
+    lines += _overlap_check(func, inputs, ptr)
     for v in func.dyn_vars:
         lines.append(f"    s_{v.name} = {sizes[v]}")
     # argument block
