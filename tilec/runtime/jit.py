@@ -17,6 +17,8 @@ import numbers
 import os
 from typing import Any
 
+import numpy as np
+
 from tilec.errors import TilecTypeError, TilecValueError
 from tilec.ir.kernel import PrimFunc
 from tilec.runtime.arrays import named_array_info
@@ -228,6 +230,8 @@ def _freeze(value: Any, what: str) -> Any:
     except TypeError:
         raise TilecTypeError(f"{what}: {type(value).__name__} values cannot key the kernel cache; pass ints, "
                              "floats, strings, dtypes or tuples") from None
+    if isinstance(value, (float, np.floating)) and value == 0:  # -0.0 == 0.0, but x * -0.0 flips x's sign
+        return (type(value).__name__, value, bool(np.signbit(value)))
     return (type(value).__name__, value)
 
 
