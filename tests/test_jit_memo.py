@@ -38,3 +38,68 @@ def test_zero_and_negative_zero_are_different_kernels(rng):
         ref = a.astype(np.float64) * float(s)
         np.testing.assert_array_equal(np.signbit(scale(64, s)(a)), np.signbit(ref), err_msg=repr(s))
         np.testing.assert_array_equal(np.signbit(scale_eager(a, s)), np.signbit(ref), err_msg=repr(s))
+
+
+SCALE = 2.0
+DTYPE = "float32"
+
+
+@tilec.jit(out_idx=[-1], target="cpu")
+def _scaled(N):
+    @T.prim_func
+    def main(A: T.Tensor((N,), DTYPE), B: T.Tensor((N,), DTYPE)):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(N):
+                B[i] = A[i] * SCALE
+
+    return main
+
+
+@tilec.jit(target="cpu")
+def _scaled_eager(A):
+    N = T.const("N")
+    A: T.Tensor[[N], DTYPE]
+    B = T.empty((N,), DTYPE)
+    with T.Kernel(1, threads=32) as bx:
+        for i in T.Parallel(N):
+            B[i] = A[i] * SCALE
+    return B
+
+
+def test_a_global_the_kernel_reads_rebound_makes_a_new_kernel(rng, monkeypatch):
+    """The memo was keyed by the call's arguments alone: after ``SCALE = 3.0`` (a notebook cell run again, a sweep
+    over a module constant) the same call got the kernel built for the old value, in both forms, and an eager
+    kernel's annotation ``T.Tensor[[N], DTYPE]`` kept the old dtype. A global the kernel names is now checked at
+    each call: rebound, a new kernel is made; rebound to an equal value, the kernel is kept."""
+    a = randn(rng, 64, "float32")
+    for scale in (2.0, 3.0, -0.5):
+        monkeypatch.setitem(globals(), "SCALE", scale)
+        kernel = _scaled(64)
+        np.testing.assert_allclose(kernel(a), a.astype(np.float64) * scale, rtol=1e-6)
+        np.testing.assert_allclose(_scaled_eager(a), a.astype(np.float64) * scale, rtol=1e-6)
+    monkeypatch.setitem(globals(), "SCALE", float("-0.5"))  # another float object, the same value
+    assert _scaled(64) is kernel
+    monkeypatch.setitem(globals(), "DTYPE", "float64")
+    x = a.astype(np.float64)
+    assert _scaled_eager(x).dtype == np.float64 and _scaled(64)(x).dtype == np.float64
+    np.testing.assert_allclose(_scaled_eager(x), x * -0.5, rtol=1e-12)
+
+
+def test_a_closure_variable_rebound_makes_a_new_kernel(rng):
+    """A variable of the enclosing function, rebound after the kernel was made, is checked as a global is."""
+    a = randn(rng, 64, "float32")
+    offset = 1.0
+
+    @tilec.jit(out_idx=[-1], target="cpu")
+    def shifted(N):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(N):
+                    B[i] = A[i] + offset
+
+        return main
+
+    np.testing.assert_allclose(shifted(64)(a), a.astype(np.float64) + 1.0, rtol=1e-6)
+    offset = 5.0  # noqa: F841 - read by the kernel through its closure
+    np.testing.assert_allclose(shifted(64)(a), a.astype(np.float64) + 5.0, rtol=1e-6)

@@ -7,6 +7,10 @@ Two forms, as in TileLang:
 * eager — the decorated function is the kernel itself, its tensor parameters read from the actual arrays
   (``T.const`` symbols bound by ``A: T.Tensor[[M, K], dtype]`` annotations, outputs made by ``T.empty``);
   calling it compiles (once per shapes, dtypes and other arguments) and runs, returning the outputs.
+
+Either way a kernel is reused only while the globals and closure variables the function's source names are bound
+to what they were when it was made (a module constant rebound, an equal number or string aside, makes a new one);
+what a bound object holds (a list changed in place, a helper's own globals) is not checked.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ class JITKernel:
         self._exe: Any = None
         self._fast: Any = None  # the generated launcher (False: this kernel has none)
         self._calls = 0
+        self.environment: tuple = ()  # what the names of the jit function's source were bound to (see JITFunction)
 
     # ------------------------------------------------------------------------------------------------ compile
 
@@ -235,6 +240,59 @@ def _freeze(value: Any, what: str) -> Any:
     return (type(value).__name__, value)
 
 
+_UNBOUND = object()
+
+
+def _free_names(fn: Any) -> frozenset[str]:
+    """The names ``fn``'s source reads and never binds (its nested functions and annotations too: the parser
+    evaluates those): what it may take from its closure or module."""
+    from tilec.frontend.source import function_source
+
+    read, bound = set(), set()
+    for n in ast.walk(function_source(fn).tree):
+        if isinstance(n, ast.Name):
+            (read if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+    return frozenset(read - bound)
+
+
+def _environment(fn: Any, names: frozenset[str]) -> tuple:
+    """What ``names`` are bound to in ``fn``'s closure and module now: ``(cell or None, name, value)`` each."""
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    out = []
+    for name in sorted(names):
+        if name in cells:
+            try:
+                out.append((cells[name], name, cells[name].cell_contents))
+            except ValueError:  # a cell not yet filled
+                pass
+        elif name in fn.__globals__:
+            out.append((None, name, fn.__globals__[name]))
+    return tuple(out)
+
+
+def _unchanged(fn: Any, env: tuple) -> bool:
+    """Whether every name of ``env`` is still bound to its value (or an equal number, string or tuple of them)."""
+    for cell, name, value in env:
+        try:
+            now = cell.cell_contents if cell is not None else fn.__globals__.get(name, _UNBOUND)
+        except ValueError:
+            return False
+        if now is not value and not _equal_constants(now, value):
+            return False
+    return True
+
+
+def _equal_constants(a: Any, b: Any) -> bool:
+    if type(a) is not type(b) or not isinstance(a, (int, float, str, tuple)):
+        return False
+    try:
+        return _freeze(a, "") == _freeze(b, "")
+    except TilecTypeError:  # a tuple holding an unhashable value
+        return False
+
+
 def _is_eager(fn: Any) -> bool:
     """Eager when the function's own body (not a nested function) has a ``with`` statement (T.Kernel)."""
     from tilec.frontend.source import function_source
@@ -271,6 +329,8 @@ class JITFunction:
             raise TilecTypeError(f"tilec.jit: out_idx={out_idx!r} is for a kernel factory (returning a @T.prim_func); "
                                  f"{fn.__name__!r} is an eager kernel: its outputs are the T.empty tensors it returns")
         self.auto_params = auto_params(fn)  # parameters defaulting to T.auto, filled by the cost model's pick
+        # globals and closure variables the source reads: a kernel made before one of them was rebound is not reused
+        self._free = _free_names(fn)
         self._kernels: dict[Any, JITKernel] = {}
         self._dynamic: dict[Any, list[JITKernel]] = {}  # eager kernels with T.dynamic sizes, by their loose key
         functools.update_wrapper(self, fn)
@@ -281,13 +341,15 @@ class JITFunction:
             return self._eager_kernel(args, kwargs)[0]
         key = (self._env_key(), _freeze((args, kwargs), f"arguments of {self.fn.__name__}"))
         kernel = self._kernels.get(key)
-        if kernel is None:
+        if kernel is None or not _unchanged(self.fn, kernel.environment):
+            env = _environment(self.fn, self._free)
             call_args, call_kwargs = self.resolve_auto(args, kwargs)
             func = self.fn(*call_args, **call_kwargs)
             if not isinstance(func, PrimFunc):
                 raise TilecTypeError(f"@tilec.jit function {self.fn.__name__!r} must return a @T.prim_func kernel, "
                                      f"got {type(func).__name__}")
             kernel = self._kernels[key] = JITKernel(func, self.target, self.out_idx, self.pass_configs)
+            kernel.environment = env
         return kernel
 
     def _env_key(self) -> tuple:
@@ -344,9 +406,10 @@ class JITFunction:
         key = (env, tuple(parts))
         loose.append(env)
         kernel = self._kernels.get(key)
-        if kernel is None:
+        if kernel is None or not _unchanged(self.fn, kernel.environment):
             from tilec.frontend.entry import parse_eager
 
+            env = _environment(self.fn, self._free)
             func, _, _ = parse_eager(self.fn, *self.resolve_auto(args, kwargs))
             # A kernel compiled for other sizes is reused when its T.dynamic sizes accept these arrays and the
             # kernel parsed for them is the same program (a size read into Python would make them differ).
@@ -357,6 +420,7 @@ class JITFunction:
                 kernel = JITKernel(func, self.target, None, self.pass_configs)
                 if func.dyn_vars:
                     self._dynamic.setdefault(tuple(loose), []).append(kernel)
+            kernel.environment = env  # (a kernel reused for its text is the program these values make)
         self._kernels[key] = kernel
         return kernel, tensors
 
