@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import load_example
+from conftest import assert_close, load_example, randn
 
 import tilec
 import tilec.language as T
@@ -171,10 +171,14 @@ def test_autotune_an_eager_kernel(rng):
     assert tuned.key((a[:20], b[:20]), {})[0] != tuned.key((a, b), {})[0]  # the shapes are part of the key
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe\x00not utf-8", b"null", b"[1]", b"{trunc", b'{"best": 5}'])
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00not utf-8", b"null", b"[1]", b"{trunc", b'{"best": 5}',
+                                     *(b'{"function": "axpy", "key": "k", "best": %s}' % best for best in
+                                       (b"5", b'{"blockN": 32}', b'{"block_N": 0}', b'{"block_N": [32]}', b"{}"))])
 def test_a_damaged_tuning_result_on_disk_is_tuned_again(_cache_dir, content):
     """A file in $TILEC_CACHE_DIR/autotune that is not a tuning result is a miss (non-UTF-8 bytes raised
-    UnicodeDecodeError; JSON that is not an object, AttributeError)."""
+    UnicodeDecodeError; JSON that is not an object, AttributeError), and so is one whose best config is none of the
+    candidates (a best that is no dict raised TypeError inside tilec; one naming no parameter, TypeError from the
+    factory; block_N=0, the kernel's ZeroDivisionError; {} ran the defaults)."""
     _tuned(FakeTimer({32: 1.0, 64: 2.0, 16: 3.0, 128: 2.5}))(256)
     (path,) = (_cache_dir / "autotune").glob("*.json")
     path.write_bytes(content)
@@ -230,3 +234,45 @@ def test_configs_naming_no_parameter_are_refused():
                                               r"\(N, block_N, bias\)"):
         tuned(256)
     assert tuned.results == {}
+
+
+@tilec.jit(out_idx=[-1], target="cpu")
+def _gemm(M, N, K, tile=(32, 32), policy=T.GemmWarpPolicy.Square):
+    block_M, block_N = tile
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, K), "float16")
+            B_s = T.alloc_shared((K, block_N), "float16")
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_f)
+            T.copy(A[by * block_M, 0], A_s)
+            T.copy(B[0, bx * block_N], B_s)
+            T.gemm(A_s, B_s, C_f, policy=policy)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
+@pytest.mark.parametrize("as_function", [False, True])
+def test_a_best_config_from_the_disk_cache_has_the_values_tuned(rng, as_function):
+    """The disk cache held the best config as JSON written with default=str: in the next process a
+    T.GemmWarpPolicy came back as the string 'GemmWarpPolicy.FullRow' (T.gemm refused it) and a tuple as a list.
+    The cached config is now matched to the candidate it names, which the call gets."""
+    configs = [{"tile": (32, 64), "policy": T.GemmWarpPolicy.FullCol},
+               {"tile": (64, 32), "policy": T.GemmWarpPolicy.FullRow}]
+    space = (lambda M, N, K: configs) if as_function else configs
+    timer = lambda run, config: 1.0 if config["policy"] is T.GemmWarpPolicy.FullRow else 2.0  # noqa: E731
+    tilec.autotune(configs=space, timer=timer, progress=False)(_gemm)(64, 96, 32)
+
+    def never(run, config):
+        raise AssertionError("tuned although the disk cache has the answer")
+
+    again = tilec.autotune(configs=space, timer=never, progress=False)(_gemm)
+    kernel = again(64, 96, 32)  # as a new process would: nothing in memory
+    assert again.last.from_cache
+    assert again.last.best["policy"] is T.GemmWarpPolicy.FullRow and again.last.best["tile"] == (64, 32)
+    assert kernel is _gemm(64, 96, 32, tile=(64, 32), policy=T.GemmWarpPolicy.FullRow)
+    a, b = randn(rng, (64, 32), "float16"), randn(rng, (32, 96), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float32")

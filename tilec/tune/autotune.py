@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tilec.errors import TilecRuntimeError, TilecValueError
@@ -62,6 +62,9 @@ class TuneResult:
     def to_json(self) -> str:
         d = asdict(self)
         d.pop("from_cache")
+        d["best"] = _describe(self.best)  # as the candidates' tags describe them (see _tag)
+        for t, trial in zip(d["trials"], self.trials):
+            t["config"] = _describe(trial.config)
         return json.dumps(d, sort_keys=True, default=str)
 
     @classmethod
@@ -122,6 +125,11 @@ def _describe(v: Any) -> Any:
     if isinstance(v, (bool, int, float, str)) or v is None:
         return v
     return repr(v)
+
+
+def _tag(config: Any) -> str:
+    """A config as JSON text: what tells candidates apart, and names the best one in the disk cache."""
+    return json.dumps(_describe(config), sort_keys=True)
 
 
 def _first_line(e: BaseException) -> str:
@@ -194,10 +202,24 @@ class AutotunedFunction:
                     hit = TuneResult.from_json(text)
                 except (ValueError, TypeError, KeyError):
                     hit = None
+                best = None if hit is None else self.candidate_named(hit.best, args, kwargs)
+                hit = None if best is None else replace(hit, best=best)
         if hit is None:
             hit = self.tune(*args, **kwargs)
         self.results[digest] = self.last = hit
         return dict(hit.best)
+
+    def candidate_named(self, best: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+        """The candidate config that a tuning result read from disk names (JSON holds a tuple as a list and a
+        T.GemmWarpPolicy as its repr), or None when it names none: a damaged or foreign entry, tuned again."""
+        if not isinstance(best, dict) or not best:
+            return None
+        if self.configs is None:  # the cost model's knob values: numbers, which JSON keeps
+            params = inspect.signature(self.jit_fn.fn).parameters
+            plain = all(k in params and type(v) in (int, float, bool, str) for k, v in best.items())
+            return dict(best) if plain else None
+        tag = _tag(best)
+        return next((c for c in self.candidates(args, kwargs) if _tag(c) == tag), None)
 
     def config_keys(self) -> set[str]:
         """The parameter names a config may set."""
@@ -253,7 +275,7 @@ class AutotunedFunction:
         for c in cfgs:
             if not isinstance(c, dict):
                 raise TilecValueError(f"autotune configs must be dicts of parameter values, got {c!r}")
-            tag = json.dumps(_describe(c), sort_keys=True)
+            tag = _tag(c)
             if tag not in seen:
                 seen.add(tag)
                 out.append(dict(c))
