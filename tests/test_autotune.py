@@ -276,3 +276,32 @@ def test_a_best_config_from_the_disk_cache_has_the_values_tuned(rng, as_function
     assert kernel is _gemm(64, 96, 32, tile=(64, 32), policy=T.GemmWarpPolicy.FullRow)
     a, b = randn(rng, (64, 32), "float16"), randn(rng, (32, 96), "float16")
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float32")
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"configs": [5]}, r"configs must be dicts of parameter values, got 5"),
+    ({"configs": [{"block_N": 32}, None]}, r"configs must be dicts of parameter values, got None"),
+    ({"configs": 5}, r"configs is a list of dicts, a Recommendation or a function of the call's arguments, got 5"),
+    ({"rtol": "x"}, r"rtol is the relative tolerance of the output check, a number >= 0 \(or None\), got 'x'"),
+    ({"rtol": -1e-3}, r"rtol is the relative tolerance .* got -0.001"),
+    ({"workers": "4"}, r"workers is the number of compiling threads, an int >= 1 \(or None\), got '4'"),
+    ({"workers": 0}, r"workers is the number of compiling threads, an int >= 1 \(or None\), got 0"),
+    ({"top_k": 0}, r"top_k is the number of the cost model's configs to time, an int >= 1, got 0"),
+    ({"timer": 5.0}, r"timer is a function \(run, config\) -> milliseconds, got 5.0"),
+    ({"supply": [1]}, r"supply is a function \(prim_func\) -> list of input arrays, got \[1\]"),
+    ({"warmup": "25"}, r"warmup is milliseconds, a number >= 0, got '25'"),
+])
+def test_bad_autotune_arguments_are_refused_naming_them(kw, message):
+    """configs=[5] raised TypeError ('int' object is not iterable) from inside tilec at the first call, rtol='x' a
+    TypeError from the output check, workers='4' one from the thread pool; each is now refused at the decorator,
+    naming the argument and the value."""
+    kw = {"configs": CONFIGS, "timer": FakeTimer({}), **kw}
+    with pytest.raises(TilecValueError, match=message):
+        tilec.autotune(progress=False, **kw)(_axpy())
+
+
+def test_a_configs_function_returning_no_list_is_named():
+    """A configs function returning None raised TypeError ('NoneType' object is not iterable) inside tilec."""
+    tuned = tilec.autotune(configs=lambda N: None, timer=FakeTimer({}), progress=False)(_axpy())
+    with pytest.raises(TilecValueError, match=r"autotune axpy: configs\(256\) returned None, not a list of dicts"):
+        tuned(256)

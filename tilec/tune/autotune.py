@@ -26,7 +26,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -34,6 +34,7 @@ from typing import Any
 from tilec.errors import TilecRuntimeError, TilecValueError
 from tilec.runtime import cache
 from tilec.target import parse_target
+from tilec.tune.checks import check_key, check_options
 
 
 @dataclass
@@ -169,7 +170,9 @@ class AutotunedFunction:
                  top_k: int = 8, timer: Callable[[Callable[[], Any], dict], float] | None = None,
                  supply: Callable[[Any], list] | None = None, rtol: float | None = None, workers: int | None = None,
                  progress: bool = True, use_cache: bool = True) -> None:
-        self.jit_fn, self.configs, self.key_fn, self.top_k = jit_fn, configs, _check_key(jit_fn.fn, key), top_k
+        check_options(getattr(jit_fn.fn, "__name__", "kernel"), configs, warmup, rep, top_k, timer, supply, rtol,
+                       workers)
+        self.jit_fn, self.configs, self.key_fn, self.top_k = jit_fn, configs, check_key(jit_fn.fn, key), top_k
         self.warmup, self.rep, self.timer, self.supply, self.rtol = warmup, rep, timer, supply, rtol
         self.workers, self.progress, self.use_cache = workers, progress, use_cache
         self.results: dict[str, TuneResult] = {}
@@ -270,7 +273,12 @@ class AutotunedFunction:
 
             cfgs = recommend(self.jit_fn, *args, top_k=self.top_k, **kwargs)
         elif callable(cfgs):
-            cfgs = cfgs(*args, **kwargs)
+            got = cfgs(*args, **kwargs)
+            if isinstance(got, (str, bytes, dict)) or not isinstance(got, Iterable):
+                call = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+                raise TilecValueError(f"autotune {self.__name__}: configs({call}) returned {got!r}, not a list of "
+                                      "dicts")
+            cfgs = got
         out, seen = [], set()
         for c in cfgs:
             if not isinstance(c, dict):
@@ -318,23 +326,6 @@ class AutotunedFunction:
 
     def __repr__(self) -> str:
         return f"<autotuned {self.__name__}: {len(self.results)} key(s) tuned>"
-
-
-def _check_key(fn: Any, key: Any) -> Any:
-    """``key`` if it is None, a function or a list of ``fn``'s parameter names (a name that is none of them would
-    read as None for every call, so that different problems shared one tuning result)."""
-    if key is None or callable(key):
-        return key
-    name = getattr(fn, "__name__", "kernel")
-    if isinstance(key, str) or not isinstance(key, (list, tuple)) or not all(isinstance(k, str) for k in key):
-        raise TilecValueError(f"autotune {name}: key must be a function of the call's arguments or a list of parameter "
-                              f"names, got {key!r}")
-    params = list(inspect.signature(fn).parameters)
-    unknown = [k for k in key if k not in params]
-    if unknown:
-        raise TilecValueError(f"autotune {name}: key names {', '.join(map(repr, unknown))}, not parameters of "
-                              f"{name} ({', '.join(params)})")
-    return list(key)
 
 
 def _has_source(fn: Any) -> bool:
