@@ -85,3 +85,25 @@ def test_a_damaged_cache_entry_is_a_miss(monkeypatch, tmp_path):
         n = len(compiled)
         assert runtime.build_binary(source, "sm_80", "add_kernel")[1:] == (b"new", 0) and len(compiled) == n + 1
         runtime._BUILT.pop(key)
+
+
+def test_the_cache_directory_expands_a_tilde_and_an_empty_value_means_the_default(monkeypatch, tmp_path):
+    """TILEC_CACHE_DIR='~/tilec-cache' (quoted in a shell, so not expanded) put the cache in a directory named '~'
+    under the current directory, and TILEC_CACHE_DIR='' in the current directory itself; now '~' is the home
+    directory and an empty value the default (the same for TILEC_DUMP_DIR)."""
+    from tilec.config import config
+    from tilec.runtime import cache
+
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("TILEC_DISABLE_CACHE", raising=False)
+    for value, where in [("~/tilec-cache", home / "tilec-cache"), ("", home / ".cache" / "tilec")]:
+        monkeypatch.setenv("TILEC_CACHE_DIR", value)
+        monkeypatch.setenv("TILEC_DUMP_DIR", value)
+        assert config().cache_dir == where
+        assert config().dump_dir == (where if value else None)
+        cache.write_json("autotune", "k", "{}")
+        assert (where / "autotune" / "k.json").read_text() == "{}"
+    assert list(cwd.iterdir()) == []

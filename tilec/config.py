@@ -44,9 +44,10 @@ def config() -> Config:
     dump = env.get("TILEC_DUMP_DIR")
     return Config(
         target=env.get("TILEC_TARGET", "auto"),
-        cache_dir=Path(env.get("TILEC_CACHE_DIR", Path.home() / ".cache" / "tilec")),
+        # "~" expanded (a quoted value reaches us unexpanded); an empty value is the default, not the current directory
+        cache_dir=Path(env.get("TILEC_CACHE_DIR") or Path.home() / ".cache" / "tilec").expanduser(),
         disable_cache=env.get("TILEC_DISABLE_CACHE", "0") not in ("", "0", "false", "False"),
-        dump_dir=Path(dump) if dump else None,
+        dump_dir=Path(dump).expanduser() if dump else None,
         wgmma=env.get("TILEC_WGMMA", "1") not in ("", "0", "false", "False"),
         poison=env.get("TILEC_POISON", "0") not in ("", "0", "false", "False"),
     )
