@@ -64,12 +64,13 @@ def test_a_damaged_cache_entry_is_a_miss(monkeypatch, tmp_path):
     compile again (they raised JSONDecodeError, UnicodeDecodeError, KeyError or TypeError)."""
     import tilec
     from tilec.backends.cuda import runtime
+    from tilec.runtime import cache
 
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(runtime, "_nvrtc_version", lambda: "13.0")
     kernel = tilec.compile(_add_kernel(), target="cuda:sm_80", out_idx=[1])
     key = runtime.front_key(kernel.prim_func, kernel.target, kernel.pass_configs)
-    (tmp_path / "b0.bin").write_bytes(b"cubin")
+    cache.put("b0", b"cubin", "{}")  # a sound binary entry: only the front metadata is damaged
     damaged = [b"{trunc", b"\xff\xfe\x00not utf-8", b'{"foo": 1}', b"[]", b'{"binary": 7}',
                b'{"binary": "b0", "grid": "lambda: (", "name": "k"}', b'{"binary": "b0", "grid": "lambda: (1, 1, 1)"}']
     for content in damaged:
@@ -107,3 +108,42 @@ def test_the_cache_directory_expands_a_tilde_and_an_empty_value_means_the_defaul
         cache.write_json("autotune", "k", "{}")
         assert (where / "autotune" / "k.json").read_text() == "{}"
     assert list(cwd.iterdir()) == []
+
+
+def test_a_truncated_binary_in_the_cache_is_a_miss(monkeypatch, tmp_path):
+    """A binary cut short on disk (a crash or full disk after the rename, a partial copy of the cache) came back
+    from the cache as it was: build_binary returned the short cubin and load_cached handed it to the driver, which
+    fails to load it. The cache now checks each binary against the digest written with it: a damaged one is a
+    miss, compiled again."""
+    import tilec
+    from tilec.backends.cuda import runtime
+
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TILEC_DISABLE_CACHE", raising=False)
+    monkeypatch.setattr(runtime, "_nvrtc_version", lambda: "13.0")
+    cubin = bytes(range(256)) * 64
+    compiled = []
+    monkeypatch.setattr(runtime, "nvrtc_compile", lambda source, arch, name: compiled.append(name) or (cubin, ""))
+    loaded = []
+    monkeypatch.setattr(runtime, "_load_module", lambda binary, name, smem: loaded.append(binary) or (1, 32))
+    monkeypatch.setattr(runtime.driver, "current_device", lambda: 0)
+    kernel = tilec.compile(_add_kernel(), target="cuda:sm_80", out_idx=[1])
+    source = kernel.get_kernel_source()
+    key, got, _ = runtime.build_binary(source, "sm_80", "add_kernel")
+    assert got == cubin and len(compiled) == 1
+    state = kernel.state
+    runtime.load(state.artifacts["thread_ir"], source, kernel.target, state.artifacts["input_func"],
+                 kernel.pass_configs)
+    assert runtime.load_cached(kernel.prim_func, kernel.target, kernel.pass_configs) is not None
+    assert loaded[-1] == cubin
+    runtime._BUILT.pop(key)
+    path = tmp_path / f"{key}.bin"
+    for damage in (lambda b: b[: len(b) // 2], lambda b: b"", lambda b: b[:-1] + bytes([b[-1] ^ 1])):
+        path.write_bytes(damage(path.read_bytes()))
+        n, c = len(loaded), len(compiled)
+        assert runtime.load_cached(kernel.prim_func, kernel.target, kernel.pass_configs) is None
+        assert len(loaded) == n  # the driver never saw the damaged binary
+        assert runtime.build_binary(source, "sm_80", "add_kernel")[1] == cubin and len(compiled) == c + 1
+        runtime._BUILT.pop(key)
+        assert runtime.build_binary(source, "sm_80", "add_kernel")[1] == cubin and len(compiled) == c + 1  # rewritten
+        runtime._BUILT.pop(key)

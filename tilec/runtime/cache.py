@@ -3,7 +3,8 @@
 Each entry is three files named by its key (a content hash): the binary (``.bin``), JSON metadata
 (``.json``) and the source (``.src``, for inspection). No pickle. Every file is written to a temporary name
 and renamed into place, so two processes compiling the same kernel at once never see a partial file; the
-metadata is written last and marks the entry complete.
+metadata is written last and marks the entry complete. The binary file starts with the SHA-256 digest of the
+binary: one damaged since (cut short by a crash or a full disk after the rename, a partial copy) is a miss.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def compiler_id() -> str:
     for path in sorted(root.rglob("*.py")):
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return f"{tilec.__version__}+{h.hexdigest()[:16]}"
+
+
+_DIGEST = 32  # bytes of SHA-256 before the binary in a .bin file
 
 
 def _dir() -> Path | None:
@@ -60,9 +64,11 @@ def get(key: str) -> tuple[bytes, str] | None:
         return None
     meta, binary = d / f"{key}.json", d / f"{key}.bin"
     try:
-        return binary.read_bytes(), meta.read_text()
+        data, text = binary.read_bytes(), meta.read_text()
     except (OSError, UnicodeDecodeError):  # missing, unreadable or damaged: a miss
         return None
+    digest, data = data[:_DIGEST], data[_DIGEST:]
+    return (data, text) if hashlib.sha256(data).digest() == digest else None
 
 
 def put(key: str, binary: bytes, meta_json: str, source: str = "") -> None:
@@ -71,7 +77,7 @@ def put(key: str, binary: bytes, meta_json: str, source: str = "") -> None:
         return
     try:
         _atomic_write(d / f"{key}.src", source.encode())
-        _atomic_write(d / f"{key}.bin", binary)
+        _atomic_write(d / f"{key}.bin", hashlib.sha256(binary).digest() + binary)
         _atomic_write(d / f"{key}.json", meta_json.encode())
     except OSError:  # a read-only or full cache directory costs a recompile, never a failure
         pass
