@@ -147,3 +147,28 @@ def test_a_truncated_binary_in_the_cache_is_a_miss(monkeypatch, tmp_path):
         runtime._BUILT.pop(key)
         assert runtime.build_binary(source, "sm_80", "add_kernel")[1] == cubin and len(compiled) == c + 1  # rewritten
         runtime._BUILT.pop(key)
+
+
+def test_a_binary_key_names_the_compile_flags(monkeypatch, tmp_path):
+    """The key of a compiled binary held the source, arch, NVRTC's version and tilec's version, not NVRTC's flags:
+    with a flag changed (-DNDEBUG dropped, -lineinfo added in a working tree), an unchanged kernel got the binary
+    built with the old flags back from the disk cache."""
+    from tilec.backends.cuda import runtime
+
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TILEC_DISABLE_CACHE", raising=False)
+    monkeypatch.setattr(runtime, "_nvrtc_version", lambda: "13.0")
+    seen = []
+
+    def compile_(source, arch, name):  # a "binary" that tells which flags built it
+        seen.append(runtime.NVRTC_FLAGS)
+        return " ".join(runtime.NVRTC_FLAGS).encode(), ""
+
+    monkeypatch.setattr(runtime, "nvrtc_compile", compile_)
+    source = "extern \"C\" __global__ void k() {}"
+    first = runtime.build_binary(source, "sm_80", "k")
+    monkeypatch.setattr(runtime, "NVRTC_FLAGS", (*runtime.NVRTC_FLAGS, "-lineinfo"))
+    second = runtime.build_binary(source, "sm_80", "k")
+    assert first[0] != second[0] and second[1].endswith(b"-lineinfo") and len(seen) == 2
+    for key, _, _ in (first, second):
+        runtime._BUILT.pop(key, None)

@@ -67,11 +67,13 @@ def _include_dirs() -> list[str]:
     return [d for d in dict.fromkeys(cands) if os.path.isfile(os.path.join(d, "cuda_fp16.h"))]
 
 
+NVRTC_FLAGS = ("-std=c++17", "--ptxas-options=-v", "-default-device", "-DNDEBUG")  # part of a binary's cache key
+
+
 def nvrtc_compile(source: str, arch: str, name: str) -> tuple[bytes, str]:
     """(cubin, compile log) of ``source`` for ``arch`` (e.g. ``sm_90a``)."""
     nvrtc = _nvrtc()
-    opts = [f"--gpu-architecture={arch}", "-std=c++17", "--ptxas-options=-v", "-default-device",
-            "-DNDEBUG"] + [f"-I{d}" for d in _include_dirs()]
+    opts = [f"--gpu-architecture={arch}", *NVRTC_FLAGS] + [f"-I{d}" for d in _include_dirs()]
     prog = nvrtc.createProgram(source, f"{name}.cu", [], [])
     try:
         try:
@@ -220,7 +222,8 @@ def build_binary(source: str, arch: str, name: str) -> tuple[str, bytes, int]:
     or NVRTC (ptxas's performance warnings are kept for :func:`load`).
     Needs no GPU context, so it may run in a worker thread (NVRTC releases the GIL); the autotuner
     compiles its candidates this way, in parallel, before loading them."""
-    key = "b" + hashlib.sha256("\0".join([source, arch, _nvrtc_version(), tilec.__version__]).encode()).hexdigest()
+    key = "b" + hashlib.sha256("\0".join([source, arch, _nvrtc_version(), tilec.__version__, *NVRTC_FLAGS])
+                               .encode()).hexdigest()
     built = _BUILT.get(key)
     if built is not None:
         return key, built[0], built[1]

@@ -94,12 +94,15 @@ def hiprtc_version() -> str:
     return ".".join(str(x) for x in check(hiprtc.hiprtcVersion(), "hiprtcVersion"))
 
 
+HIPRTC_FLAGS = ("-O3",)  # part of a binary's cache key
+
+
 def hiprtc_compile(source: str, arch: str, name: str) -> tuple[bytes, str]:
     """(code object, compile log) of ``source`` for ``arch``."""
     _, hiprtc = hip_modules()
     prog = check(hiprtc.hiprtcCreateProgram(source.encode(), f"{name}.hip".encode(), 0, [], []), "hiprtcCreateProgram")
     try:
-        opts = [f"--offload-arch={arch}".encode(), b"-O3"]
+        opts = [f"--offload-arch={arch}".encode(), *(f.encode() for f in HIPRTC_FLAGS)]
         status = hiprtc.hiprtcCompileProgram(prog, len(opts), opts)
         status = status[0] if isinstance(status, tuple) else status
         log = _program_log(prog)
@@ -170,7 +173,8 @@ def load(kernel: ThreadKernel, source: str, target: Target, func: Any, options: 
                               f"workgroup has {LDS_BYTES} (use smaller tiles or fewer pipeline stages)")
     device = current_device()
     arch = compile_arch(target, device)
-    key = "h" + hashlib.sha256("\0".join([source, arch, hiprtc_version(), tilec.__version__]).encode()).hexdigest()
+    key = "h" + hashlib.sha256("\0".join([source, arch, hiprtc_version(), tilec.__version__, *HIPRTC_FLAGS])
+                               .encode()).hexdigest()
     name = kernel_name(kernel)
     entry = cache.get(key)
     if entry is None:
