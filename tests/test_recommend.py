@@ -67,6 +67,14 @@ def test_ranking_is_deterministic_and_ties_break_on_the_config():
 
     rec = tilec.recommend(copy, 4096, target="cuda:sm_80", space={"tag": [3, 1, 2]}, block_N=128)
     assert [c["tag"] for c in rec] == [1, 2, 3]
+    rec = tilec.recommend(copy, 4096, target="cuda:sm_80", space={"tag": [3, 10, 2, 128, 16]}, block_N=128)
+    assert [c["tag"] for c in rec] == [2, 3, 10, 16, 128]  # numerically, not as text ('128' < '16' < '2')
+    rec = tilec.recommend(copy, 4096, target="cuda:sm_80", space={"tag": [2.5, 10, "b", None, "a", 1, (2, 1)]},
+                          block_N=128)
+    assert [c["tag"] for c in rec] == [1, 2.5, 10, "a", "b", (2, 1), None]  # numbers, strings, tuples, others
+    rec = tilec.recommend(copy, 4096, target="cuda:sm_80", space={"tag": [None, (2, 1), "b", 10, "a", 2.5, 1]},
+                          block_N=128)
+    assert [c["tag"] for c in rec] == [1, 2.5, 10, "a", "b", (2, 1), None]  # whatever the space's order
 
 
 def test_impossible_candidates_are_kept_apart_with_reasons():

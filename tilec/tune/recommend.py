@@ -4,8 +4,8 @@ Every combination of the knobs' candidate values (:mod:`tilec.tune.knobs`) is bu
 kernel parsed) and costed on the CPU (:func:`tilec.passes.cost_model.estimate_kernel`). Those that cannot run
 -- a build error, a layout conflict, a tile that does not divide into the tensor-core atoms, shared memory or
 registers over the limit -- are kept apart with the reason. The others are ranked by estimated time, ties broken
-by less shared memory, fewer registers, then the configuration's values in knob order, so the ranking is
-deterministic.
+by less shared memory, fewer registers, then the configuration's values in knob order (numbers by value), so the
+ranking is deterministic.
 
 >>> rec = tilec.recommend(matmul, 4096, 4096, 4096, target="cuda:sm_90a", top_k=8)   # doctest: +SKIP
 >>> print(rec)                  # the table
@@ -16,6 +16,8 @@ deterministic.
 from __future__ import annotations
 
 import html
+import math
+import numbers
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -211,9 +213,22 @@ def _pass_configs(jit_fn: Any) -> dict:
     return {**default_pass_configs(), **(getattr(jit_fn, "pass_configs", None) or {})}
 
 
+def _value_key(v: Any) -> tuple:
+    """A total order on knob values: numbers by value (NaN last), then strings, tuples element by element, and
+    anything else by type name and ``repr`` -- so that 16 comes before 128, whatever the space's order."""
+    if isinstance(v, numbers.Real):
+        f = float(v)
+        return (0, math.isnan(f), 0.0 if math.isnan(f) else f, type(v).__name__)
+    if isinstance(v, str):
+        return (1, v)
+    if isinstance(v, tuple):
+        return (2, tuple(_value_key(x) for x in v))
+    return (3, type(v).__name__, repr(v))
+
+
 def _rank_key(knobs: list[str]) -> Any:
     return lambda c: (c.cost.time_s, c.cost.smem_per_block, c.cost.regs_per_thread,
-                      tuple(repr(c.config[k]) for k in knobs))
+                      tuple(_value_key(c.config[k]) for k in knobs))
 
 
 def unwrap(fn: Any) -> Any:
