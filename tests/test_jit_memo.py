@@ -40,6 +40,44 @@ def test_zero_and_negative_zero_are_different_kernels(rng):
         np.testing.assert_array_equal(np.signbit(scale_eager(a, s)), np.signbit(ref), err_msg=repr(s))
 
 
+def test_a_fresh_nan_argument_hits_the_kernel_memo(rng):
+    """NaN != NaN, so every call with a fresh ``float('nan')`` missed the memo: it parsed and compiled the kernel
+    again and kept one more (lazy and eager forms alike). NaNs with the same bits now key the same kernel."""
+
+    @tilec.jit(out_idx=[-1], target="cpu")
+    def add(N, s, shift=(0.0,)):
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(N):
+                    B[i] = A[i] + s + shift[-1]
+
+        return main
+
+    @tilec.jit(target="cpu")
+    def add_eager(A, s: float):
+        N = T.const("N")
+        A: T.Tensor[[N], T.float32]
+        B = T.empty((N,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(N):
+                B[i] = A[i] + s
+        return B
+
+    a = randn(rng, 64, "float32")
+    for make in (lambda: float("nan"), lambda: np.float32("nan")):
+        first = add.get_kernel(64, make())
+        assert add.get_kernel(64, make()) is first and add.get_kernel(64, s=make()) is add.get_kernel(64, s=make())
+    assert add.get_kernel(64, 1.0, (float("nan"),)) is add.get_kernel(64, 1.0, (float("nan"),))  # in a tuple
+    assert len(add._kernels) == 5  # float NaN, float32 NaN (by position and keyword each), the tuple
+    assert np.isnan(add(64, float("nan"))(a)).all()
+    for _ in range(3):
+        assert np.isnan(add_eager(a, float("nan"))).all()
+    assert len(add_eager._kernels) == 1
+    np.testing.assert_allclose(add(64, 1.5)(a), a.astype(np.float64) + 1.5, rtol=1e-6)
+    assert add.get_kernel(64, float("-nan")) is not add.get_kernel(64, float("nan"))  # other bits: its own kernel
+
+
 SCALE = 2.0
 DTYPE = "float32"
 

@@ -237,6 +237,8 @@ def _freeze(value: Any, what: str) -> Any:
                              "floats, strings, dtypes or tuples") from None
     if isinstance(value, (float, np.floating)) and value == 0:  # -0.0 == 0.0, but x * -0.0 flips x's sign
         return (type(value).__name__, value, bool(np.signbit(value)))
+    if isinstance(value, (float, np.floating)) and value != value:  # NaN != NaN: key it by its bits
+        return (type(value).__name__, "nan", np.asarray(value).tobytes())
     return (type(value).__name__, value)
 
 
