@@ -10,7 +10,7 @@ from conftest import assert_close, load_example, randn
 
 import tilec
 import tilec.language as T
-from tilec.errors import TilecRuntimeError, TilecValueError
+from tilec.errors import TilecRuntimeError, TilecTypeError, TilecValueError
 
 
 @pytest.fixture(autouse=True)
@@ -234,6 +234,33 @@ def test_configs_naming_no_parameter_are_refused():
                                               r"\(N, block_N, bias\)"):
         tuned(256)
     assert tuned.results == {}
+
+
+@pytest.mark.parametrize("configs", [CONFIGS, None])
+def test_a_call_naming_no_parameter_is_refused_before_tuning(configs):
+    """tuned(256, foo=3) tuned anyway: every candidate's build failed with the factory's TypeError, and the call
+    ended in 'no candidate built, ran and matched'. The call is now refused up front, naming the keyword and the
+    parameters, with nothing timed (explicit config arguments and get_kernel alike)."""
+    timer = FakeTimer({32: 3.0, 64: 1.0, 16: 2.0, 128: 5.0})
+    kw = {"configs": configs} if configs is not None else {"key": ["N"]}
+    tuned = tilec.autotune(timer=timer, progress=False, **kw)(_axpy())
+    params = r"axpy takes \(N, block_N, bias\)"
+    with pytest.raises(TilecTypeError, match=rf"autotune axpy: no parameter 'foo'; {params}"):
+        tuned(256, foo=3)
+    with pytest.raises(TilecTypeError, match=rf"autotune axpy: no parameter 'foo', 'bar'; {params}"):
+        tuned.get_kernel(256, foo=3, bar=1)
+    with pytest.raises(TilecTypeError, match=rf"autotune axpy: no parameter 'foo'; {params}"):
+        tuned(256, block_N=64, foo=3)  # explicit config: no tuning, but the same error
+    with pytest.raises(TilecTypeError, match=rf"autotune axpy: .*too many positional arguments.*; {params}"):
+        tuned(256, 64, 0.0, 7)
+    with pytest.raises(TilecTypeError, match=rf"autotune axpy: .*multiple values for argument 'N'.*; {params}"):
+        tuned(256, N=256)
+    assert timer.calls == [] and tuned.results == {}
+    if configs is not None:
+        rng = np.random.default_rng()
+        a = randn(rng, 256, "float32")
+        np.testing.assert_allclose(tuned(256)(a), a.astype(np.float64) * 2.0, rtol=1e-6)  # a good call still tunes
+        assert tuned.last.best == {"block_N": 64}
 
 
 @tilec.jit(out_idx=[-1], target="cpu")

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from tilec.errors import TilecRuntimeError, TilecValueError
+from tilec.errors import TilecRuntimeError, TilecTypeError, TilecValueError
 from tilec.runtime import cache
 from tilec.target import parse_target
 from tilec.tune.checks import check_key, check_options
@@ -184,18 +184,36 @@ class AutotunedFunction:
     # ------------------------------------------------------------------------------------------------ calls
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.check_call(args, kwargs)
         if self.explicit(args, kwargs):
             return self.jit_fn(*args, **kwargs)
         return self.jit_fn(*args, **kwargs, **self.best_config(*args, **kwargs))
 
     def get_kernel(self, *args: Any, **kwargs: Any) -> Any:
         """The :class:`~tilec.runtime.jit.JITKernel` of the best config for these arguments (tuning if needed)."""
+        self.check_call(args, kwargs)
         if self.explicit(args, kwargs):
             return self.jit_fn.get_kernel(*args, **kwargs)
         return self.jit_fn.get_kernel(*args, **kwargs, **self.best_config(*args, **kwargs))
 
+    def check_call(self, args: tuple, kwargs: dict) -> None:
+        """Refuse a call the function's signature does not take (a mistyped keyword, too many arguments) before
+        tuning: else every candidate would fail to build with the same TypeError."""
+        sig = inspect.signature(self.jit_fn.fn)
+        takes = f"{self.__name__} takes ({', '.join(sig.parameters)})"
+        if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            unknown = [k for k in kwargs if k not in sig.parameters]
+            if unknown:
+                raise TilecTypeError(f"autotune {self.__name__}: no parameter {', '.join(map(repr, unknown))}; "
+                                     f"{takes}")
+        try:
+            sig.bind_partial(*args, **kwargs)
+        except TypeError as e:
+            raise TilecTypeError(f"autotune {self.__name__}: {e}; {takes}") from None
+
     def best_config(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The fastest config for these arguments: remembered, from the disk cache, or found by tuning now."""
+        self.check_call(args, kwargs)
         digest, _ = self.key(args, kwargs)
         hit = self.results.get(digest)
         if hit is None and self.use_cache:
@@ -300,6 +318,7 @@ class AutotunedFunction:
 
     def tune(self, *args: Any, **kwargs: Any) -> TuneResult:
         """Tune now for these arguments (ignoring what is remembered), remember and cache the result."""
+        self.check_call(args, kwargs)
         timer = self.timer or self._gpu_timer()
         digest, _ = self.key(args, kwargs)
         session = _Session(self, args, kwargs, self.candidates(args, kwargs))
