@@ -1032,3 +1032,31 @@ def test_quoted_parameter_annotations_without_future_annotations(rng, tmp_path):
     assert_close(out, a.astype(np.float64) * 1.5, "float32")
     with pytest.raises(tilec.TilecError, match=r"quoted.py:\d+:\d+: the annotation .* is not a Python expression"):
         mod.bad()
+
+
+def test_a_strided_tensor_parameter_prints_as_the_strided_tensor_it_is(rng):
+    """A T.StridedTensor parameter printed as `T.Tensor(shape, dtype, strides=...)`, which T.Tensor does not take:
+    the printed kernel did not parse again. It prints as `T.StridedTensor(shape, strides, dtype)`, and the kernel
+    parsed from the text runs as the original."""
+
+    @T.prim_func
+    def main(A: T.StridedTensor((4, 6), (1, 4), "float32"), B: T.Tensor((4, 6), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i, j in T.Parallel(4, 6):
+                B[i, j] = A[i, j] * 2.0
+
+    expected = """
+        @T.prim_func
+        def main(A: T.StridedTensor((4, 6), (1, 4), "float32"), B: T.Tensor((4, 6), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i, j in T.Parallel(4, 6):
+                    B[i, j] = A[i, j] * 2.0
+    """
+    assert_ir(main, expected)
+    again = _reparse(str(main))
+    assert_ir(again, expected)
+    a = np.asfortranarray(rng.standard_normal((4, 6)).astype(np.float32))  # strides (1, 4) in elements
+    for func in (main, again):
+        out = np.full((4, 6), np.nan, np.float32)
+        tilec.compile(func, target="cpu")(a, out)
+        np.testing.assert_allclose(out, a.astype(np.float64) * 2.0, rtol=1e-6)

@@ -174,9 +174,10 @@ class _Printer:
         for i, p in enumerate(f.params):
             out = "  # output" if i in f.out_params else ""
             if isinstance(p, Buffer):
-                strides = "" if p.strides is None else f", strides={_shape_str(p.strides, self.names)}"
-                params.append((f'{self.names(p)}: T.Tensor({_shape_str(p.shape, self.names)}, "{p.dtype}"{strides})',
-                               out))
+                shape = _shape_str(p.shape, self.names)
+                spec = f'T.Tensor({shape}, "{p.dtype}")' if p.strides is None else \
+                    f'T.StridedTensor({shape}, {_shape_str(p.strides, self.names)}, "{p.dtype}")'
+                params.append((f"{self.names(p)}: {spec}", out))
             else:
                 params.append((f"{self.names(p)}: T.{p.dtype}", out))
         self.emit(0, "@T.prim_func")
