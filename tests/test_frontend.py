@@ -1060,3 +1060,39 @@ def test_a_strided_tensor_parameter_prints_as_the_strided_tensor_it_is(rng):
         out = np.full((4, 6), np.nan, np.float32)
         tilec.compile(func, target="cpu")(a, out)
         np.testing.assert_allclose(out, a.astype(np.float64) * 2.0, rtol=1e-6)
+
+
+def test_a_serial_loops_annotations_print_as_its_annotations_dict():
+    """`T.serial(4, annotations={"pragma_x": 1})` printed as `T.serial(4, pragma_x=1)`, a keyword T.serial refuses:
+    the printed kernel did not parse again. The annotations print as the dict they were given in; T.Pipelined's
+    and T.unroll's keywords stay keywords."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4, 8), "float32"), B: T.Tensor((4, 8), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for k in T.serial(4, annotations={"pragma_x": 1, "note": "hot"}):
+                for u in T.unroll(8, unroll_factor=2):
+                    B[k, u] = A[k, u] + 1.0
+            for k in T.Pipelined(2, num_stages=2, order=[0], stage=[0]):
+                B[k, 0] = A[k, 0]
+
+    expected = """
+        @T.prim_func
+        def main(A: T.Tensor((4, 8), "float32"), B: T.Tensor((4, 8), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for k in T.serial(4, annotations={'note': 'hot', 'pragma_x': 1}):
+                    for u in T.unroll(8, unroll_factor=2):
+                        B[k, u] = A[k, u] + 1.0
+                for k_1 in T.Pipelined(2, num_stages=2, order=(0,), stage=(0,)):
+                    B[k_1, 0] = A[k_1, 0]
+    """
+    assert_ir(main, expected)
+    again = _reparse(str(main))
+    assert_ir(again, expected)
+    a = np.random.default_rng().standard_normal((4, 8)).astype(np.float32)
+    for func in (main, again):
+        out = np.full((4, 8), np.nan, np.float32)
+        tilec.compile(func, target="cpu")(a, out)
+        want = a.astype(np.float64) + 1.0
+        want[:2, 0] = a[:2, 0]
+        np.testing.assert_allclose(out, want, rtol=1e-6)

@@ -50,6 +50,7 @@ _PREC = {
     "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10, "neg": 11,
 }  # fmt: skip
 _LOOP_CTOR = {"serial": "T.serial", "unroll": "T.unroll", "pipelined": "T.Pipelined", "vectorized": "T.vectorized"}
+_LOOP_KEYWORDS = {"pipelined": ("num_stages", "order", "stage"), "unroll": ("unroll_factor",)}
 
 
 class Names:
@@ -209,7 +210,11 @@ class _Printer:
             def value(v: Any) -> str:  # an annotation's value (variables and buffers by name)
                 return self.names(v) if isinstance(v, (Var, Buffer)) else repr(v)
 
-            args = [self.e(s.extent)] + [f"{k}={value(v)}" for k, v in s.annotations if k != "lets"]
+            keywords = _LOOP_KEYWORDS.get(s.kind, ())  # what the constructor takes by keyword; the rest are
+            other = [(k, v) for k, v in s.annotations if k != "lets" and k not in keywords]  # annotations={...}
+            args = [self.e(s.extent)] + [f"{k}={value(v)}" for k, v in s.annotations if k in keywords]
+            if other:
+                args.append(f"annotations={{{', '.join(f'{k!r}: {value(v)}' for k, v in other)}}}")
             self.emit(d, f"for {self.names(s.var)} in {_LOOP_CTOR[s.kind]}({', '.join(args)}):")
             for v, e in s.ann("lets", ()):  # bound at the start of each trip
                 self.emit(d + 1, f"{self.names(v)} = {self.e(e)}  # each trip")
