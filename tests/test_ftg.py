@@ -403,3 +403,24 @@ def test_dump_of_a_cuda_kernel_shows_the_devices_architecture(gemm, monkeypatch)
         assert str(kernel.target) == "cuda:sm_90a"
         assert shown == str(kernel.state.artifacts[stage]) == str(tilec.dump(kernel, after=stage)), stage
     assert "wgmma" in shown
+
+
+def test_an_element_atomic_add_reads_as_an_add_in_the_ftg_and_the_report():
+    """`T.atomic_add(H[0], A[0] * 2)` was the node `atomic  H[0] = A[0] * 2.0` in print(kernel.ftg) and
+    kernel.report(): a plain store, where the kernel adds to H[0]. It reads `H[0] += A[0] * 2.0`."""
+    import numpy as np
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), H: T.Tensor((2,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            T.atomic_add(H[0], A[0] * 2)
+
+    kernel = tilec.compile(main, target="cpu")
+    (node,) = kernel.ftg.nodes
+    assert kernel.ftg.node(node)["label"] == "H[0] += A[0] * 2.0"
+    assert "H[0] += A[0] * 2.0" in str(kernel.ftg)
+    assert re.search(r"n0 atomic\s+line \d+: H\[0\] \+= A\[0\] \* 2\.0", kernel.report()), kernel.report()
+    a = np.random.default_rng().standard_normal(8).astype(np.float32)
+    h = np.array([1.5, 0.0], np.float32)
+    kernel(a, h)  # what the label says: an add to what H[0] held
+    np.testing.assert_allclose(h, [1.5 + 2.0 * float(a[0]), 0.0], rtol=1e-6)

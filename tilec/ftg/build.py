@@ -165,8 +165,11 @@ class _Collector:
         if isinstance(s, (Store, AtomicRMW)):
             text = element_str(s.buffer, s.indices, n)
             reads = ()  # the loads of the value and the indices, added by add()
-            kind = "store" if isinstance(s, Store) else "atomic"
-            return kind, f"{text} = {expr_str(s.value, n)}", reads, (Access(s.buffer, text, False),)
+            value = expr_str(s.value, n)
+            if isinstance(s, Store):
+                return "store", f"{text} = {value}", reads, (Access(s.buffer, text, False),)
+            op = f"{text} += {value}" if s.op == "add" else f"{text} = T.{s.op}({text}, {value})"  # atomically
+            return "atomic", op, reads, (Access(s.buffer, text, False),)
         raise TypeError(type(s).__name__)
 
     def parallel(self, s: Parallel) -> tuple[str, str, tuple[Access, ...], tuple[Access, ...]]:
