@@ -191,7 +191,7 @@ def test_flash_attention_ftg(causal):
         "FTG main: 20 tile ops (6 copy, 4 fill, 6 parallel, 2 gemm, 2 reduce), 55 dependencies"
     )
     assert ftg.node(f"n{7 + causal}")["label"].endswith("(64x64x64 B^T)")
-    assert ftg.node(f"n{9 + causal}")["label"] == "max(S, dim=1) -> m"
+    assert ftg.node(f"n{9 + causal}")["label"] == "max(S, dim=1, clear=False) -> m"
 
 
 # --------------------------------------------------------------------------------------- kill rules in detail
@@ -424,3 +424,46 @@ def test_an_element_atomic_add_reads_as_an_add_in_the_ftg_and_the_report():
     h = np.array([1.5, 0.0], np.float32)
     kernel(a, h)  # what the label says: an add to what H[0] held
     np.testing.assert_allclose(h, [1.5 + 2.0 * float(a[0]), 0.0], rtol=1e-6)
+
+
+def test_ftg_labels_name_the_options_that_change_what_an_op_computes():
+    """print(kernel.ftg) and kernel.report() left out what makes an op compute something else: a reduce with
+    clear=False (combined with what dst held) read as a plain reduce, a reverse cumsum as a forward one, a gemm with
+    clear_accum as one accumulating into C, and a T.print said its message but not what it prints."""
+    import numpy as np
+
+    @T.prim_func
+    def main(A: T.Tensor((8, 16), "float16"), B: T.Tensor((16, 8), "float16"), C: T.Tensor((8, 8), "float32"),
+             R: T.Tensor((8,), "float32"), S: T.Tensor((8, 8), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((8, 16), "float16")
+            B_s = T.alloc_shared((16, 8), "float16")
+            C_f = T.alloc_fragment((8, 8), "float32")
+            r = T.alloc_fragment((8,), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.fill(r, 1.0)
+            T.reduce_sum(C_f, r, dim=1, clear=False)
+            T.print(r, msg="row sums")
+            T.print(bx + 1)
+            T.copy(r, R)
+            T.cumsum(C_f, dim=1, reverse=True)
+            T.copy(C_f, S)
+            T.copy(C_f, C)
+
+    kernel = tilec.compile(main, target="cpu")
+    labels = [kernel.ftg.node(n)["label"] for n in kernel.ftg.nodes]
+    assert labels[2] == "A_s, B_s -> C_f  (8x8x16 clear_accum)"
+    assert labels[4] == "sum(C_f, dim=1, clear=False) -> r"
+    assert labels[5] == "r, msg='row sums'" and labels[6] == "bx + 1, msg=''"
+    assert labels[8] == "C_f -> C_f (dim=1, reverse)"
+    report = kernel.report()
+    assert "sum(C_f, dim=1, clear=False) -> r" in report and "C_f -> C_f (dim=1, reverse)" in report
+    rng = np.random.default_rng()
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in ((8, 16), (16, 8)))
+    c, r, s = np.full((8, 8), np.nan, np.float32), np.full(8, np.nan, np.float32), np.full((8, 8), np.nan, np.float32)
+    kernel(a, b, c, r, s)  # what the labels say: r = 1 + row sums, S the reversed inclusive prefix sums
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(r, 1.0 + want.sum(1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(s, np.cumsum(want[:, ::-1], 1)[:, ::-1], rtol=1e-4, atol=1e-4)

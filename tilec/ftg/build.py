@@ -119,16 +119,19 @@ class _Collector:
                 (self.acc(s.dst, True),)
         if isinstance(s, Gemm):
             m, nn, k = (expr_str(x, n) for x in s.mnk)
-            flags = "".join([" A^T" if s.transpose_A else "", " B^T" if s.transpose_B else ""])
+            flags = "".join([" A^T" if s.transpose_A else "", " B^T" if s.transpose_B else "",
+                             " clear_accum" if s.clear_accum else ""])
             label = f"{region_str(s.A, n)}, {region_str(s.B, n)} -> {region_str(s.C, n)}  ({m}x{nn}x{k}{flags})"
             reads = (self.acc(s.A), self.acc(s.B)) + (() if s.clear_accum else (self.acc(s.C),))
             return "gemm", label, reads, (self.acc(s.C, s.clear_accum),)
         if isinstance(s, Reduce):
             reads = (self.acc(s.src),) + (() if s.clear else (self.acc(s.dst),))
-            return "reduce", f"{s.red}({region_str(s.src, n)}, dim={s.dim}) -> {region_str(s.dst, n)}", reads, \
-                (self.acc(s.dst, s.clear),)
+            keep = "" if s.clear else ", clear=False"  # combined with what dst holds
+            return "reduce", f"{s.red}({region_str(s.src, n)}, dim={s.dim}{keep}) -> {region_str(s.dst, n)}", \
+                reads, (self.acc(s.dst, s.clear),)
         if isinstance(s, CumSum):
-            return "cumsum", f"{region_str(s.src, n)} -> {region_str(s.dst, n)} (dim={s.dim})", \
+            rev = ", reverse" if s.reverse else ""
+            return "cumsum", f"{region_str(s.src, n)} -> {region_str(s.dst, n)} (dim={s.dim}{rev})", \
                 (self.acc(s.src),), (self.acc(s.dst, True),)
         if isinstance(s, Fill):
             return "fill", f"{region_str(s.dst, n)} <- {expr_str(s.value, n)}", (), (self.acc(s.dst, True),)
@@ -159,7 +162,8 @@ class _Collector:
             return s.kind, f"{region_str(s.C, n)} += {n(s.workspace)}[{expr_str(s.first, n)}:{expr_str(s.last, n)}]", \
                 (self.acc(s.C),), (self.acc(s.C),)
         if isinstance(s, Print):
-            return "print", s.msg, tuple(self.acc(r) for r in s.reads()), ()
+            what = region_str(s.value, n) if isinstance(s.value, Region) else expr_str(s.value, n)
+            return "print", f"{what}, msg={s.msg!r}", tuple(self.acc(r) for r in s.reads()), ()
         if isinstance(s, Parallel):
             return self.parallel(s)
         if isinstance(s, (Store, AtomicRMW)):
