@@ -467,3 +467,15 @@ def test_ftg_labels_name_the_options_that_change_what_an_op_computes():
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(r, 1.0 + want.sum(1), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(s, np.cumsum(want[:, ::-1], 1)[:, ::-1], rtol=1e-4, atol=1e-4)
+
+
+def test_the_report_of_a_cuda_kernel_names_the_architecture_it_describes(gemm, monkeypatch):
+    """kernel.report() for target "cuda" (what "auto" gives on a GPU), before anything else built the kernel, said
+    'for target cuda' above the wgmma notes of sm_90a: the header was written before the stages resolved the
+    device's architecture. It names the architecture the notes are about."""
+    from tilec.backends.cuda import runtime
+
+    monkeypatch.setattr(runtime, "device_arch", lambda device=0: "sm_90a")
+    report = tilec.JITKernel(gemm.prim_func, "cuda", [-1]).report()
+    assert report.splitlines()[0] == "kernel main for target cuda:sm_90a", report
+    assert "wgmma" in report
