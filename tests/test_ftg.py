@@ -479,3 +479,45 @@ def test_the_report_of_a_cuda_kernel_names_the_architecture_it_describes(gemm, m
     report = tilec.JITKernel(gemm.prim_func, "cuda", [-1]).report()
     assert report.splitlines()[0] == "kernel main for target cuda:sm_90a", report
     assert "wgmma" in report
+
+
+def test_a_node_from_a_macro_of_another_file_names_that_file(tmp_path, monkeypatch):
+    """A T.macro defined in another module made a node shown as `line 7` in print(kernel.ftg), kernel.report() and
+    the dot graph: line 7 of the macro's file, read as line 7 of the kernel's. Such a node now shows
+    `helpers_ftg.py:7`; the kernel's own nodes keep `line N`."""
+    import importlib
+    import textwrap
+
+    import numpy as np
+
+    (tmp_path / "helpers_ftg.py").write_text(textwrap.dedent("""
+        import tilec.language as T
+
+
+        @T.macro
+        def double_into(dst, src):
+            for i in T.Parallel(64):
+                dst[i] = src[i] * 2.0
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helpers = importlib.import_module("helpers_ftg")
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            F = T.alloc_fragment((64,), "float32")
+            T.copy(A, F)
+            helpers.double_into(B, F)
+
+    kernel = tilec.compile(main, target="simt:sm_80")
+    copy_line = kernel.ftg.node("n0")["line"]
+    assert [kernel.ftg.node(n)["where"] for n in kernel.ftg.nodes] == [f"line {copy_line}", "helpers_ftg.py:7"]
+    assert kernel.ftg.node("n1")["line"] == 7
+    text = str(kernel.ftg)
+    assert re.search(r"n1\s+parallel\s+for i in \(64\): B\[i\]\s+helpers_ftg\.py:7$", text, re.M), text
+    assert re.search(r"n1 parallel\s+helpers_ftg\.py:7: for i in \(64\): B\[i\]", kernel.report()), kernel.report()
+    assert "helpers_ftg.py:7" in kernel.ftg.to_dot() and '"where": "helpers_ftg.py:7"' in kernel.ftg.to_json()
+    a = np.random.default_rng().standard_normal(64).astype(np.float32)
+    b = np.full(64, np.nan, np.float32)
+    kernel(a, b)
+    np.testing.assert_allclose(b, a.astype(np.float64) * 2.0, rtol=1e-6)

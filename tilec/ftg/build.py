@@ -22,6 +22,7 @@ WAW; a node depends on itself only by RAW, carried.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import networkx as nx
@@ -327,10 +328,14 @@ def build_ftg(func: PrimFunc, names: Names | None = None) -> FTG:
     col = _Collector(names)
     col.walk(func.launch.body, (), ())
     g = nx.DiGraph()
+    home = func.launch.loc.file if func.launch.loc else None
     for nd in col.nodes:
-        line = nd.stmt.loc.line if nd.stmt.loc else 0
-        g.add_node(nd.nid, op=nd.stmt, kind=nd.kind, label=nd.label, line=line, reads=nd.reads, writes=nd.writes,
-                   loops=nd.loops)
+        loc = nd.stmt.loc
+        line = loc.line if loc else 0
+        # a node from a T.macro of another file: its line is in that file, which "where" names
+        where = f"line {line}" if loc is None or loc.file == home else f"{os.path.basename(loc.file)}:{line}"
+        g.add_node(nd.nid, op=nd.stmt, kind=nd.kind, label=nd.label, line=line, where=where, reads=nd.reads,
+                   writes=nd.writes, loops=nd.loops)
     for u, v, dep in _edges(col.nodes, frozenset(col.roles)):
         if g.has_edge(u, v):
             g.edges[u, v]["deps"].append(dep)

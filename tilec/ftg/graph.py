@@ -97,7 +97,7 @@ class FTG:
         width = max((len(d["label"]) for _, d in self.graph.nodes(data=True)), default=0)
         for n, d in self.graph.nodes(data=True):
             loops = " in " + ", ".join(str(lp) for lp in d["loops"]) if d["loops"] else ""
-            lines.append(f"  {n:<4} {d['kind']:<10} {d['label']:<{width}}  line {d['line']}{loops}")
+            lines.append(f"  {n:<4} {d['kind']:<10} {d['label']:<{width}}  {d['where']}{loops}")
         lines.append("dependencies:")
         for u, v, dep in self.edges():
             lines.append(f"  {u} -> {v}  {dep.text(self.names)}")
@@ -119,7 +119,7 @@ class FTG:
         out = [f'digraph "{self.name}" {{', "  node [shape=box, fontname=monospace, fontsize=10];"]
         clusters: dict[int, tuple[str, list[str]]] = {}
         for n, d in self.graph.nodes(data=True):
-            text = _dot_escape(f"{n}: {d['kind']}\\n{d['label']}\\nline {d['line']}")
+            text = _dot_escape(f"{n}: {d['kind']}\\n{d['label']}\\n{d['where']}")
             decl = f'  {n} [label="{text}"];'
             if d["loops"]:
                 inner = d["loops"][-1]
@@ -140,7 +140,7 @@ class FTG:
 
     def to_json(self) -> str:
         """The graph as JSON: ``{"name", "nodes": [...], "edges": [...], "buffers": [...]}``."""
-        nodes = [{"id": n, "kind": d["kind"], "label": d["label"], "line": d["line"],
+        nodes = [{"id": n, "kind": d["kind"], "label": d["label"], "line": d["line"], "where": d["where"],
                   "reads": [a.text for a in d["reads"]], "writes": [a.text for a in d["writes"]],
                   "loops": [str(lp) for lp in d["loops"]]} for n, d in self.graph.nodes(data=True)]
         edges = [{"src": u, "dst": v, "deps": [{"buffer": self.names(dp.buffer), "kind": dp.kind,

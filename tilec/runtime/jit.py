@@ -120,7 +120,7 @@ class JITKernel:
         """Per tile op: what the compiler chose (instructions, layouts, stages), and every fallback taken."""
         nodes = self.ftg.graph.nodes(data=True)  # built first: "cuda" becomes the device's architecture
         lines = [f"kernel {self.prim_func.name} for target {self.target}"]
-        lines += [f"  {n} {d['kind']:<10} line {d['line']}: {d['label']}" for n, d in nodes]
+        lines += [f"  {n} {d['kind']:<10} {d['where']}: {d['label']}" for n, d in nodes]
         lines += [f"  note: {r}" for r in self.state.report]
         ck = getattr(self._exe, "ck", None)  # compiled already: what ptxas said about performance
         lines += [f"  ptxas: {w}" for w in getattr(ck, "warnings", ())]
