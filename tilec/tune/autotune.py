@@ -173,6 +173,7 @@ class AutotunedFunction:
         check_options(getattr(jit_fn.fn, "__name__", "kernel"), configs, warmup, rep, top_k, timer, supply, rtol,
                        workers)
         self.jit_fn, self.configs, self.key_fn, self.top_k = jit_fn, configs, check_key(jit_fn.fn, key), top_k
+        self.signature = inspect.signature(jit_fn.fn)  # what check_call holds each call to
         self.warmup, self.rep, self.timer, self.supply, self.rtol = warmup, rep, timer, supply, rtol
         self.workers, self.progress, self.use_cache = workers, progress, use_cache
         self.results: dict[str, TuneResult] = {}
@@ -199,7 +200,7 @@ class AutotunedFunction:
     def check_call(self, args: tuple, kwargs: dict) -> None:
         """Refuse a call the function's signature does not take (a mistyped keyword, too many arguments) before
         tuning: else every candidate would fail to build with the same TypeError."""
-        sig = inspect.signature(self.jit_fn.fn)
+        sig = self.signature
         takes = f"{self.__name__} takes ({', '.join(sig.parameters)})"
         if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
             unknown = [k for k in kwargs if k not in sig.parameters]
