@@ -975,6 +975,32 @@ def test_truncdiv_of_a_types_minimum_and_of_alloc_vars(target):
     np.testing.assert_array_equal(g, np.trunc(f.astype(np.float32) / np.float32(0.75)))
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_truncdiv_by_a_python_int_keeps_the_kernel_values_type(target):
+    """T.truncdiv(A[i], 9) of a uint8 (or int8) value is of A's type, as A[i] // 9 is: the Python int was made an
+    int32 constant, so the quotient was an int32 (~q was negative, q * 8 did not wrap)."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "uint8"), B: T.Tensor((64,), "int8"), O: T.Tensor((64, 4), "int32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                O[i, 0] = (~T.truncdiv(A[i], 9)) >> 1
+                O[i, 1] = T.truncdiv(B[i], 3) * 8
+                O[i, 2] = T.truncdiv(-100, B[i] | 1) * 8
+                O[i, 3] = (~(A[i] // 9)) >> 1
+
+    rng = np.random.default_rng()
+    a = rng.integers(0, 256, 64).astype(np.uint8)
+    b = rng.integers(-128, 128, 64).astype(np.int8)
+    o = poisoned((64, 4), "int32")
+    tilec.JITKernel(main, target)(a, b, o)
+    x, y = a.astype(np.int64), b.astype(np.int64)
+    wrap8 = lambda v: ((v + 128) % 256) - 128  # noqa: E731
+    want = np.stack([(255 - x // 9) >> 1, wrap8(np.trunc(y / 3).astype(np.int64) * 8),
+                     wrap8(np.trunc(-100 / (y | 1)).astype(np.int64) * 8), (255 - x // 9) >> 1], axis=1)
+    np.testing.assert_array_equal(o, want)
+
+
 def narrow_int_arithmetic_kernel(dtype):
     """8/16-bit int sums, products, shifts and negations read by a wider cast, a comparison and a max: the IR's
     result type is the operands', so each wraps before it is read (C computes them in int)."""

@@ -136,7 +136,9 @@ def truncdiv(a: ExprLike, b: ExprLike) -> Any:
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         q = abs(a) // abs(b)
         return q if (a >= 0) == (b >= 0) else -q
-    x, y = (as_expr(v) for v in fit_ints(a, b))
+    a, b = fit_ints(a, b)
+    x = as_expr(a, b.dtype if isinstance(b, Expr) else None)  # a Python int takes the other's type, as in a // b
+    y = as_expr(b, x.dtype)
     # the floor quotient, one up where the division is inexact and the signs differ (|x| // |y| wrapped for the
     # type's minimum: int8 -128 // 3 gave 43)
     q = binop("//", x, y)
