@@ -293,6 +293,30 @@ def test_16_bit_float_atomic_adds_round_each_add(rng, dtype, target):
     np.testing.assert_array_equal(acc.astype(np.float64), ref.astype(np.float64))
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_tile_atomic_add_converts_the_tile_to_the_destinations_type_first(target):
+    """The tile form of T.atomic_add converts each value to the destination's type before adding it, as the GPU's
+    atomicAdd takes it: a float tile into int32 saturates (inf was INT_MIN on cpu, numpy's conversion) and a float32
+    tile into float16 is rounded to float16 and then once more by the add (the cpu added in float32 and rounded once:
+    1 + (2^-11 + 2^-22) gave 1 + 2^-10, not 1)."""
+
+    @T.prim_func
+    def main(X: T.Tensor((8,), "float32"), Y: T.Tensor((8,), "int32"), H: T.Tensor((8,), "float16")):
+        with T.Kernel(1, threads=32) as bx:
+            t = T.alloc_shared((8,), "float32")
+            T.copy(X, t)
+            T.atomic_add(Y, t)
+            T.atomic_add(H, t)
+
+    x = np.array([np.inf, 3e9, -3e9, np.nan, 2.75, -2.75, 2.0**-11 + 2.0**-22, 0.5], np.float32)
+    y = np.array([5, 5, -5, 5, 5, 5, 5, 5], np.int32)
+    h = np.array([0, 0, 0, 0, 1, 1, 1, 1], np.float16)
+    tilec.JITKernel(main, target)(x, y, h)
+    np.testing.assert_array_equal(y, np.array([2**31 - 1 + 5 - 2**32, 2**31 - 1 + 5 - 2**32, 2**31 - 5, 5, 7, 3, 5,
+                                               5]).astype(np.int32))
+    np.testing.assert_array_equal(h[4:], np.array([3.75, -1.75, 1.0, 1.5], np.float16))
+
+
 # ------------------------------------------------------------------------------------------------ elementwise
 
 

@@ -141,7 +141,7 @@ def _cumsum(it: TileInterpreter, op: CumSum, env: dict) -> None:
 @tile_rule(AtomicAdd)
 def _atomic_add(it: TileInterpreter, op: AtomicAdd, env: dict) -> None:
     cur = read(it, op.dst, env)
-    add = read(it, op.src, env).reshape(cur.shape)
+    add = typed(read(it, op.src, env).reshape(cur.shape), op.dst.buffer.dtype)  # converted as atomicAdd takes it
     work = np.float32 if cur.dtype.kind in "fV" and cur.dtype.itemsize < 4 else cur.dtype
     write(it, op.dst, cur.astype(work) + add.astype(work), env)
 
