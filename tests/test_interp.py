@@ -160,6 +160,41 @@ def test_reductions(rng, kind, clear, dim):
     assert_close(out, ref, "float32", scale=scale)
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_float_tile_reduced_or_scanned_into_ints_converts_as_the_gpu(target):
+    """A float tile reduced or scanned into an int32 buffer has each element converted to int32 as a cast does
+    (truncated, saturated, NaN to 0) before it is combined: the cpu target converted by numpy's cast (inf, 3e9 and NaN
+    were INT_MIN), so a max of inf was 0 and a sum INT_MIN where the GPU gives INT_MAX."""
+
+    @T.prim_func
+    def main(X: T.Tensor((4, 8), "float32"), Y: T.Tensor((4,), "int32"), Z: T.Tensor((4,), "int32"),
+             C: T.Tensor((4, 8), "int32")):
+        with T.Kernel(1, threads=32) as bx:
+            t = T.alloc_shared((4, 8), "float32")
+            r = T.alloc_fragment((4,), "int32")
+            s = T.alloc_fragment((4,), "int32")
+            c = T.alloc_shared((4, 8), "int32")
+            T.copy(X, t)
+            T.reduce_max(t, r, dim=1)
+            T.reduce_sum(t, s, dim=1)
+            T.cumsum(t, c, dim=1)
+            T.copy(r, Y)
+            T.copy(s, Z)
+            T.copy(c, C)
+
+    x = np.zeros((4, 8), np.float32)
+    x[0, 0], x[1, 1], x[2, 2] = np.inf, 3e9, np.nan
+    x[3] = np.random.default_rng().uniform(-3, 3, 8).astype(np.float32)
+    y, z, c = poisoned((4,), "int32"), poisoned((4,), "int32"), poisoned((4, 8), "int32")
+    tilec.JITKernel(main, target)(x, y, z, c)
+    big = 2**31 - 1
+    xi = np.trunc(x[3]).astype(np.int64)
+    np.testing.assert_array_equal(y, [big, big, 0, xi.max()])
+    np.testing.assert_array_equal(z, [big, big, 0, xi.sum()])
+    np.testing.assert_array_equal(c[:2], [[big] * 8, [0] + [big] * 7])
+    np.testing.assert_array_equal(c[3], np.cumsum(xi))
+
+
 def test_reduce_into_a_sub_region_of_a_3d_tile(rng):
     @T.prim_func
     def main(X: T.Tensor((2, 8, 16), "float32"), Out: T.Tensor((2, 8), "float32")):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilec.dtypes import typed
+from tilec.dtypes import typed, work_type
 from tilec.interp.tile import TileInterpreter, tile_rule
 from tilec.ir.buffer import Region
 from tilec.ir.stmt import (
@@ -115,22 +115,19 @@ _COMBINE = {"sum": np.add, "abssum": np.add, "max": np.fmax, "absmax": np.fmax, 
 
 @tile_rule(Reduce)
 def _reduce(it: TileInterpreter, op: Reduce, env: dict) -> None:
-    dst_dt = op.dst.buffer.dtype
-    work = np.float32 if dst_dt.is_float and dst_dt.bits < 32 else dst_dt.np
-    x = read(it, op.src, env).astype(work)
+    work = work_type(op.dst.buffer.dtype)
+    x = typed(read(it, op.src, env), work)  # each element converted as a cast converts it (floats to ints saturate)
     if op.red in ("abssum", "absmax"):
         x = np.abs(x)
     r = _REDUCE[op.red](x, axis=op.dim)
     if not op.clear:
-        r = _COMBINE[op.red](read(it, op.dst, env).reshape(r.shape).astype(work), r)
+        r = _COMBINE[op.red](read(it, op.dst, env).reshape(r.shape).astype(work.np), r)
     write(it, op.dst, r, env)
 
 
 @tile_rule(CumSum)
 def _cumsum(it: TileInterpreter, op: CumSum, env: dict) -> None:
-    dt_ = op.dst.buffer.dtype
-    work = np.float32 if dt_.is_float and dt_.bits < 32 else dt_.np
-    x = read(it, op.src, env).astype(work)
+    x = typed(read(it, op.src, env), work_type(op.dst.buffer.dtype))
     if op.reverse:
         r = np.flip(np.cumsum(np.flip(x, op.dim), axis=op.dim), op.dim)
     else:
