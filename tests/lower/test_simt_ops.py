@@ -885,3 +885,34 @@ def test_pipelined_order_gives_each_statements_place_in_a_trip(rng):
     assert_close(c, ref, "float32", scale=float(np.abs(ref).max() + 1))
     with pytest.raises(TilecValueError, match=r"order= needs stage="):
         simt(kernel(None, [1, 0, 2]))(a, b, c)
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_copy_between_parts_of_fragments_held_by_other_threads(rng, target):
+    """T.copy(s1[1:8, 14:16], s2[1:8, 3:5]) between fragments: the source elements sit on other threads than the
+    destination's, so the copy goes through shared memory (it was refused with 'fragment s1 indexed outside its
+    shape', the loop over the destination reading s1 at the elements outside the part too); in a loop, with a
+    conversion."""
+    import tilec
+
+    @T.prim_func
+    def main(X: T.Tensor((3, 8, 16), "float32"), Y: T.Tensor((8, 16), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            s1 = T.alloc_fragment((8, 16), "float32")
+            s2 = T.alloc_fragment((8, 16), "float16")
+            acc = T.alloc_fragment((8, 16), "float32")
+            T.clear(acc)
+            for k in T.serial(3):
+                T.fill(s2, 1)
+                T.copy(X[k, 0, 0], s1)
+                T.copy(s1[1:8, 14:16], s2[1:8, 3:5])
+                for i, j in T.Parallel(8, 16):
+                    acc[i, j] += s2[i, j]
+            T.copy(acc, Y)
+
+    x = randn(rng, (3, 8, 16), "float32")
+    y = poisoned((8, 16), "float32")
+    tilec.JITKernel(main, target)(x, y)
+    ref = np.ones((3, 8, 16))
+    ref[:, 1:8, 3:5] = x[:, 1:8, 14:16].astype(np.float16)
+    assert_close(y, ref.sum(axis=0), "float32")

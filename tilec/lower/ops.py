@@ -91,8 +91,21 @@ def lower_copy(lw: Lowerer, c: Copy) -> TStmt:
             src_idx, dst_idx = (there, here) if side is d else (here, there)
             return _guard(inside, Store(d.buffer, tuple(dst_idx), cast(d.dtype, Load(s.buffer, tuple(src_idx)))))
 
-        return _frag_loop(lw, side, body, c.loc)
+        if other.buffer.scope != "fragment":
+            return _frag_loop(lw, side, body, c.loc)
+        try:
+            return _frag_loop(lw, side, body, c.loc)
+        except TilecError:  # another thread holds the source element: through shared memory
+            return _through_shared(lw, c)
     return _chunked(lw, d, lambda idx: _copy_value(lw, s, d, idx), s, every_thread=d.buffer.scope in ("local", "var"))
+
+
+def _through_shared(lw: Lowerer, c: Copy) -> TStmt:
+    """A copy between parts of two fragments whose elements lie on different threads: the source part into a shared
+    scratch tile of its shape and type, then the scratch into the destination part."""
+    scratch = Buffer(lw.fresh("part"), tuple(int(e) for e in c.src.extents), c.src.dtype, "shared")
+    whole = scratch.full_region()
+    return seq([lower_copy(lw, Copy(c.src, whole, loc=c.loc)), Sync(), lower_copy(lw, Copy(whole, c.dst, loc=c.loc))])
 
 
 def _copy_value(lw: Lowerer, s: Region, d: Region, didx: list[Expr]) -> tuple[list[Expr], Buffer]:
