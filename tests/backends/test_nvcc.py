@@ -516,3 +516,28 @@ def test_fp8_arithmetic_and_comparisons_compile(dtype, tmp_path):
     source = tilec.JITKernel(main, "cuda:sm_89").get_kernel_source()
     assert "static_cast<float>(A[tx]) < static_cast<float>(B[tx])" in source, source
     compile_cuda(source, tmp_path, "sm_89")
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_two_byte_chunks_of_zeros_past_a_ragged_edge_compile(tmp_path, rng, dtype):
+    """A copy of 8-bit values two at a time into shared memory writes zeros for a chunk past the tensor's edge
+    through ``unsigned short``: it was written ``unsigned short{}``, which is no C++ (nvcc:
+    'type name is not allowed'); the thread interpreter runs the kernel right."""
+    import tilec.language as T
+
+    N = 18
+
+    @T.prim_func
+    def main(A: T.Tensor((N,), dtype), O: T.Tensor((N,), dtype)):
+        with T.Kernel(1, threads=32) as bx:
+            a_s = T.alloc_shared((64,), dtype)
+            T.copy(A[0], a_s)
+            for i in T.Parallel(N):
+                O[i] = a_s[i + 2]
+
+    source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    compile_cuda(source, tmp_path)
+    a = rng.integers(-100, 100, N).astype(dtype)
+    o = np.full(N, 7, dtype)
+    tilec.JITKernel(main, "simt:sm_80")(a, o)
+    np.testing.assert_array_equal(o, np.concatenate([a[2:], np.zeros(2, dtype)]))

@@ -320,8 +320,9 @@ class CEmitter:
         nbytes = s.lanes * s.mem.dtype.bits // 8
         vt = self.t.vector_of.format(t=self.ctype(s.mem.dtype), n=s.lanes) if self.t.vector_of else \
             self.t.vector_types[nbytes]
-        if isinstance(s.value, Const):  # a vector of zeros
-            self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = {vt}{{}};")
+        if isinstance(s.value, Const):  # a vector of zeros (T{} is no C++ where T is words: unsigned short)
+            zero = f"static_cast<{vt}>(0)" if " " in vt and "<" not in vt else f"{vt}{{}}"
+            self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = {zero};")
             return
         if isinstance(s.value, VecPack):  # values computed in registers, stored by one access (or words of them)
             vec = f"tl::Vec<{self.ctype(s.value.dtype)}, {len(s.value.values)}>"
