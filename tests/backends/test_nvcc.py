@@ -541,3 +541,28 @@ def test_two_byte_chunks_of_zeros_past_a_ragged_edge_compile(tmp_path, rng, dtyp
     o = np.full(N, 7, dtype)
     tilec.JITKernel(main, "simt:sm_80")(a, o)
     np.testing.assert_array_equal(o, np.concatenate([a[2:], np.zeros(2, dtype)]))
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint8"])
+def test_max_and_min_of_narrow_ints_with_constants_and_bit_operations_compile(tmp_path, rng, dtype):
+    """T.max / T.min of 8- and 16-bit ints whose C operands are ints (a constant, a bitwise and, a select of a
+    constant) called tl::max(short, int), which matches no template (nvcc: 'no instance of function template'); the
+    thread interpreter gives numpy's values."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), dtype), B: T.Tensor((64,), dtype), O: T.Tensor((64, 3), dtype)):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                O[i, 0] = T.min(A[i], 18)
+                O[i, 1] = T.max(A[i] & B[i], A[i] ^ B[i])
+                O[i, 2] = T.max(T.if_then_else(A[i] > B[i], A[i], 3), B[i])
+
+    source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    compile_cuda(source, tmp_path)
+    info = np.iinfo(dtype)
+    a, b = (rng.integers(info.min, info.max, 64, endpoint=True).astype(dtype) for _ in range(2))
+    o = np.zeros((64, 3), dtype)
+    tilec.JITKernel(main, "simt:sm_80")(a, b, o)
+    want = np.stack([np.minimum(a, 18), np.maximum(a & b, a ^ b), np.maximum(np.where(a > b, a, 3), b)], axis=1)
+    np.testing.assert_array_equal(o, want.astype(dtype))
