@@ -1733,3 +1733,24 @@ def test_kernel_prelude_is_refused():
         def main(A: T.Tensor((8,), "float32")):
             with T.Kernel(1, threads=32, prelude="__device__ int helper() { return 1; }") as bx:
                 A[0] = 1.0
+
+
+@pytest.mark.parametrize("form", ["unpack", "in", "max"])
+def test_iterating_a_buffer_is_refused_at_its_line(form):
+    """`x, y = A`, `v in A` and max(A) iterated A through its __getitem__ (A[0], A[1], ...), which no index ends
+    when the kernel is parsed: the parse never returned. Each is now an error at its line naming the buffer."""
+    with pytest.raises(TilecTypeError, match=r"buffer 'A' cannot be iterated or unpacked when the kernel is parsed.*"
+                                             r"read its elements by index, A\[i\]") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((2,), "float32"), B: T.Tensor((2,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                if form == "unpack":
+                    x, y = A  # iter-unpack
+                    B[0] = x + y
+                elif form == "in":
+                    B[0] = T.if_then_else(1.0 in A, 1.0, 0.0)  # iter-in
+                else:
+                    B[0] = max(A)  # iter-max
+
+    assert_points_at(ei.value, f"iter-{form}")

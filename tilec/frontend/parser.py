@@ -210,6 +210,8 @@ class Parser(ExprParser):
         elif isinstance(t, (ast.Tuple, ast.List)):
             try:
                 items = list(value)
+            except TilecError:
+                raise
             except TypeError:
                 raise TilecTypeError(f"cannot unpack {value!r} into `{ast.unparse(t)}`") from None
             targets, items = self.starred(t, items)

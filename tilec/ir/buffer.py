@@ -69,6 +69,20 @@ class Buffer:
     def __getitem__(self, key: Any) -> Load | Region:
         return index_buffer(self, key)
 
+    def __iter__(self) -> Any:
+        # without it Python iterates through __getitem__ (buf[0], buf[1], ...), which never ends: no index is out
+        # of range when the kernel is parsed
+        raise self._not_iterable()
+
+    def __contains__(self, item: Any) -> bool:
+        raise self._not_iterable()  # `in` would iterate (and Python would replace the error with its own)
+
+    def _not_iterable(self) -> TilecTypeError:
+        n = self.name
+        return TilecTypeError(f"buffer {n!r} cannot be iterated or unpacked when the kernel is parsed (`x, y = {n}`, "
+                              f"`v in {n}`, max({n})); read its elements by index, {n}[i], in a T.Parallel or "
+                              "T.serial loop")
+
     def __str__(self) -> str:
         return self.name
 
