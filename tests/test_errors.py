@@ -1754,3 +1754,32 @@ def test_iterating_a_buffer_is_refused_at_its_line(form):
                     B[0] = max(A)  # iter-max
 
     assert_points_at(ei.value, f"iter-{form}")
+
+
+def test_a_chained_assignment_whose_value_reads_an_earlier_target_is_refused(rng):
+    """`A[0] = A[1] = A[0] + 1` stored A[0] first and then evaluated A[0] + 1 again for A[1], which read the new A[0]
+    (A[1] got 7 for A[0] = 5, silently); Python evaluates the value once. Now an error at the line; a chained
+    assignment whose value reads none of its targets still stores the one value into each."""
+    from conftest import poisoned
+
+    with pytest.raises(TilecSyntaxError, match=r"the value reads A, which the target `A\[0\]` stores to before "
+                                               r"`A\[1\]` is assigned") as ei:
+
+        @T.prim_func
+        def bad(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                A[0] = A[1] = A[0] + 1.0  # chained-self
+
+    assert_points_at(ei.value, "chained-self")
+
+    @T.prim_func
+    def fine(X: T.Tensor((4,), "float32"), A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(4):
+                A[i] = B[i] = X[i] * 2.0
+
+    x = rng.standard_normal(4).astype(np.float32)
+    a, b = poisoned(4, "float32"), poisoned(4, "float32")
+    tilec.compile(fine, target="cpu")(x, a, b)
+    np.testing.assert_array_equal(a, 2 * x)
+    np.testing.assert_array_equal(b, 2 * x)

@@ -137,8 +137,18 @@ class Parser(ExprParser):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = self.by_value(node.value, self.rhs(node.value, node.targets[0] if len(node.targets) == 1 else None))
-        for t in node.targets:
+        frame = self.b.frames[-1]
+        for k, t in enumerate(node.targets):
+            emitted = len(frame)
             self.assign(t, value)
+            later = node.targets[k + 1:]
+            w = next((w for s in frame[emitted:] for w in writes_of(s) if later and reads_written(value, w)), None)
+            if w is not None:
+                raise TilecSyntaxError(
+                    f"`{ast.unparse(node)}`: the value reads {w[0].name}, which the target `{ast.unparse(t)}` stores "
+                    f"to before `{ast.unparse(later[0])}` is assigned; Python evaluates the value once, a kernel at "
+                    "each store, so the later targets would get the new value; assign them in separate statements "
+                    "(the last target first, then the others from it)")
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is None:
