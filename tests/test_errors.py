@@ -1343,6 +1343,25 @@ def test_an_eager_output_never_written_is_an_error():
     assert_points_at(ei.value, "never-written")
 
 
+def test_an_eager_kernel_returning_one_tensor_twice_is_an_error():
+    """`return C, C` allocated two outputs for the one parameter C: the kernel wrote the second, and the first came
+    back as allocated (all NaN here, uninitialized memory on a GPU) with no error. Now an error at the return."""
+
+    @tilec.jit(target="cpu")
+    def f(A):
+        M = T.const("M")
+        A: T.Tensor[[M], T.float32]
+        C = T.empty((M,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(M):
+                C[i] = A[i] * 2.0
+        return C, C  # returned-twice
+
+    with pytest.raises(TilecSyntaxError, match="an eager kernel returns each T.empty tensor once, got 'C' twice") as ei:
+        f(np.ones(4, np.float32))
+    assert_points_at(ei.value, "returned-twice")
+
+
 def test_out_idx_on_an_eager_kernel_is_refused():
     """out_idx names the outputs of a lazy factory's kernel; on an eager kernel (whose outputs are its T.empty
     tensors) it was ignored without a word: f(a, b) wrote into b and returned None, f(a) said 'B' was missing."""

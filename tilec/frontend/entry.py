@@ -206,6 +206,10 @@ def parse_eager(fn: Any, args: tuple, kwargs: dict) -> tuple[PrimFunc, list[str]
     for o in outs:
         if not (isinstance(o, Buffer) and o in b.empties):
             raise TilecSyntaxError(f"an eager kernel returns tensors made by T.empty, got {o!r}", src.loc(src.tree))
+    twice = next((o for k, o in enumerate(outs) if o in outs[:k]), None)
+    if twice is not None:  # one parameter, two outputs allocated for it: the kernel would write only the second
+        raise TilecSyntaxError(f"an eager kernel returns each T.empty tensor once, got {twice.name!r} twice; return "
+                               "it once (or make a second tensor with T.empty)", parser.return_loc)
     for e in b.empties:
         if e not in outs:
             raise TilecSyntaxError(f"the tensor {e.name!r} made by T.empty is never returned", e.loc)

@@ -47,8 +47,9 @@ _KEYWORDS = {
 
 
 class Return(Exception):  # noqa: N818 - control flow, not an error
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, loc: Any = None) -> None:
         self.value = value
+        self.loc = loc
 
 
 
@@ -65,6 +66,7 @@ class Parser(ExprParser):
         self.local = local
         self.bodies = []  # the run-time loop bodies and `if` branches being parsed (see scopes.py)
         self.kernel_depth = 0  # how many `with T.Kernel` of this function body enclose the statement being parsed
+        self.return_loc = None  # where the body returned (eager kernels name it in errors about their outputs)
 
     # ------------------------------------------------------------------------------------------------ statements
 
@@ -74,6 +76,7 @@ class Parser(ExprParser):
         try:
             self.block(self.src.tree.body)
         except Return as r:
+            self.return_loc = r.loc
             return r.value
         finally:
             _ACTIVE.pop()
@@ -120,7 +123,7 @@ class Parser(ExprParser):
             raise TilecSyntaxError(f"`return` inside {self.bodies[-1].what} is not supported: a macro's body is "
                                    "parsed once, so it would return there every time; return after the `if` or "
                                    "loop, with the value in a T.alloc_var or T.if_then_else(cond, a, b)")
-        raise Return(None if node.value is None else self.expr(node.value))
+        raise Return(None if node.value is None else self.expr(node.value), self.b.loc)
 
     def visit_Assert(self, node: ast.Assert) -> None:
         cond = self.expr(node.test)
