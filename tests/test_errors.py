@@ -1802,3 +1802,61 @@ def test_a_chained_assignment_whose_value_reads_an_earlier_target_is_refused(rng
     tilec.compile(fine, target="cpu")(x, a, b)
     np.testing.assert_array_equal(a, 2 * x)
     np.testing.assert_array_equal(b, 2 * x)
+
+
+@pytest.mark.parametrize("form", ["if", "not", "and", "ternary", "assert", "bool"])
+def test_a_tile_used_as_a_condition_is_refused_at_its_line(form):
+    """`if F:`, `not F`, `F and G`, `x if F else y`, `assert F` and bool(F) on a tile took Python's truth of the
+    buffer object (always true): `if F:` ran its body unconditionally, `if not F:` never, silently. Each is now an
+    error at its line naming the tile; T.alloc_var scalars stay run-time conditions."""
+    with pytest.raises(TilecTypeError, match=r"`F` is the tile F, used as a condition: a tile has no truth value in a "
+                                             r"kernel") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                F = T.alloc_fragment((4,), "float32")
+                G = T.alloc_fragment((4,), "float32")
+                T.copy(A, F)
+                T.copy(A, G)
+                if form == "if":
+                    if F:  # tile-cond-if
+                        T.copy(F, B)
+                elif form == "not":
+                    if not F:  # tile-cond-not
+                        T.copy(F, B)
+                elif form == "and":
+                    if F and G:  # tile-cond-and
+                        T.copy(F, B)
+                elif form == "ternary":
+                    T.copy(F if F else G, B)  # tile-cond-ternary
+                elif form == "assert":
+                    assert F  # tile-cond-assert
+                else:
+                    B[0] = T.if_then_else(bool(F), 1.0, 0.0)  # tile-cond-bool
+
+    assert_points_at(ei.value, f"tile-cond-{form}")
+
+
+def test_an_alloc_var_condition_and_a_python_or_of_tiles_still_work(rng):
+    from conftest import poisoned
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            v = T.alloc_var("float32")
+            v = A[0]
+            F = T.alloc_fragment((4,), "float32")
+            T.copy(A, F)
+            if not v:
+                T.fill(B, 1.0)
+            else:
+                T.copy(None or F, B)  # the last operand's truth is not taken
+
+    a = rng.standard_normal(4).astype(np.float32)
+    b = poisoned(4, "float32")
+    tilec.compile(main, target="cpu")(a, b)
+    np.testing.assert_array_equal(b, a)
+    a[0] = 0.0
+    tilec.compile(main, target="cpu")(a, b)
+    np.testing.assert_array_equal(b, np.ones(4, np.float32))

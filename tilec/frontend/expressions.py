@@ -19,7 +19,7 @@ from tilec.errors import SourceLoc, TilecError, TilecSyntaxError, TilecTypeError
 from tilec.frontend.builder import Builder
 from tilec.frontend.scopes import ScopeTracker, Undefined
 from tilec.frontend.source import FunctionSource
-from tilec.ir.buffer import Buffer, index_buffer
+from tilec.ir.buffer import Buffer, Region, index_buffer
 from tilec.ir.expr import Expr, Load, as_expr, binop, call, cast, fit_ints, select, unop
 from tilec.language.loops import serial
 from tilec.language.types import ConstSymbol
@@ -106,6 +106,17 @@ class ExprParser(ScopeTracker):
             return Load(v, ())
         return v
 
+    def truth(self, v: Any, node: ast.expr) -> Any:
+        """``v``, the value of ``node``, where Python takes its truth (``if``, ``not``, ``and``/``or``, ternaries):
+        a tile has none in a kernel (Python's would be always true)."""
+        if isinstance(v, Region) or isinstance(v, Buffer) and v.scope != "var":
+            name = v.name if isinstance(v, Buffer) else v.buffer.name
+            raise TilecTypeError(f"`{ast.unparse(node)}` is the tile {name}, used as a condition: a tile has no truth "
+                                 "value in a kernel (Python would take it as always true); test its elements "
+                                 "(`A[i] > 0` in a T.Parallel or T.serial loop) or reduce it first (T.reduce_max, "
+                                 "T.reduce_sum)")
+        return v
+
     def expr(self, node: ast.expr) -> Any:
         handler = getattr(self, f"expr_{type(node).__name__}", None)
         if handler is None:
@@ -183,6 +194,8 @@ class ExprParser(ScopeTracker):
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
         v = self.rvalue(self.expr(node.operand))
         op = type(node.op)
+        if op is ast.Not:
+            self.truth(v, node.operand)
         if not isinstance(v, Expr):
             return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
                     ast.Invert: operator.invert}[op](v)
@@ -200,6 +213,8 @@ class ExprParser(ScopeTracker):
             if i > 0 and not isinstance(result, Expr) and (not result if is_and else result):
                 return result  # Python short-circuit: the remaining operands are not evaluated
             v = self.rvalue(self.expr(sub))
+            if i < len(node.values) - 1:  # the last operand's truth is never taken
+                self.truth(v, sub)
             if i == 0 or not isinstance(result, Expr):
                 result = v
             elif result.dtype.is_bool and (isinstance(v, bool) or isinstance(v, Expr) and v.dtype.is_bool):
@@ -228,7 +243,7 @@ class ExprParser(ScopeTracker):
         return result
 
     def expr_IfExp(self, node: ast.IfExp) -> Any:
-        cond = self.rvalue(self.expr(node.test))
+        cond = self.truth(self.rvalue(self.expr(node.test)), node.test)
         if not isinstance(cond, Expr):
             return self.expr(node.body if cond else node.orelse)
         return select(cond, *fit_ints(self.rvalue(self.expr(node.body)), self.rvalue(self.expr(node.orelse))))
@@ -260,6 +275,8 @@ class ExprParser(ScopeTracker):
     def expr_Call(self, node: ast.Call) -> Any:
         fn = self.expr(node.func)
         args = self.elements(node.args)
+        if fn is builtins.bool and len(args) == 1 and not node.keywords:
+            self.truth(self.rvalue(args[0]), node.args[0])
         kwargs: dict[str, Any] = {}
         for kw in node.keywords:
             if kw.arg is None:

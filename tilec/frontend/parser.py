@@ -126,7 +126,7 @@ class Parser(ExprParser):
         raise Return(None if node.value is None else self.expr(node.value), self.b.loc)
 
     def visit_Assert(self, node: ast.Assert) -> None:
-        cond = self.expr(node.test)
+        cond = self.truth(self.rvalue(self.expr(node.test)), node.test)
         if isinstance(cond, Expr):
             raise TilecSyntaxError("`assert` on a kernel value is not supported; asserts are checked at compile "
                                    "time on Python values")
@@ -300,7 +300,7 @@ class Parser(ExprParser):
         self.b.emit(Store(ref.buffer, ref.indices, v, loc=self.b.loc))
 
     def visit_If(self, node: ast.If) -> None:
-        cond = self.rvalue(self.expr(node.test))
+        cond = self.truth(self.rvalue(self.expr(node.test)), node.test)
         if not isinstance(cond, Expr):
             self.block(node.body if cond else node.orelse)
             return
