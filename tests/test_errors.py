@@ -1860,3 +1860,38 @@ def test_an_alloc_var_condition_and_a_python_or_of_tiles_still_work(rng):
     a[0] = 0.0
     tilec.compile(main, target="cpu")(a, b)
     np.testing.assert_array_equal(b, np.ones(4, np.float32))
+
+
+@pytest.mark.parametrize("form, message", [
+    ("gt", r"`F > 0` compares the tile F: comparisons in a kernel are on elements"),
+    ("eq", r"`F == 0` compares the tile F: comparisons in a kernel are on elements"),
+    ("mul", r"`\*` on the tile F: arithmetic in a kernel is on elements \(F\[i\] \* \.\.\. in a T.Parallel loop\)"),
+    ("matmul", r"`@` on the tile F: a tile product is T.gemm\(A, B, C\)"),
+    ("pystr", r"`'a' < 3`: TypeError: '<' not supported between instances of 'str' and 'int'"),
+])
+def test_operators_on_whole_tiles_are_refused_at_their_line(form, message):
+    """`if F > 0:` on a tile crashed with Python's bare TypeError ('>' not supported between 'Buffer' and 'int'),
+    as did any failing comparison of Python values; `F == 0` compared the buffer object (False: the else branch,
+    silently); `F * 2` and `F @ G` gave Python's 'unsupported operand type(s)'. Each is now an error at its line
+    naming the tile and what to write instead."""
+    with pytest.raises(TilecTypeError, match=message) as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                F = T.alloc_fragment((4,), "float32")
+                T.copy(A, F)
+                if form == "gt":
+                    if F > 0:  # tile-op-gt
+                        T.copy(F, B)
+                elif form == "eq":
+                    if F == 0:  # tile-op-eq
+                        T.copy(F, B)
+                elif form == "mul":
+                    T.copy(F * 2, B)  # tile-op-mul
+                elif form == "matmul":
+                    T.copy(F @ F, B)  # tile-op-matmul
+                elif "a" < 3:  # tile-op-pystr
+                    T.copy(F, B)
+
+    assert_points_at(ei.value, f"tile-op-{form}")

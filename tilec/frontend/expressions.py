@@ -109,8 +109,8 @@ class ExprParser(ScopeTracker):
     def truth(self, v: Any, node: ast.expr) -> Any:
         """``v``, the value of ``node``, where Python takes its truth (``if``, ``not``, ``and``/``or``, ternaries):
         a tile has none in a kernel (Python's would be always true)."""
-        if isinstance(v, Region) or isinstance(v, Buffer) and v.scope != "var":
-            name = v.name if isinstance(v, Buffer) else v.buffer.name
+        name = _tile_name(v)
+        if name:
             raise TilecTypeError(f"`{ast.unparse(node)}` is the tile {name}, used as a condition: a tile has no truth "
                                  "value in a kernel (Python would take it as always true); test its elements "
                                  "(`A[i] > 0` in a T.Parallel or T.serial loop) or reduce it first (T.reduce_max, "
@@ -164,6 +164,14 @@ class ExprParser(ScopeTracker):
 
     def binary(self, op: type, a: Any, b: Any) -> Any:
         a, b = self.rvalue(a), self.rvalue(b)
+        tile = _tile_name(a) or _tile_name(b)
+        if tile:
+            if op is ast.MatMult:
+                raise TilecTypeError(f"`@` on the tile {tile}: a tile product is T.gemm(A, B, C) (C += A @ B, C a "
+                                     "T.alloc_fragment accumulator)")
+            sym = _BINOPS.get(op, "**")
+            raise TilecTypeError(f"`{sym}` on the tile {tile}: arithmetic in a kernel is on elements ({tile}[i] {sym} "
+                                 "... in a T.Parallel loop), not on whole tiles")
         if not isinstance(a, Expr) and not isinstance(b, Expr):
             try:
                 return _PY_BINOPS[op](a, b)
@@ -234,13 +242,27 @@ class ExprParser(ScopeTracker):
                     raise TilecSyntaxError(f"`{ast.unparse(node)}`: `is`/`in` do not apply to kernel values")
                 part: Any = binop(_CMPOPS[type(op)], *fit_ints(left, right))
             else:
-                part = _PY_CMPOPS[type(op)](left, right)
+                part = self.python_compare(node, op, left, right)
             result = part if result is True else (binop("and", result, part) if isinstance(result, Expr) or
                                                   isinstance(part, Expr) else (result and part))
             if result is False:
                 return False
             left = right
         return result
+
+    def python_compare(self, node: ast.Compare, op: ast.cmpop, left: Any, right: Any) -> Any:
+        """A comparison of compile-time values; a tile against a value is refused (Python's would compare the buffer
+        object: False for ``F == 0``, a TypeError for ``F > 0``)."""
+        tile = _tile_name(left) or _tile_name(right)
+        if tile and type(op) in _CMPOPS and not (_tile_name(left) and _tile_name(right)):
+            raise TilecTypeError(f"`{ast.unparse(node)}` compares the tile {tile}: comparisons in a kernel are on "
+                                 f"elements ({tile}[i] > 0 in a T.Parallel or T.serial loop), not on whole tiles")
+        try:
+            return _PY_CMPOPS[type(op)](left, right)
+        except TilecError:
+            raise
+        except Exception as e:
+            raise TilecTypeError(f"`{ast.unparse(node)}`: {type(e).__name__}: {e}") from None
 
     def expr_IfExp(self, node: ast.IfExp) -> Any:
         cond = self.truth(self.rvalue(self.expr(node.test)), node.test)
@@ -349,6 +371,13 @@ _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "
 
 def _relocated(node: ast.expr) -> ast.expr:
     return ast.fix_missing_locations(node)
+
+
+def _tile_name(v: Any) -> str | None:
+    """The name of the tile ``v`` is (a buffer other than a T.alloc_var, or a region of one), else None."""
+    if isinstance(v, Region):
+        return v.buffer.name
+    return v.name if isinstance(v, Buffer) and v.scope != "var" else None
 
 
 def _int_power(a: Expr, n: int) -> Expr:
