@@ -1895,3 +1895,70 @@ def test_operators_on_whole_tiles_are_refused_at_their_line(form, message):
                     T.copy(F, B)
 
     assert_points_at(ei.value, f"tile-op-{form}")
+
+
+@pytest.mark.parametrize("op, message", [
+    ("gemm", r"T.gemm: transpose_B must be True or False, got str 'False'"),
+    ("reduce", r"T.reduce_sum: clear must be True or False, got str 'False'"),
+    ("cumsum", r"T.cumsum: reverse must be True or False, got str 'no'"),
+    ("k_pack", r"T.gemm: k_pack must be an int >= 1, got 'x'"),
+    ("dim", r"T.reduce_sum: dim must be an int in \[-2, 2\) for .* got True"),
+])
+def test_tile_op_options_of_the_wrong_kind_are_refused(op, message):
+    """transpose_B="False" was taken by its Python truth (a non-empty string: True), so the gemm transposed B and
+    returned a wrong product without a word; likewise clear="False" cleared and reverse="no" reversed; k_pack="x"
+    failed inside int() ('invalid literal for int()'), and dim=True reduced dimension 1. Each is now an error at the
+    op's line naming the option."""
+    with pytest.raises(TilecTypeError if op != "dim" else TilecValueError, match=message) as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                a = T.alloc_shared((16, 16), "float16")
+                c = T.alloc_fragment((16, 16), "float32")
+                r = T.alloc_fragment((16,), "float32")
+                T.copy(A, a)
+                T.copy(A, c)
+                if op == "gemm":
+                    T.gemm(a, a, c, transpose_B="False")  # flag-gemm
+                elif op == "reduce":
+                    T.reduce_sum(c, r, dim=1, clear="False")  # flag-reduce
+                elif op == "cumsum":
+                    T.cumsum(c, dim=1, reverse="no")  # flag-cumsum
+                elif op == "k_pack":
+                    T.gemm(a, a, c, k_pack="x")  # flag-k_pack
+                else:
+                    T.reduce_sum(c, r, dim=True)  # flag-dim
+                T.copy(c, C)
+
+    assert_points_at(ei.value, f"flag-{op}")
+
+
+def test_numpy_bools_and_ints_as_tile_op_options(rng):
+    """numpy values (read from a config array) are taken as the bools and ints they are: dim=np.int64(1) was
+    refused ('dim must be an int ... got 1')."""
+    from conftest import poisoned
+
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float16"), B: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32"),
+             R: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            a = T.alloc_shared((16, 16), "float16")
+            b = T.alloc_shared((16, 16), "float16")
+            c = T.alloc_fragment((16, 16), "float32")
+            r = T.alloc_fragment((16,), "float32")
+            T.copy(A, a)
+            T.copy(B, b)
+            T.fill(c, 7.0)
+            T.gemm(a, b, c, transpose_B=np.bool_(True), clear_accum=np.bool_(True))
+            T.reduce_sum(c, r, dim=np.int64(1), clear=1)
+            T.copy(c, C)
+            T.copy(r, R)
+
+    a = rng.standard_normal((16, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 16)).astype(np.float16)
+    c, r = poisoned((16, 16), "float32"), poisoned((16,), "float32")
+    tilec.compile(main, target="cpu")(a, b, c, r)
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(r, want.sum(axis=1), rtol=1e-5, atol=1e-3)

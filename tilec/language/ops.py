@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
+
+import numpy as np
 
 from tilec.errors import TilecTypeError, TilecValueError
 from tilec.frontend.builder import Builder, current
@@ -24,6 +27,14 @@ def _builder(what: str) -> Builder:
                              "use element assignments in a T.Parallel body instead")
     return b
 
+
+
+def _flag(what: str, name: str, value: Any) -> bool:
+    """A True/False option (or 0/1): a string or another object would be taken by its Python truth ("False" is
+    true)."""
+    if isinstance(value, (numbers.Integral, np.bool_)) and int(value) in (0, 1):
+        return bool(value)
+    raise TilecTypeError(f"{what}: {name} must be True or False, got {type(value).__name__} {value!r}")
 
 
 def _dims_equal(a: Dim, b: Dim) -> bool:
@@ -123,6 +134,10 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
         raise TilecTypeError("T.gemm: mbar= (completion on an mbarrier) is not supported; tilec synchronizes the "
                              "gemm itself")
     bld = _builder("T.gemm")
+    transpose_A, transpose_B, clear_accum = (_flag("T.gemm", n, v) for n, v in (
+        ("transpose_A", transpose_A), ("transpose_B", transpose_B), ("clear_accum", clear_accum)))
+    if not isinstance(k_pack, numbers.Integral) or isinstance(k_pack, bool) or k_pack < 1:
+        raise TilecTypeError(f"T.gemm: k_pack must be an int >= 1, got {k_pack!r}")
     ra, rb, rc = (as_region(x, f"T.gemm operand {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
     for r in (ra, rb, rc):
         _check_static_bounds("T.gemm", r)
@@ -151,16 +166,16 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
     if ra.dtype is not rb.dtype and not (ra.dtype.name in fp8 and rb.dtype.name in fp8):
         raise TilecTypeError(f"T.gemm: A and B must have one dtype (or be two fp8 types), got {ra.dtype} "
                              f"({ra.buffer.name}) and {rb.dtype} ({rb.buffer.name})")
-    bld.emit(Gemm(ra, rb, rc, bool(transpose_A), bool(transpose_B), _policy(policy), bool(clear_accum), int(k_pack),
+    bld.emit(Gemm(ra, rb, rc, transpose_A, transpose_B, _policy(policy), clear_accum, int(k_pack),
                   loc=bld.loc))
 
 
 def _dim(what: str, r: Region, dim: int) -> int:
     nd = r.ndim
-    if not isinstance(dim, int) or not -nd <= dim < nd:
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or not -nd <= dim < nd:  # numpy ints too
         raise TilecValueError(f"{what}: dim must be an int in [{-nd}, {nd}) for {r} of shape "
                               f"{_extents_str(r.extents)}, got {dim!r}")
-    return dim % nd
+    return int(dim) % nd
 
 
 def reduce(red: str, src: BufferLike, dst: BufferLike, dim: int = -1, clear: bool = True) -> None:
@@ -182,7 +197,7 @@ def reduce(red: str, src: BufferLike, dst: BufferLike, dim: int = -1, clear: boo
         if r.buffer.scope == "global":
             raise TilecTypeError(f"{what}: {r.buffer.name} is a global tensor; reductions work on shared memory "
                                  "and fragments")
-    b.emit(Reduce(red, rs, rd, d, bool(clear), loc=b.loc))
+    b.emit(Reduce(red, rs, rd, d, _flag(what, "clear", clear), loc=b.loc))
 
 
 def reduce_max(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True) -> None:
@@ -216,7 +231,7 @@ def cumsum(src: BufferLike, dst: BufferLike | None = None, dim: int = 0, reverse
     else:
         rs, rd = _pair_regions("T.cumsum", src, dst)
     d = _dim("T.cumsum", rs, dim)
-    b.emit(CumSum(rs, rd, d, bool(reverse), loc=b.loc))
+    b.emit(CumSum(rs, rd, d, _flag("T.cumsum", "reverse", reverse), loc=b.loc))
 
 
 def fill(buffer: BufferLike, value: Any) -> None:
