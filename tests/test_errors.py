@@ -1962,3 +1962,35 @@ def test_numpy_bools_and_ints_as_tile_op_options(rng):
     want = a.astype(np.float64) @ b.astype(np.float64).T
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(r, want.sum(axis=1), rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("form, what", [
+    ("fstring", r"`bx` in an f-string"), ("format", r"format\(\) of bx"), ("str", r"str\(\) of bx")])
+def test_text_made_of_a_kernel_value_is_refused_at_its_line(form, what):
+    """T.print(A[bx], f"block {bx}: ") printed 'block bx: ' from every block: the f-string was formatted once, when
+    the kernel was parsed, with the expression's text (likewise "...".format(bx) and str(bx)). Now an error at the
+    line naming T.print's value argument."""
+    with pytest.raises(TilecTypeError, match=what + r" makes text of a kernel value when the kernel is parsed: the "
+                                                    r"text is the expression 'bx', not its value at run time") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(2, threads=32) as bx:
+                if form == "fstring":
+                    T.print(A[bx], f"block {bx}: ")  # text-fstring
+                elif form == "format":
+                    T.print(A[bx], "block {}: ".format(bx))  # noqa: UP032  # text-format
+                else:
+                    T.print(A[bx], "block " + str(bx))  # text-str
+
+    assert_points_at(ei.value, f"text-{form}")
+
+
+def test_fstrings_of_python_values_format_at_parse_time(capsys):
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            T.print(A[1], f"scale {0.5:.3f} {'x'!r} {len(A.shape)}:")
+
+    tilec.compile(main, target="cpu")(np.arange(4, dtype=np.float32))
+    assert "scale 0.500 'x' 1: 1.0" in capsys.readouterr().out

@@ -20,7 +20,7 @@ from tilec.frontend.builder import Builder
 from tilec.frontend.scopes import ScopeTracker, Undefined
 from tilec.frontend.source import FunctionSource
 from tilec.ir.buffer import Buffer, Region, index_buffer
-from tilec.ir.expr import Expr, Load, as_expr, binop, call, cast, fit_ints, select, unop
+from tilec.ir.expr import Const, Expr, Load, as_expr, binop, call, cast, fit_ints, select, unop
 from tilec.language.loops import serial
 from tilec.language.types import ConstSymbol
 
@@ -270,6 +270,23 @@ class ExprParser(ScopeTracker):
             return self.expr(node.body if cond else node.orelse)
         return select(cond, *fit_ints(self.rvalue(self.expr(node.body)), self.rvalue(self.expr(node.orelse))))
 
+    def expr_JoinedStr(self, node: ast.JoinedStr) -> str:
+        """An f-string, formatted when the kernel is parsed (a kernel value in it is refused: see :func:`_as_text`)."""
+        parts = []
+        for v in node.values:
+            if not isinstance(v, ast.FormattedValue):
+                parts.append(str(self.expr(v)))
+                continue
+            value = _as_text(self.rvalue(self.expr(v.value)), f"`{ast.unparse(v.value)}` in an f-string")
+            if v.conversion != -1:
+                value = {ord("s"): str, ord("r"): repr, ord("a"): ascii}[v.conversion](value)
+            spec = self.expr(v.format_spec) if v.format_spec is not None else ""
+            try:
+                parts.append(format(value, spec))
+            except Exception as e:
+                raise TilecTypeError(f"`{ast.unparse(node)}`: {type(e).__name__}: {e}") from None
+        return "".join(parts)
+
     def expr_Tuple(self, node: ast.Tuple) -> tuple:
         return tuple(self.elements(node.elts))
 
@@ -330,6 +347,10 @@ class ExprParser(ScopeTracker):
         if fn is builtins.print and any(isinstance(self.rvalue(a), (Expr, Buffer)) for a in [*args, *kwargs.values()]):
             raise TilecTypeError("print() of a kernel value runs once, when the kernel is parsed, and prints the "
                                  "expression, not its values: use T.print(value, msg) to print from the device")
+        if fn in (builtins.str, builtins.repr, builtins.format, builtins.ascii) or \
+                isinstance(getattr(fn, "__self__", None), str):  # "...".format(x), "-".join(xs)
+            for a in [*args, *kwargs.values()]:
+                _as_text(self.rvalue(a), f"{getattr(fn, '__name__', 'str')}() of {a}")
         if isinstance(fn, Macro):
             return self.inline(fn, args, kwargs)
         owner, bodies = getattr(fn, "__self__", None), getattr(self, "bodies", ())
@@ -371,6 +392,16 @@ _MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "
 
 def _relocated(node: ast.expr) -> ast.expr:
     return ast.fix_missing_locations(node)
+
+
+def _as_text(v: Any, what: str) -> Any:
+    """``v`` to be made into text when the kernel is parsed: a kernel value would give its expression (``bx``), not
+    the value it has when the kernel runs."""
+    if isinstance(v, Expr) and not isinstance(v, Const):
+        raise TilecTypeError(f"{what} makes text of a kernel value when the kernel is parsed: the text is the "
+                             f"expression {str(v)!r}, not its value at run time; print run-time values with "
+                             "T.print(value, msg)")
+    return v
 
 
 def _tile_name(v: Any) -> str | None:
