@@ -1994,3 +1994,23 @@ def test_fstrings_of_python_values_format_at_parse_time(capsys):
 
     tilec.compile(main, target="cpu")(np.arange(4, dtype=np.float32))
     assert "scale 0.500 'x' 1: 1.0" in capsys.readouterr().out
+
+
+@T.macro
+def _fill_down(A, n):
+    A[n % 4] = 1.0
+    _fill_down(A, n - 1)  # the stop (`if n > 0:`) is missing
+
+
+def test_a_macro_that_never_stops_calling_itself_is_an_error_at_its_call():
+    """A macro calling itself with no compile-time stop crashed with Python's RecursionError from deep inside the
+    parser; now an error naming the macro at the kernel's call."""
+    with pytest.raises(TilecSyntaxError, match=r"macro '_fill_down' expands without end: its macro calls nest deeper "
+                                               r"than Python's recursion limit") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                _fill_down(A, 3)  # endless-macro
+
+    assert_points_at(ei.value, "endless-macro")

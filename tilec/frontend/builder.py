@@ -38,6 +38,7 @@ class Builder:
         self.loc: SourceLoc | None = None
         self.name_hint: str | None = None
         self.parallel_depth = 0
+        self.macro_depth = 0  # how many @T.macro calls enclose the statement being parsed
         self.empties: list[Buffer] = []  # T.empty outputs of an eager kernel
         self._names: dict[str, int] = {}
 

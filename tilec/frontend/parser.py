@@ -435,5 +435,15 @@ class Parser(ExprParser):
             raise TilecTypeError(f"macro {macro.__name__!r}: {e}") from None
         bound.apply_defaults()
         sub = Parser(function_source(macro.fn), function_env(macro.fn), self.b, dict(bound.arguments))
-        return sub.run_body()
+        self.b.macro_depth += 1
+        try:
+            return sub.run_body()
+        except RecursionError:
+            if self.b.macro_depth > 1:
+                raise  # up to the outermost macro call, where the stack is short again
+            raise TilecSyntaxError(f"macro {macro.__name__!r} expands without end: its macro calls nest deeper than "
+                                   "Python's recursion limit; a macro that calls itself must stop on a compile-time "
+                                   "condition (an `if` on Python values, such as a size that shrinks)") from None
+        finally:
+            self.b.macro_depth -= 1
 
