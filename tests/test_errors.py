@@ -2014,3 +2014,17 @@ def test_a_macro_that_never_stops_calling_itself_is_an_error_at_its_call():
                 _fill_down(A, 3)  # endless-macro
 
     assert_points_at(ei.value, "endless-macro")
+
+
+def test_calling_a_prim_func_says_to_compile_it():
+    """main(a) on a @T.prim_func failed with Python's "'PrimFunc' object is not callable"; the error now says how to
+    run it."""
+
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    with pytest.raises(TilecTypeError, match=r"'main' is a @T.prim_func, the kernel's IR, which does not run by "
+                                             r"itself: compile it, kernel = tilec.compile\(main, target=...\)"):
+        main(np.zeros(4, np.float32))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tilec.errors import SourceLoc
+from tilec.errors import SourceLoc, TilecTypeError
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Var
 from tilec.ir.stmt import KernelLaunch, Stmt
@@ -44,6 +44,11 @@ class PrimFunc:
     @property
     def buffers(self) -> tuple[Buffer, ...]:
         return tuple(p for p in self.params if isinstance(p, Buffer))
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        raise TilecTypeError(f"{self.name!r} is a @T.prim_func, the kernel's IR, which does not run by itself: "
+                             f"compile it, kernel = tilec.compile({self.name}, target=...), then call kernel(...) (or "
+                             "return it from a @tilec.jit factory and call what the factory gives)")
 
     def __str__(self) -> str:
         from tilec.ir.printer import print_func
