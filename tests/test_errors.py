@@ -2028,3 +2028,51 @@ def test_calling_a_prim_func_says_to_compile_it():
     with pytest.raises(TilecTypeError, match=r"'main' is a @T.prim_func, the kernel's IR, which does not run by "
                                              r"itself: compile it, kernel = tilec.compile\(main, target=...\)"):
         main(np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("form, message", [
+    ("float-step", r"T.serial: step must be a non-zero Python int, got 2.0"),
+    ("bool-step", r"T.unroll: step must be a non-zero Python int, got True"),
+    ("float-threads", r"T.Kernel: threads must be a positive int or up to 3 of them, got 32.0"),
+    ("bool-threads", r"T.Kernel: threads must be a positive int or up to 3 of them, got True"),
+    ("bool-extent", r"T.Parallel: extents must be ints, got True"),
+])
+def test_loop_and_launch_numbers_of_the_wrong_kind_are_refused(form, message):
+    """T.serial(0, 8, 2.0) made float loop indices and failed at the first index ('buffer A indexed with a float32
+    value'), not naming the step; a bool step, threads=True (one thread) and T.Parallel(True) (one iteration) were
+    taken as 1; threads=32.0 failed with "'float' object is not iterable". Each now names the argument."""
+    with pytest.raises(TilecTypeError, match=message) as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((8,), "float32")):
+            threads = {"float-threads": 32.0, "bool-threads": True}.get(form, 32)
+            with T.Kernel(1, threads=threads):  # kernel-line
+                if form == "float-step":
+                    for i in T.serial(0, 8, 2.0):  # loop-float-step
+                        A[i] = 1.0
+                elif form == "bool-step":
+                    for i in T.unroll(0, 8, True):  # loop-bool-step
+                        A[i] = 1.0
+                else:
+                    for i in T.Parallel(True):  # loop-bool-extent
+                        A[i] = 1.0
+
+    assert_points_at(ei.value, "kernel-line" if "threads" in form else f"loop-{form}")
+
+
+def test_numpy_ints_as_loop_steps_and_thread_counts(rng):
+    """threads=np.int64(32) was refused ("'numpy.int64' object is not iterable"); numpy steps are taken too."""
+    from conftest import poisoned
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=np.int64(32)) as bx:
+            for i in T.serial(np.int64(1), np.int64(8), np.int64(3)):
+                B[i] = A[i] * 2.0
+
+    a = rng.standard_normal(8).astype(np.float32)
+    b = poisoned(8, "float32")
+    tilec.compile(main, target="cpu")(a, b)
+    want = np.full(8, np.nan, np.float32)
+    want[1::3] = 2 * a[1::3]
+    np.testing.assert_array_equal(b, want)

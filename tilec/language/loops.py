@@ -47,12 +47,18 @@ class KernelSpec:
         return False
 
 
+def _is_int(v: Any) -> bool:
+    """A Python or numpy int, not a bool (True would count as 1) and not a kernel value."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_, Expr))
+
+
 def _range(what: str, start: Any, stop: Any, step: Any) -> tuple[Any, Any, Any]:
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step
-    if isinstance(step, Expr) or step == 0:
+    if not _is_int(step) or step == 0:  # a float step made float loop indices (an error about them, not the step)
         raise TilecTypeError(f"{what}: step must be a non-zero Python int, got {step}")
+    step = int(step)  # a numpy int too
     if isinstance(start, int) and isinstance(stop, int):
         extent = max(0, -(-(stop - start) // step)) if step > 0 else max(0, -(-(start - stop) // -step))
     elif step > 0:
@@ -114,7 +120,7 @@ def Parallel(*extents: Any, coalesced_width: int | None = None) -> LoopSpec:
     # a numpy integer (a size from an array's shape, a config read from numpy) counts as the int it is
     extents = tuple(int(e) if not isinstance(e, (int, Expr)) and hasattr(e, "__index__") else e for e in extents)
     for e in extents:
-        if not isinstance(e, (int, Expr)):
+        if isinstance(e, bool) or not isinstance(e, (int, Expr)):  # T.Parallel(True) was one iteration
             raise TilecTypeError(f"T.Parallel: extents must be ints, got {e!r}")
     ann = (("coalesced_width", coalesced_width),) if coalesced_width else ()
     return LoopSpec("parallel", tuple(0 for _ in extents), tuple(extents), tuple(1 for _ in extents), ann)
@@ -145,9 +151,10 @@ def Kernel(*blocks: Any, threads: int | list[int] | tuple[int, ...] | None = 128
             raise TilecValueError(f"T.Kernel: grid extents must be >= 0, got {g.value}")
     if threads is None:
         threads = 128
-    ts = (threads,) if isinstance(threads, int) else tuple(threads)
-    if not ts or len(ts) > 3 or not all(isinstance(t, int) and t > 0 for t in ts):
+    ts = (threads,) if not isinstance(threads, (list, tuple)) else tuple(threads)
+    if not ts or len(ts) > 3 or not all(_is_int(t) and t > 0 for t in ts):
         raise TilecTypeError(f"T.Kernel: threads must be a positive int or up to 3 of them, got {threads!r}")
+    ts = tuple(int(t) for t in ts)  # numpy ints too
     total = 1
     for t in ts:
         total *= t
