@@ -2076,3 +2076,24 @@ def test_numpy_ints_as_loop_steps_and_thread_counts(rng):
     want = np.full(8, np.nan, np.float32)
     want[1::3] = 2 * a[1::3]
     np.testing.assert_array_equal(b, want)
+
+
+def test_pipelined_stage_and_order_of_the_wrong_form_say_what_is_wrong():
+    """stage=1 (an int, not a list) failed with "'int' object is not iterable"; order=[0, 0] on a two-statement body
+    said stage and order needed one entry per statement (2) when both had two: the fault is that order is no
+    permutation."""
+    with pytest.raises(TilecTypeError, match=r"T.Pipelined: stage must be a list of ints >= 0, got 1 \(one entry per "
+                                             r"statement of the loop body\)"):
+        T.Pipelined(4, num_stages=2, stage=1)
+
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Pipelined(8, num_stages=2, stage=[0, 0], order=[0, 0]):  # not-a-permutation
+                B[i] = A[i]
+                B[i] = B[i] + 1.0
+
+    with pytest.raises(TilecValueError, match=r"order must give each statement of the loop body its own place, 0 to 1 "
+                                              r"\(a permutation\), got order=\[0, 0\]") as ei:
+        tilec.compile(main, target="cpu").report()
+    assert_points_at(ei.value, "not-a-permutation")

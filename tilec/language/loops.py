@@ -103,13 +103,15 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int
         raise TilecTypeError(f"T.Pipelined: num_stages must be an int >= 0, got {num_stages!r}")
     num_stages = int(num_stages)  # a numpy int too (a tile size read from numpy)
     for name, given in (("order", order), ("stage", stage)):
-        if given is not None and not all(type(x) is int and x >= 0 for x in given):
-            raise TilecTypeError(f"T.Pipelined: {name} must be a list of ints >= 0, got {given!r}")
+        ints = isinstance(given, (list, tuple)) and all(_is_int(x) and x >= 0 for x in given)
+        if given is not None and not ints:
+            raise TilecTypeError(f"T.Pipelined: {name} must be a list of ints >= 0, got {given!r} (one entry per "
+                                 "statement of the loop body)")
     ann: list[tuple[str, Any]] = [("num_stages", num_stages)]
     if order is not None:
-        ann.append(("order", tuple(order)))
+        ann.append(("order", tuple(int(x) for x in order)))
     if stage is not None:
-        ann.append(("stage", tuple(stage)))
+        ann.append(("stage", tuple(int(x) for x in stage)))
     return LoopSpec("pipelined", (s,), (e,), (st,), tuple(ann))
 
 

@@ -366,9 +366,13 @@ class _Pipeliner:
         if stage is not None:
             stage = list(stage)
             given = list(given) if given is not None else list(range(len(body)))
-            if len(stage) != len(body) or sorted(given) != list(range(len(body))):
+            if len(stage) != len(body) or len(given) != len(body):
                 raise TilecValueError(f"T.Pipelined at line {line}: stage and order need one entry per statement "
                                       f"of the loop body ({len(body)}), got stage={stage} order={given}", loop.loc)
+            if sorted(given) != list(range(len(body))):
+                raise TilecValueError(f"T.Pipelined at line {line}: order must give each statement of the loop body "
+                                      f"its own place, 0 to {len(body) - 1} (a permutation), got order={given}",
+                                      loop.loc)
             # order[i] is statement i's place in a trip (as TileLang's and TVM's software_pipeline_order); the
             # pass works with the statements in the order they are emitted
             order = sorted(range(len(body)), key=given.__getitem__)
