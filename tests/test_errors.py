@@ -2097,3 +2097,26 @@ def test_pipelined_stage_and_order_of_the_wrong_form_say_what_is_wrong():
                                               r"\(a permutation\), got order=\[0, 0\]") as ei:
         tilec.compile(main, target="cpu").report()
     assert_points_at(ei.value, "not-a-permutation")
+
+
+@pytest.mark.parametrize("form, message", [
+    ("cast", r"T.cast\(value, dtype\): the dtype argument is the kernel value A\[i\]; the arguments are the other way "
+             r"round \(T.cast\(x, 'float16'\); T.Cast takes the dtype first\)"),
+    ("Cast", r"T.Cast\(dtype, value\): the dtype argument is the kernel value A\[i\]; the arguments are the other way "
+             r"round \(T.Cast\('float16', x\); T.cast takes the value first\)"),
+])
+def test_cast_with_its_arguments_swapped_says_so(form, message):
+    """T.cast("int32", A[i]) (T.Cast's order) failed with numpy's "Could not convert <Load A[i]: float32> to a NumPy
+    dtype"; the error now says the arguments are swapped."""
+    with pytest.raises(TilecTypeError, match=message) as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "int32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(4):
+                    if form == "cast":
+                        B[i] = T.cast("int32", A[i])  # swapped-cast
+                    else:
+                        B[i] = T.Cast(A[i], "int32")  # swapped-Cast
+
+    assert_points_at(ei.value, f"swapped-{form}")

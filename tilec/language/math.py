@@ -6,6 +6,7 @@ import math as _math
 from typing import Any
 
 from tilec import dtypes as dt
+from tilec.errors import TilecTypeError
 from tilec.ir.expr import Expr, ExprLike, as_expr, binop, call, const, fit_ints, maximum, minimum, select, unop
 from tilec.ir.expr import cast as _cast
 
@@ -66,11 +67,19 @@ def if_then_else(cond: ExprLike, a: ExprLike, b: ExprLike) -> Expr:
 
 def cast(value: ExprLike, dtype: Any) -> Expr:
     """``T.cast(value, dtype)``."""
+    _check_dtype_arg("T.cast(value, dtype)", dtype, "T.cast(x, 'float16'); T.Cast takes the dtype first")
     return _cast(dtype, value)
 
 
 def Cast(dtype: Any, value: ExprLike) -> Expr:  # noqa: N802 - TVM spelling
+    _check_dtype_arg("T.Cast(dtype, value)", dtype, "T.Cast('float16', x); T.cast takes the value first")
     return _cast(dtype, value)
+
+
+def _check_dtype_arg(what: str, dtype: Any, hint: str) -> None:
+    if isinstance(dtype, Expr):  # the arguments swapped: numpy's dtype conversion of an Expr failed obscurely
+        raise TilecTypeError(f"{what}: the dtype argument is the kernel value {dtype}; the arguments are the other "
+                             f"way round ({hint})")
 
 
 def nan(dtype: Any = "float32") -> Expr:
