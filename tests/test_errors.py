@@ -2120,3 +2120,40 @@ def test_cast_with_its_arguments_swapped_says_so(form, message):
                         B[i] = T.Cast(A[i], "int32")  # swapped-Cast
 
     assert_points_at(ei.value, f"swapped-{form}")
+
+
+def test_tilec_jit_over_a_prim_func_compiles_it_and_other_misuse_is_named(rng):
+    """@tilec.jit stacked on a @T.prim_func (as TileLang allows) failed with 'expected a Python function, got
+    PrimFunc': it now gives the compiled kernel. @tilec.jit("cpu") (the target by position) failed the same way at
+    the decorator: the error now says to pass it by keyword."""
+    from conftest import poisoned
+
+    @tilec.jit(target="cpu", out_idx=[-1])
+    @T.prim_func
+    def double(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                B[i] = A[i] * 2.0
+
+    a = rng.standard_normal(8).astype(np.float32)
+    np.testing.assert_array_equal(double(a), 2 * a)
+    b = poisoned(8, "float32")
+
+    @tilec.jit(target="cpu")
+    @T.prim_func
+    def double_in_place(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(8):
+                B[i] = A[i] * 2.0
+
+    assert double_in_place(a, b) is None
+    np.testing.assert_array_equal(b, 2 * a)
+    with pytest.raises(TilecTypeError, match=r"tilec.jit takes its options by keyword: @tilec.jit\(target='cpu'\)"):
+
+        @tilec.jit("cpu")
+        def factory(n):
+            return None
+
+    with pytest.raises(TilecTypeError, match=r"tilec.jit decorates a Python function \(a kernel factory returning a "
+                                             r"@T.prim_func, or an eager kernel\) or a @T.prim_func, got int 3"):
+        tilec.jit(3)

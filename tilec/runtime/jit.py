@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import numbers
 import os
 from typing import Any
@@ -468,11 +469,17 @@ def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = 
     if unknown:
         import difflib
 
-        from tilec.errors import TilecTypeError
-
         near = difflib.get_close_matches(unknown[0], ["out_idx", "target", "pass_configs", *_TILELANG_ONLY], n=1)
         raise TilecTypeError(f"tilec.jit got an unexpected keyword argument {unknown[0]!r}"
                              + (f" (did you mean {near[0]!r}?)" if near else ""))
     if func is None:
         return functools.partial(jit, out_idx=out_idx, target=target, pass_configs=pass_configs)
+    if isinstance(func, PrimFunc):  # @tilec.jit over @T.prim_func (as TileLang's): the kernel itself
+        return JITKernel(func, target, out_idx, pass_configs)
+    if isinstance(func, (str, Target)):
+        raise TilecTypeError(f"tilec.jit takes its options by keyword: @tilec.jit(target={func!r}), got the "
+                             f"positional argument {func!r}")
+    if not (inspect.isfunction(func) or inspect.ismethod(func)):
+        raise TilecTypeError(f"tilec.jit decorates a Python function (a kernel factory returning a @T.prim_func, or "
+                             f"an eager kernel) or a @T.prim_func, got {type(func).__name__} {func!r}")
     return JITFunction(func, out_idx, target, pass_configs)
