@@ -2157,3 +2157,39 @@ def test_tilec_jit_over_a_prim_func_compiles_it_and_other_misuse_is_named(rng):
     with pytest.raises(TilecTypeError, match=r"tilec.jit decorates a Python function \(a kernel factory returning a "
                                              r"@T.prim_func, or an eager kernel\) or a @T.prim_func, got int 3"):
         tilec.jit(3)
+
+
+@pytest.mark.parametrize("form, message", [
+    ("t-exp-tile", r"T.exp works on scalar values, got the tile F: apply it to its elements in a T.Parallel loop "
+                   r"\(T.exp\(F\[i\]\)\)"),
+    ("t-max-tile", r"T.max works on scalar values, got the tile F"),
+    ("math-exp", r"calling math.exp: TypeError: must be real number, not Load; A\[i\] is a kernel value, which a "
+                 r"Python function gets as an expression when the kernel is parsed, not as a number: use T.\* "
+                 r"functions on kernel values"),
+    ("np-exp", r"calling numpy.exp: TypeError: .*; A\[i\] is a kernel value, which a Python function gets as an "
+               r"expression"),
+])
+def test_math_on_tiles_and_python_math_on_kernel_values_say_what_to_use(form, message):
+    """T.exp(F) on a tile said only 'expected a scalar expression or a number, got Buffer F'; math.exp(A[i]) and
+    np.exp(A[i]) gave Python's errors ('must be real number, not Load'). Each now says what to use instead."""
+    import math
+
+    with pytest.raises(TilecTypeError, match=message) as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                F = T.alloc_fragment((4,), "float32")
+                T.copy(A, F)
+                if form == "t-exp-tile":
+                    F = T.exp(F)  # math-t-exp-tile
+                elif form == "t-max-tile":
+                    B[0] = T.max(F, 0.0)  # math-t-max-tile
+                else:
+                    for i in T.Parallel(4):
+                        if form == "math-exp":
+                            B[i] = math.exp(A[i])  # math-math-exp
+                        else:
+                            B[i] = np.exp(A[i])  # math-np-exp
+
+    assert_points_at(ei.value, f"math-{form}")

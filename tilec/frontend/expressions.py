@@ -358,17 +358,29 @@ class ExprParser(ScopeTracker):
             raise TilecSyntaxError(
                 f"`.{fn.__name__}(...)` changes a Python {type(owner).__name__} once, when the kernel is parsed, not "
                 f"each time {bodies[-1].what} runs; keep values that change in a buffer or a T.alloc_var")
-        if getattr(fn, "__module__", "") == "tilec.language.math":  # T.max, T.exp, T.cast ...: of values
+        module = str(getattr(fn, "__module__", "") or "")
+        if module == "tilec.language.math":  # T.max, T.exp, T.cast ...: of values
             args, kwargs = [self.rvalue(a) for a in args], {k: self.rvalue(v) for k, v in kwargs.items()}
+            tile = next((t for t in map(_tile_name, [*args, *kwargs.values()]) if t), None)
+            if tile:  # as_expr's 'expected a scalar expression' named neither the function nor what to do
+                raise TilecTypeError(f"T.{fn.__name__} works on scalar values, got the tile {tile}: apply it to its "
+                                     f"elements in a T.Parallel loop (T.{fn.__name__}({tile}[i]))")
         try:
             return fn(*args, **kwargs)
         except TilecError:
             raise
         except Exception as e:
             name = getattr(fn, "__qualname__", repr(fn))
-            if str(getattr(fn, "__module__", "")).startswith("tilec.language"):  # a T.* primitive, as the user wrote it
+            if module.startswith("tilec.language"):  # a T.* primitive, as the user wrote it
                 name = f"T.{fn.__name__}"
-            raise TilecTypeError(f"calling {name}: {type(e).__name__}: {e}") from e
+            elif module and module != "builtins":
+                name = f"{module}.{name}"
+            value = next((a for a in [*args, *kwargs.values()] if isinstance(self.rvalue(a), Expr)), None)
+            hint = ""
+            if value is not None and not module.startswith("tilec"):
+                hint = (f"; {value} is a kernel value, which a Python function gets as an expression when the kernel "
+                        "is parsed, not as a number: use T.* functions on kernel values (T.exp, T.sqrt, T.max, ...)")
+            raise TilecTypeError(f"calling {name}: {type(e).__name__}: {e}{hint}") from e
 
     def python_eval(self, node: ast.expr) -> Any:
         """Comprehensions, lambdas, f-strings: evaluated as plain Python over the current names."""
