@@ -2193,3 +2193,24 @@ def test_math_on_tiles_and_python_math_on_kernel_values_say_what_to_use(form, me
                             B[i] = np.exp(A[i])  # math-np-exp
 
     assert_points_at(ei.value, f"math-{form}")
+
+
+@pytest.mark.parametrize("form", ["list", "dict", "array"])
+def test_a_python_container_indexed_by_a_kernel_value_says_so(form):
+    """`scales[k]` with k a run-time loop index failed with Python's 'list indices must be integers or slices, not
+    Var' (a dict: "KeyError: <Var k: int32>"; a numpy array: 'only integers, slices ... are valid indices'), which
+    did not say that the container is indexed when the kernel is parsed. Now it does, and what to write instead."""
+    table = {"list": [1.0, 2.0, 3.0, 4.0], "dict": {k: k + 1.0 for k in range(4)},
+             "array": np.arange(1.0, 5.0)}[form]
+    kind = {"list": "list", "dict": "dict", "array": "ndarray"}[form]
+    with pytest.raises(TilecTypeError, match=rf"`table\[k\]`: table is a Python {kind}, indexed when the kernel is "
+                                             r"parsed, but the index k is a kernel value, known only when the kernel "
+                                             r"runs .* \(`for k in list\(range\(n\)\)` unrolls\)") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for k in range(4):
+                    A[k] = A[k] * table[k]  # table-index
+
+    assert_points_at(ei.value, "table-index")

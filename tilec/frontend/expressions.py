@@ -15,6 +15,8 @@ from collections import ChainMap
 from types import GeneratorType
 from typing import Any
 
+import numpy as np
+
 from tilec.errors import SourceLoc, TilecError, TilecSyntaxError, TilecTypeError
 from tilec.frontend.builder import Builder
 from tilec.frontend.scopes import ScopeTracker, Undefined
@@ -157,6 +159,14 @@ class ExprParser(ScopeTracker):
                 raise attach_loc(e, self.src.loc(node)) from None
         if isinstance(base, Expr):
             raise TilecTypeError(f"`{ast.unparse(node.value)}` is a scalar kernel value and cannot be indexed")
+        run_time = next((k for k in _key_parts(key) if isinstance(k, Expr) and not isinstance(k, Const)), None)
+        if run_time is not None and isinstance(base, (list, tuple, dict, str, range, np.ndarray)):
+            raise TilecTypeError(
+                f"`{ast.unparse(node)}`: {ast.unparse(node.value)} is a Python {type(base).__name__}, indexed when the "
+                f"kernel is parsed, but the index {run_time} is a kernel value, known only when the kernel runs (a "
+                "T.serial/range loop or block index); loop over a Python list to index at parse time (`for k in "
+                "list(range(n))` unrolls), or keep the values in a buffer (a T.Tensor argument, or a fragment "
+                "filled in the kernel)")
         try:
             return base[key]
         except Exception as e:
@@ -414,6 +424,14 @@ def _as_text(v: Any, what: str) -> Any:
                              f"expression {str(v)!r}, not its value at run time; print run-time values with "
                              "T.print(value, msg)")
     return v
+
+
+def _key_parts(key: Any) -> list:
+    """The indices and slice bounds of a subscript key."""
+    out = []
+    for k in key if isinstance(key, tuple) else (key,):
+        out.extend((k.start, k.stop, k.step) if isinstance(k, slice) else (k,))
+    return out
 
 
 def _tile_name(v: Any) -> str | None:
