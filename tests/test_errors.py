@@ -2214,3 +2214,27 @@ def test_a_python_container_indexed_by_a_kernel_value_says_so(form):
                     A[k] = A[k] * table[k]  # table-index
 
     assert_points_at(ei.value, "table-index")
+
+
+def test_eager_const_symbols_misused_say_how_to_write_them():
+    """`A: T.Tensor[[N * 2], ...]` with N a T.const bound by that annotation failed with Python's "unsupported
+    operand type(s) for *: 'ConstSymbol' and 'int'"; T.const(8) with "'int' object has no attribute 'replace'" and
+    T.const("") gave an empty tuple (a 'dimension ()' error later)."""
+
+    @tilec.jit(target="cpu")
+    def f(A):
+        N = T.const("N")
+        A: T.Tensor[[N * 2], T.float32]  # const-expr
+        B = T.empty((N,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(N):
+                B[i] = A[2 * i]
+        return B
+
+    with pytest.raises(TilecTypeError, match=r"the T.const 'N' is bound by this annotation from the argument's shape, "
+                                             r"so a dimension must be the symbol itself") as ei:
+        f(np.ones(8, np.float32))
+    assert_points_at(ei.value, "const-expr")
+    for names in (8, "", "M 2N"):
+        with pytest.raises(TilecTypeError, match=r"T.const takes the names of its symbols in one string"):
+            T.const(names)

@@ -174,6 +174,12 @@ class ExprParser(ScopeTracker):
 
     def binary(self, op: type, a: Any, b: Any) -> Any:
         a, b = self.rvalue(a), self.rvalue(b)
+        unbound = next((v for v in (a, b) if isinstance(v, ConstSymbol) and v.value is None), None)
+        if unbound is not None:  # in the annotation that binds it: Python's 'unsupported operand type(s)' came out
+            raise TilecTypeError(f"the T.const {unbound.name!r} is bound by this annotation from the argument's shape, "
+                                 f"so a dimension must be the symbol itself, not an expression of it; annotate "
+                                 f"{unbound.name} alone (`T.Tensor[[{unbound.name}], ...]`) and compute sizes from it "
+                                 "after the annotation")
         tile = _tile_name(a) or _tile_name(b)
         if tile:
             if op is ast.MatMult:

@@ -108,7 +108,10 @@ class ConstSymbol:
 
 def const(names: str) -> ConstSymbol | tuple[ConstSymbol, ...]:
     """``M, N = T.const("M N")`` (names separated by spaces or commas)."""
-    parts = [p for p in names.replace(",", " ").split() if p]
+    parts = [p for p in names.replace(",", " ").split() if p] if isinstance(names, str) else []
+    if not parts or not all(p.isidentifier() for p in parts):
+        raise TilecTypeError(f"T.const takes the names of its symbols in one string, separated by spaces or commas "
+                             f"(M, N = T.const(\"M N\")), got {names!r}")
     syms = tuple(ConstSymbol(p) for p in parts)
     return syms[0] if len(syms) == 1 else syms
 
