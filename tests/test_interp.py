@@ -1246,3 +1246,35 @@ def test_constant_shifts_and_float_divisions_by_zero_fold_as_they_run(target):
     np.testing.assert_array_equal(o2, o)
     np.testing.assert_array_equal(f, [np.inf, np.nan, 0.5])
     np.testing.assert_array_equal(f2, f)
+
+
+def bool_arithmetic_kernel(n: int = 64):
+    """Sums, differences, products, floor divisions, shifts and negations of bools, read as ints and scaled."""
+
+    @T.prim_func
+    def main(A: T.Tensor((n,), "bool"), B: T.Tensor((n,), "bool"), O: T.Tensor((n, 7), "int32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(n):
+                O[i, 0] = T.cast(A[i] + B[i], "int32")
+                O[i, 1] = T.cast(A[i] - B[i], "int32")
+                O[i, 2] = (A[i] + B[i]) * 3 + A[i] * B[i]
+                O[i, 3] = T.cast(A[i] + True, "int8")
+                O[i, 4] = T.if_then_else(B[i], A[i] // B[i] + A[i] % B[i] * 5, 7)
+                O[i, 5] = (A[i] << B[i]) + (A[i] >> B[i]) * 5
+                O[i, 6] = T.cast(-(A[i] - B[i]), "int32")
+
+    return main
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_arithmetic_of_bools_is_int_arithmetic(rng, target):
+    """Arithmetic on two bools is an int, as in Python and C (True + True is 2, True - False is 1): CUDA computed
+    C's int, while the interpreters kept a bool (numpy's logical or for +, 1 for True + True) and failed on `-`
+    (numpy's bare 'boolean subtract is not supported')."""
+    a, b = rng.integers(0, 2, 64).astype(bool), rng.integers(0, 2, 64).astype(bool)
+    a[:4], b[:4] = [True, True, False, False], [True, False, True, False]
+    o = poisoned((64, 7), "int32")
+    tilec.JITKernel(bool_arithmetic_kernel(), target)(a, b, o)
+    x, y = a.astype(np.int32), b.astype(np.int32)
+    want = [x + y, x - y, (x + y) * 3 + x * y, x + 1, np.where(b, x, 7), (x << y) + (x >> y) * 5, y - x]
+    np.testing.assert_array_equal(o, np.stack(want, axis=1))

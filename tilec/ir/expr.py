@@ -314,6 +314,8 @@ def _result_dtype(op: str, a: Expr, b: Expr) -> tuple[DType, DType]:
                              "division or cast an operand to a float type")
     if op in ("&", "|", "^", "<<", ">>") and not (common.is_int or common.is_bool):
         raise TilecTypeError(f"bitwise `{op}` needs integer operands, got {a.dtype} and {b.dtype}")
+    if common.is_bool and op in ("+", "-", "*", "//", "%", "<<", ">>"):  # an int, as in Python and C: True + True
+        return dt.int32, dt.int32  # is 2 (numpy's bool sum is their logical or, and it has no bool subtraction)
     return common, common
 
 
@@ -373,6 +375,8 @@ def unop(op: str, a: ExprLike) -> Expr:
         if isinstance(x, Const):
             return const(not x.value)
         return UnOp("not", x, dt.boolean)
+    if op == "-" and x.dtype.is_bool:  # Python's -True is -1: an int (as the frontend negates a bool)
+        x = cast(dt.int32, x)
     if isinstance(x, Const):
         if op == "~" and x.dtype.is_bool:  # ~ of a bool is its logical not, as interpreted (~1 is -2: true)
             return const(not x.value)
