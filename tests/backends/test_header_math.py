@@ -269,3 +269,68 @@ def test_hip_float_to_int_matches_the_interpreters(tmp_path):
                 if int(got) != want:
                     bad.append((src_type, float(v), t, int(got), want))
     assert not bad, f"{len(bad)} differ (source, value, type, got, want): {bad[:6]}"
+
+
+_INT_EXPR_DRIVER = r"""
+#include <cmath>
+#include <cstdio>
+using std::copysign; using std::floor; using std::fmod; using std::fmin; using std::fmax;
+#define __device__
+#define __forceinline__ inline
+namespace tl {
+%s
+}
+int main() {
+  for (int i = 0; i < %d; ++i) {
+%s
+    std::printf("\n");
+  }
+}
+"""
+
+
+def _emitted_int_exprs(exprs: list, i, n: int, tmp_path) -> np.ndarray:
+    """The values of integer expressions of ``i`` (a thread or loop index: the emitter knows it is not negative) for
+    ``i`` in ``range(n)``, as the CUDA emitter prints them, compiled for the host (C++'s integer semantics are CUDA's):
+    an array of shape (n, len(exprs))."""
+    from tilec.backends.cemit import CEmitter
+    from tilec.backends.cuda.table import CUDA
+
+    em = CEmitter(CUDA, nonneg={id(i)})
+    assert em.names(i) == "i"
+    helpers = COMMON[: COMMON.index("__device__ __forceinline__ float sigmoid")]  # min/max, divisions, shifts
+    prints = "\n".join(f'    std::printf("%lld ", (long long)({em.e(e)}));' for e in exprs)
+    src, exe = tmp_path / "ints.cpp", tmp_path / "ints"
+    src.write_text(_INT_EXPR_DRIVER % (helpers, n, prints))
+    subprocess.run([CXX, "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")[:n]
+    return np.array([[int(v) for v in line.split()] for line in out], np.int64)
+
+
+def test_floor_division_of_narrow_ints_that_wrap_negative(tmp_path):
+    """``//`` and ``%`` of operands the emitter takes for non-negative print as C's ``/`` and ``%`` (which truncate);
+    an 8- or 16-bit sum or product of non-negative values, or a non-negative int narrowed by a cast, wraps negative
+    in its type (as interpreted): ``T.cast(i, "int8") * 4 // 3`` for i = 38 (-104 // 3) gave -34 in CUDA, not -35,
+    and its ``% 3`` -2, not 1. Such operands now go through tl::floordiv / tl::floormod."""
+    from tilec import dtypes as dt
+    from tilec.ir.expr import Var, binop, cast, const
+
+    n = 256
+    i = Var("i", dt.int32)
+    i8, i16 = cast(dt.int8, i), cast(dt.int16, i)
+    exprs = [
+        binop("//", binop("*", i8, const(4, dt.int8)), const(3, dt.int8)),
+        binop("%", binop("*", i8, const(4, dt.int8)), const(3, dt.int8)),
+        binop("//", binop("+", i8, const(100, dt.int8)), const(7, dt.int8)),
+        binop("%", cast(dt.int8, binop("*", i, 4)), const(3, dt.int8)),
+        binop("//", binop("*", i16, const(300, dt.int16)), const(7, dt.int16)),
+        binop("//", cast(dt.int32, cast(dt.uint8, i)), 3),  # in range: C's / stays
+    ]
+    got = _emitted_int_exprs(exprs, i, n, tmp_path)
+    x = np.arange(n)
+    wrap8 = lambda v: (v + 128) % 256 - 128  # noqa: E731
+    wrap16 = lambda v: (v + 2**15) % 2**16 - 2**15  # noqa: E731
+    want = np.stack([wrap8(wrap8(x) * 4) // 3, wrap8(wrap8(x) * 4) % 3, wrap8(wrap8(x) + 100) // 7, wrap8(x * 4) % 3,
+                     wrap16(wrap16(x) * 300) // 7, x // 3], axis=1)
+    bad = np.argwhere(got != want)
+    assert not bad.size, [(int(r), int(c), int(got[r, c]), int(want[r, c])) for r, c in bad[:8]]

@@ -406,11 +406,13 @@ class CEmitter:
             return e.value >= 0
         if isinstance(e, Var):
             return id(e) in self.nonneg
+        if isinstance(e, BinOp) and e.op in ("+", "*") and e.dtype.bits < 32:
+            return False  # an 8- or 16-bit sum or product wraps in its type (as interpreted): 100 + 100 is -56
         if isinstance(e, BinOp) and e.op in ("+", "*", "//", "%", "min", "max", "&", ">>"):
             return self.is_nonneg(e.a) and self.is_nonneg(e.b)
         if isinstance(e, Cast) and e.dtype.is_int and e.value.dtype.is_int:
-            if e.value.dtype.kind == "uint" and e.dtype.bits <= e.value.dtype.bits:
-                return False  # an unsigned value of the top bit set wraps negative
+            if e.dtype.bits < e.value.dtype.bits or e.value.dtype.kind == "uint" and e.dtype.bits == e.value.dtype.bits:
+                return False  # narrowed, or an unsigned value of the top bit set: it may wrap negative
             return self.is_nonneg(e.value)
         if isinstance(e, Table):
             return min(e.values) >= 0
