@@ -302,7 +302,8 @@ def _emitted_int_exprs(exprs: list, i, n: int, tmp_path) -> np.ndarray:
     prints = "\n".join(f'    std::printf("%lld ", (long long)({em.e(e)}));' for e in exprs)
     src, exe = tmp_path / "ints.cpp", tmp_path / "ints"
     src.write_text(_INT_EXPR_DRIVER % (helpers, n, prints))
-    subprocess.run([CXX, "-O2", "-o", str(exe), str(src)], check=True, capture_output=True)
+    built = subprocess.run([CXX, "-O2", "-o", str(exe), str(src)], capture_output=True, text=True)
+    assert built.returncode == 0, f"the emitted expressions do not compile:\n{built.stderr[-3000:]}"
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split("\n")[:n]
     return np.array([[int(v) for v in line.split()] for line in out], np.int64)
 
@@ -332,5 +333,32 @@ def test_floor_division_of_narrow_ints_that_wrap_negative(tmp_path):
     wrap16 = lambda v: (v + 2**15) % 2**16 - 2**15  # noqa: E731
     want = np.stack([wrap8(wrap8(x) * 4) // 3, wrap8(wrap8(x) * 4) % 3, wrap8(wrap8(x) + 100) // 7, wrap8(x * 4) % 3,
                      wrap16(wrap16(x) * 300) // 7, x // 3], axis=1)
+    bad = np.argwhere(got != want)
+    assert not bad.size, [(int(r), int(c), int(got[r, c]), int(want[r, c])) for r, c in bad[:8]]
+
+
+def test_max_and_min_of_narrow_and_unsigned_ints_compile_and_match(tmp_path):
+    """``T.max`` / ``T.min`` of an 8/16-bit or unsigned int and a constant (``T.max(x, 0)``), or an expression C
+    computes in int (``a & b``, ``a // b``), printed as tl::max(short, int): no instance of the template matched and
+    the kernel did not compile (CUDA and HIP). The template's argument is now named."""
+    from tilec import dtypes as dt
+    from tilec.ir.expr import Var, binop, cast, const
+
+    n = 256
+    i = Var("i", dt.int32)
+    exprs = []
+    for d in (dt.int8, dt.uint8, dt.int16, dt.uint16, dt.uint32, dt.int64, dt.uint64):
+        v = binop("-", cast(d, i), const(100, d))  # wraps below zero where signed, around where unsigned
+        exprs += [binop("max", v, const(0, d)), binop("min", const(5, d), v),
+                  binop("max", binop("&", v, const(-4 if d.kind == "int" else 252, d)), binop("//", v, const(3, d)))]
+    got = _emitted_int_exprs(exprs, i, n, tmp_path)
+    x = np.arange(n)
+    want = []
+    for d in (np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.int64, np.uint64):
+        with np.errstate(over="ignore"):
+            v = x.astype(d) - d(100)
+            mask = d(-4) if np.iinfo(d).min else d(252)
+            want += [np.maximum(v, d(0)), np.minimum(d(5), v), np.maximum(v & mask, v // d(3))]
+    want = np.stack([w.astype(np.int64) for w in want], axis=1)  # uint64 as C's (long long) conversion: its bits
     bad = np.argwhere(got != want)
     assert not bad.size, [(int(r), int(c), int(got[r, c]), int(want[r, c])) for r, c in bad[:8]]

@@ -497,8 +497,8 @@ class CEmitter:
             if x.dtype.is_float and x.dtype.bits < 32:  # fminf / fmaxf, NaN skipped (the template's a < b ? b : a
                 return f"{self.ctype(x.dtype)}({fn}(static_cast<float>({self.e(x.a)}), " \
                        f"static_cast<float>({self.e(x.b)})))"  # kept a NaN first operand only)
-            if x.dtype.is_int and x.dtype.bits < 32:  # C makes ints of narrow constants, selects, ...: no deduction
-                fn += f"<{self.ctype(x.dtype)}>"
+            if not x.dtype.is_float and (x.dtype.bits < 32 or x.dtype.kind == "uint"):  # C types an int literal, and a
+                fn += f"<{self.ctype(x.dtype)}>"  # narrow int's sum or quotient, int: the template's type is named
             return f"{fn}({self.e(x.a)}, {self.e(x.b)})"
         if x.op in ("//", "%"):
             if x.a.dtype.is_int:
