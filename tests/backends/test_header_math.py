@@ -362,3 +362,54 @@ def test_max_and_min_of_narrow_and_unsigned_ints_compile_and_match(tmp_path):
     want = np.stack([w.astype(np.int64) for w in want], axis=1)  # uint64 as C's (long long) conversion: its bits
     bad = np.argwhere(got != want)
     assert not bad.size, [(int(r), int(c), int(got[r, c]), int(want[r, c])) for r, c in bad[:8]]
+
+
+_DOUBLE_EXPR_DRIVER = r"""
+#include <cmath>
+#include <cstdio>
+using std::copysign; using std::floor; using std::fmod; using std::fmin; using std::fmax;
+#define __device__
+#define __forceinline__ inline
+namespace tl {
+%s
+}
+int main() {
+  double v;
+  while (std::scanf("%%la", &v) == 1) {
+    const double x = v;
+%s
+    std::printf("\n");
+  }
+}
+"""
+
+
+def test_double_infinity_and_nan_constants_are_doubles(tmp_path):
+    """A float64 infinity or NaN constant printed as INFINITY / NAN, which C types float: T.max(x, -inf) of a double
+    was tl::max(double, float), no instance of the template matched and the kernel did not compile (CUDA and HIP;
+    the same for // and % by an infinity). They print as doubles; the host compiler checks the values too."""
+    from tilec import dtypes as dt
+    from tilec.backends.cemit import CEmitter
+    from tilec.backends.cuda.table import CUDA
+    from tilec.ir.expr import Var, binop, const
+
+    x = Var("x", dt.float64)
+    inf, nan = const(np.inf, dt.float64), const(np.nan, dt.float64)
+    ninf = const(-np.inf, dt.float64)
+    exprs = [binop("max", x, ninf), binop("min", inf, x), binop("max", nan, x), binop("//", x, inf),
+             binop("%", x, ninf), binop("+", x, nan)]
+    em = CEmitter(CUDA)
+    helpers = COMMON[: COMMON.index("__device__ __forceinline__ float sigmoid")]
+    prints = "\n".join(f'    std::printf("%a ", (double)({em.e(e)}));' for e in exprs)
+    src, exe = tmp_path / "dbl.cpp", tmp_path / "dbl"
+    src.write_text(_DOUBLE_EXPR_DRIVER % (helpers, prints))
+    built = subprocess.run([CXX, "-O2", "-o", str(exe), str(src)], capture_output=True, text=True)
+    assert built.returncode == 0, f"the emitted expressions do not compile:\n{built.stderr[-3000:]}"
+    values = np.array([0.0, -0.0, 1.5, -2.5, 1e300, -1e-300, np.inf, -np.inf, np.nan])
+    out = subprocess.run([str(exe)], input="".join(f"{float(v).hex()}\n" for v in values), capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    got = np.array([[float.fromhex(t) if "nan" not in t else np.nan for t in line.split()] for line in out[:9]])
+    with np.errstate(all="ignore"):
+        want = np.stack([np.fmax(values, -np.inf), np.fmin(np.inf, values), np.fmax(np.nan, values),
+                         np.floor_divide(values, np.inf), np.remainder(values, -np.inf), values + np.nan], axis=1)
+    np.testing.assert_array_equal(got, want)

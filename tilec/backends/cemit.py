@@ -487,6 +487,8 @@ class CEmitter:
             text = "NAN"
         else:
             text = repr(_literal_value(float(v), c.dtype)) + ("" if c.dtype is dt.float64 else "f")
+        if c.dtype is dt.float64 and not math.isfinite(v):  # INFINITY and NAN are floats: tl::max(double, float)
+            return f"static_cast<double>({text})"  # matched no template
         if c.dtype in (dt.float32, dt.float64):
             return text
         return f"{self.ctype(c.dtype)}({text})"
