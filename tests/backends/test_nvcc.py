@@ -566,3 +566,27 @@ def test_max_and_min_of_narrow_ints_with_constants_and_bit_operations_compile(tm
     tilec.JITKernel(main, "simt:sm_80")(a, b, o)
     want = np.stack([np.minimum(a, 18), np.maximum(a & b, a ^ b), np.maximum(np.where(a > b, a, 3), b)], axis=1)
     np.testing.assert_array_equal(o, want.astype(dtype))
+
+
+def test_atomic_add_of_a_constant_to_an_unsigned_int_compiles(tmp_path, rng):
+    """T.atomic_add(U[i], 1) on a uint32 tensor printed tl::atomic_add(&U[...], 1): the template's two arguments
+    deduced unsigned and int, and nvcc found no instance of tl::atomic_add. A uint32 constant is an unsigned literal
+    (1u); the thread interpreter's sums are checked too."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(U: T.Tensor((4,), "uint32"), V: T.Tensor((4,), "uint64"), S: T.Tensor((64,), "uint32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                T.atomic_add(U[i % 4], 3)
+                T.atomic_add(V[i % 4], 2**40)
+                S[i] = T.max(S[i], 7) + 1
+
+    source = tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    compile_cuda(source, tmp_path)
+    u, v = rng.integers(0, 2**32, 4, dtype=np.uint32), rng.integers(0, 2**63, 4, dtype=np.uint64)
+    s = rng.integers(0, 2**32, 64, dtype=np.uint32)
+    want = (u + np.uint32(48), v + np.uint64(16 * 2**40), np.maximum(s, np.uint32(7)) + np.uint32(1))
+    tilec.JITKernel(main, "simt:sm_80")(u, v, s)
+    for got, w in zip((u, v, s), want):
+        np.testing.assert_array_equal(got, w)

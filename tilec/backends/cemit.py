@@ -474,8 +474,9 @@ class CEmitter:
             return "true" if v else "false"
         if c.dtype.is_int:
             v = int(v)
-            if c.dtype.kind == "uint":  # unsigned literals: a signed one >= 2**63 (or long for >= 2**31) is not
-                return f"{v}ull" if c.dtype.bits == 64 else (f"{v}u" if v >= 1 << 31 else str(v))
+            if c.dtype.kind == "uint":  # unsigned literals (a signed one >= 2**63, or long for >= 2**31, is not; an
+                # int 1 beside an unsigned matched no template: tl::atomic_add(unsigned*, int))
+                return f"{v}ull" if c.dtype.bits == 64 else (f"{v}u" if c.dtype.bits == 32 else str(v))
             bits = 64 if c.dtype.bits == 64 else 32
             suffix = "LL" if bits == 64 else ""
             if v == -(1 << (bits - 1)):  # -2**63 as a literal is -(2**63), whose 2**63 C takes as unsigned (and
