@@ -138,3 +138,27 @@ def test_invert_of_a_bool_is_the_logical_not_as_interpreted(target):
     tilec.compile(main, target="cpu")(a, b, m)
     np.testing.assert_array_equal(b, a <= 0)
     np.testing.assert_array_equal(m, (a <= 0) & (a > -3))
+
+
+@pytest.mark.parametrize("target", ["cuda:sm_80", "hip:gfx90a"])
+def test_a_constant_beyond_its_16_bit_type_prints_without_numpy_warnings(target):
+    """A float16 or bfloat16 constant beyond the type's range (x + 70000.0 beside a half is inf) made the emitter
+    print numpy's 'RuntimeWarning: overflow encountered in cast' from tilec/backends/cemit.py while generating the
+    kernel; it prints the constant (as inf, as the interpreters compute it) silently."""
+    import warnings
+
+    from tilec.dtypes import bfloat16
+
+    @T.prim_func
+    def main(X: T.Tensor((64,), "float16"), Y: T.Tensor((64,), "bfloat16"), Z: T.Tensor((64, 2), "float32")):
+        with T.Kernel(1, threads=64) as _:
+            for i in T.Parallel(64):
+                Z[i, 0] = X[i] + 70000.0
+                Z[i, 1] = Y[i] * 1e39
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tilec.JITKernel(main, target).get_kernel_source()
+        z = np.zeros((64, 2), np.float32)
+        tilec.JITKernel(main, "cpu")(np.ones(64, np.float16), np.ones(64, bfloat16.np), z)
+    assert np.isposinf(z).all()

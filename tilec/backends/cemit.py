@@ -177,12 +177,13 @@ def _literal_value(v: float, d: DType) -> float:
 
         top = float(ml_dtypes.finfo(d.np).max)
         return float(np.asarray(min(max(v, -top), top)).astype(d.np))
-    f = np.float32(v)
-    other = np.nextafter(f, np.float32(np.inf if v > float(f) else -np.inf))
-    x = np.asarray(v)
-    rounded = float((dt.float32_to_odd(x) if d is dt.bfloat16 else x).astype(d.np))  # as the interpreters round
-    tie = float(f) != v and (float(f) + float(other)) / 2 == v
-    return rounded if tie or rounded != float(np.asarray(f).astype(d.np)) else v
+    with np.errstate(over="ignore"):  # beyond the type's range: inf, as interpreted (numpy warned of it)
+        f = np.float32(v)
+        other = np.nextafter(f, np.float32(np.inf if v > float(f) else -np.inf))
+        x = np.asarray(v)
+        rounded = float((dt.float32_to_odd(x) if d is dt.bfloat16 else x).astype(d.np))  # as the interpreters round
+        tie = float(f) != v and (float(f) + float(other)) / 2 == v
+        return rounded if tie or rounded != float(np.asarray(f).astype(d.np)) else v
 
 
 class CEmitter:
