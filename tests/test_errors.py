@@ -586,9 +586,9 @@ def test_a_hand_schedule_running_a_write_before_the_next_iterations_read_is_refu
 
     main = _carried_tile([0, 1], None)
     line = line_of("carried-copy")
-    with pytest.raises(TilecValueError, match=rf"the statements at lines {line - 2} \(stage 0\) and {line} \(stage 1\) "
-                                              r"both use 'X_s' \(one writes it\), and the schedule changes which runs "
-                                              "first") as ei:
+    with pytest.raises(TilecValueError, match=rf"the statements at line {line - 2} \(stage 0\) and line {line} "
+                                              r"\(stage 1\) both use 'X_s' \(one writes it\), and the schedule "
+                                              "changes which runs first") as ei:
         tilec.JITKernel(main, target, None).report()
     assert_points_at(ei.value, "carried-copy")
     a, c = randn(rng, (64, 8), "float32"), poisoned((16, 8), "float32")

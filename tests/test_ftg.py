@@ -521,3 +521,75 @@ def test_a_node_from_a_macro_of_another_file_names_that_file(tmp_path, monkeypat
     b = np.full(64, np.nan, np.float32)
     kernel(a, b)
     np.testing.assert_allclose(b, a.astype(np.float64) * 2.0, rtol=1e-6)
+
+
+_MACROS = '''import tilec.language as T
+
+
+@T.macro
+def staged_sum(A, S, acc, bx):
+    for k in T.Pipelined(4, num_stages=2):
+        T.copy(A[bx * 64, k * 32], S)
+        for i, j in T.Parallel(64, 32):
+            acc[i, j] += S[i, j]
+
+
+@T.macro
+def reversed_stages(A, S, acc, bx):
+    for k in T.Pipelined(4, num_stages=2, stage=[1, 0], order=[0, 1]):
+        T.copy(A[bx * 64, k * 32], S)
+        for i, j in T.Parallel(64, 32):
+            acc[i, j] += S[i, j]
+'''
+
+
+def test_notes_comments_and_errors_of_a_macro_of_another_file_name_that_file(tmp_path, monkeypatch):
+    """The report's notes ('T.Pipelined at line 6'), the `// line 8:` comments of the generated CUDA and the
+    messages of pass errors gave a bare line number for a statement of a T.macro defined in another file: a line of
+    the macro's file, read as one of the kernel's. They now name the file ('helpers_where.py:6'), as the FTG does;
+    the kernel's own statements keep 'line N'."""
+    import importlib
+
+    import numpy as np
+
+    from tilec.passes.cost_model import estimate_kernel
+
+    (tmp_path / "helpers_where.py").write_text(_MACROS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    helpers = importlib.import_module("helpers_where")
+
+    def kernel(macro):
+        @T.prim_func
+        def main(A: T.Tensor((128, 128), "float32"), B: T.Tensor((128, 32), "float32")):
+            with T.Kernel(2, threads=128) as bx:
+                S = T.alloc_shared((64, 32), "float32")
+                acc = T.alloc_fragment((64, 32), "float32")
+                T.clear(acc)
+                macro(A, S, acc, bx)
+                T.copy(acc, B[bx * 64, 0])
+
+        return main
+
+    main = kernel(helpers.staged_sum)
+    jk = tilec.JITKernel(main, "cuda:sm_80")
+    source, report = jk.get_kernel_source(), jk.report()
+    own = jk.ftg.node("n0")["line"]  # T.clear(acc), a line of this file
+    assert f"// line {own}: T.fill(acc, 0.0)" in source
+    assert "// helpers_where.py:8: T.Parallel" in source and "// line 8: T.Parallel" not in source, source
+    assert "// helpers_where.py:7: T.async_copy(" in source and "// line 7: T.async_copy(" not in source
+    assert "note: T.Pipelined at helpers_where.py:6: 2 stages" in report, report
+    assert "at line 6" not in report, report
+    table = estimate_kernel(main, "cuda:sm_80").ops_table()
+    assert re.search(r"^n\d+\s+parallel\s+helpers_where\.py:8 ", table, re.M), table
+    assert re.search(rf"^n0\s+fill\s+{own} ", table, re.M), table
+
+    with pytest.raises(tilec.TilecError) as e:
+        tilec.compile(kernel(helpers.reversed_stages), target="simt:sm_80").compile()
+    assert e.value.loc.file == str(tmp_path / "helpers_where.py") and e.value.loc.line == 16, e.value
+    assert e.value.message.startswith("T.Pipelined at helpers_where.py:14: the statement at helpers_where.py:16 "
+                                      "(stage 0) reads what the one at helpers_where.py:15 (stage 1) writes"), e.value
+
+    a = np.random.default_rng().standard_normal((128, 128)).astype(np.float32)
+    b = np.full((128, 32), np.nan, np.float32)
+    tilec.compile(main, target="simt:sm_80")(a, b)
+    np.testing.assert_allclose(b, a.astype(np.float64).reshape(128, 4, 32).sum(axis=1), rtol=1e-5, atol=1e-5)

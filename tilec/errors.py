@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import linecache
+import os
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class SourceLoc:
-    """A position in the user's kernel source."""
+    """A position in the user's kernel source.
+
+    ``kernel_file`` is the file of the kernel a ``T.macro`` of another file was inlined into ('' for the kernel's
+    own lines): :func:`where` then names ``file``, whose line number alone would read as one of the kernel's.
+    """
 
     file: str
     line: int
     col: int = 0
     func: str = ""
+    kernel_file: str = ""
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col + 1}"
@@ -24,6 +30,16 @@ class SourceLoc:
         if not text:
             return ""
         return f"    {text}\n    {' ' * self.col}^"
+
+
+def where(loc: SourceLoc | None) -> str:
+    """Where a statement is, for notes, messages and comments that name it: 'line 12' for a line of the kernel's own
+    file, 'helpers.py:7' for one of a ``T.macro`` defined in another file ('line 0' for a node with no location)."""
+    if loc is None:
+        return "line 0"
+    if loc.kernel_file and loc.kernel_file != loc.file:
+        return f"{os.path.basename(loc.file)}:{loc.line}"
+    return f"line {loc.line}"
 
 
 class TilecError(Exception):

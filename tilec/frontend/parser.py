@@ -23,7 +23,7 @@ import ast
 from collections import ChainMap
 from typing import Any
 
-from tilec.errors import TilecError, TilecSyntaxError, TilecTypeError, TilecValueError
+from tilec.errors import TilecError, TilecSyntaxError, TilecTypeError, TilecValueError, where
 from tilec.frontend.builder import Builder, KernelFrame, seq
 from tilec.frontend.expressions import _ACTIVE, ExprParser, Macro, attach_loc
 from tilec.frontend.scopes import reads_written, writes_of
@@ -99,7 +99,7 @@ class Parser(ExprParser):
                 raise TilecSyntaxError(f"`{what}` statements are not supported in a kernel; supported: {_SUPPORTED}")
             handler(node)
             for s in frame[emitted:]:
-                self.note_writes(s, loc.line)
+                self.note_writes(s, where(loc))
         except TilecError as e:
             raise attach_loc(e, loc) from None
         finally:
@@ -304,7 +304,7 @@ class Parser(ExprParser):
         if not isinstance(cond, Expr):
             self.block(node.body if cond else node.orelse)
             return
-        what = f"the `if` at line {node.lineno}"
+        what = f"the `if` at {where(self.src.loc(node))}"
         with self.b.frame() as then, self.runtime_body(what, is_loop=False) as then_body:
             self.block(node.body)
         other = None
@@ -382,10 +382,11 @@ class Parser(ExprParser):
                                    f"{len(names)} name(s)")
         vs = [Var(n) for n in names]
         ctor = spec.ctor
+        what = f"the {ctor} loop at {where(self.src.loc(node))}"
         if spec.kind == "parallel":
             self.b.parallel_depth += 1
         try:
-            with self.b.frame() as body, self.runtime_body(f"the {ctor} loop at line {node.lineno}", True) as rb:
+            with self.b.frame() as body, self.runtime_body(what, True) as rb:
                 for n, v, start, step in zip(names, vs, spec.starts, spec.steps):
                     self.bind(n, v if (isinstance(start, int) and start == 0 and step == 1) else start + v * step)
                 self.block(node.body)
@@ -425,6 +426,7 @@ class Parser(ExprParser):
     # ----------------------------------------------------------------------------------------------- expressions
 
     def inline(self, macro: Macro, args: tuple | list, kwargs: dict) -> Any:
+        import dataclasses
         import inspect
 
         from tilec.frontend.source import function_env, function_source
@@ -434,7 +436,8 @@ class Parser(ExprParser):
         except TypeError as e:
             raise TilecTypeError(f"macro {macro.__name__!r}: {e}") from None
         bound.apply_defaults()
-        sub = Parser(function_source(macro.fn), function_env(macro.fn), self.b, dict(bound.arguments))
+        src = dataclasses.replace(function_source(macro.fn), kernel_file=self.src.kernel_file or self.src.file)
+        sub = Parser(src, function_env(macro.fn), self.b, dict(bound.arguments))
         self.b.macro_depth += 1
         try:
             return sub.run_body()

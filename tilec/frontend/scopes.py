@@ -38,7 +38,7 @@ _MISSING = object()
 class RuntimeBody:
     """A loop body or a branch of a run-time ``if`` being parsed."""
 
-    what: str  # e.g. "the T.serial loop at line 12"
+    what: str  # e.g. "the T.serial loop at line 12" (at helpers.py:7 in a T.macro of another file)
     is_loop: bool
     before: dict[str, Any]  # the bindings when the body began
     assigned: set[str] = field(default_factory=set)
@@ -69,14 +69,14 @@ class Undefined:
 class Stale(Undefined):
     """The binding of a name whose kernel expression reads an element that a later statement stored to."""
 
-    def __init__(self, name: str, buffer: Buffer, line: int) -> None:
+    def __init__(self, name: str, buffer: Buffer, where: str) -> None:
         self.name = name
         self.buffer = buffer
-        self.line = line
+        self.where = where
 
     def error(self) -> TilecSyntaxError:
         n, b = self.name, self.buffer.name
-        return TilecSyntaxError(f"{n!r} reads {b}, which the statement at line {self.line} stored to after {n!r} was "
+        return TilecSyntaxError(f"{n!r} reads {b}, which the statement at {self.where} stored to after {n!r} was "
                                 f"assigned: a name bound to a kernel expression is evaluated where it is used, so it "
                                 f"would read the new value, not the one assigned; keep the value in a T.alloc_var (or "
                                 f"a fragment inside T.Parallel) before the store, or use {n!r} before it")
@@ -145,9 +145,10 @@ class ScopeTracker:
             body.assigned.add(name)
         self.local[name] = value
 
-    def note_writes(self, stmt: Stmt, line: int) -> None:
-        """After the statement at ``line`` emitted ``stmt``: names reading what it wrote become :class:`Stale`; a name
-        bound before an enclosing loop, read in its body and reading what it wrote is an error."""
+    def note_writes(self, stmt: Stmt, where: str) -> None:
+        """After the statement at ``where`` (:func:`tilec.errors.where`) emitted ``stmt``: names reading what it wrote
+        become :class:`Stale`; a name bound before an enclosing loop, read in its body and reading what it wrote is an
+        error."""
         for w in writes_of(stmt):
             for body in self.bodies:
                 for n in sorted(body.read_outer) if body.is_loop else ():
@@ -159,7 +160,7 @@ class ScopeTracker:
                             f"the loop")
             for n, v in list(self.local.items()):
                 if reads_written(v, w):
-                    self.local[n] = Stale(n, w[0], line)
+                    self.local[n] = Stale(n, w[0], where)
 
     @contextlib.contextmanager
     def runtime_body(self, what: str, is_loop: bool) -> Iterator[RuntimeBody]:

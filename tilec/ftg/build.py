@@ -22,11 +22,11 @@ WAW; a node depends on itself only by RAW, carried.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import networkx as nx
 
+from tilec.errors import where
 from tilec.ftg.graph import FTG, Access, Dep, LoopCtx
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Load
@@ -328,14 +328,11 @@ def build_ftg(func: PrimFunc, names: Names | None = None) -> FTG:
     col = _Collector(names)
     col.walk(func.launch.body, (), ())
     g = nx.DiGraph()
-    home = func.launch.loc.file if func.launch.loc else None
     for nd in col.nodes:
         loc = nd.stmt.loc
-        line = loc.line if loc else 0
-        # a node from a T.macro of another file: its line is in that file, which "where" names
-        where = f"line {line}" if loc is None or loc.file == home else f"{os.path.basename(loc.file)}:{line}"
-        g.add_node(nd.nid, op=nd.stmt, kind=nd.kind, label=nd.label, line=line, where=where, reads=nd.reads,
-                   writes=nd.writes, loops=nd.loops)
+        # "where" names the file of a node from a T.macro of another file, whose line is in that file
+        g.add_node(nd.nid, op=nd.stmt, kind=nd.kind, label=nd.label, line=loc.line if loc else 0, where=where(loc),
+                   reads=nd.reads, writes=nd.writes, loops=nd.loops)
     for u, v, dep in _edges(col.nodes, frozenset(col.roles)):
         if g.has_edge(u, v):
             g.edges[u, v]["deps"].append(dep)

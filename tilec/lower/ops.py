@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tilec import dtypes as dt
-from tilec.errors import TilecError
+from tilec.errors import TilecError, where
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Expr, Load, Var, as_expr, binop, cast, const, select
 from tilec.ir.stmt import (
@@ -74,8 +74,7 @@ def lower_copy(lw: Lowerer, c: Copy) -> TStmt:
         if not (fs is fd or fs.equals(fd)):
             from tilec.lower.convert import convert
 
-            line = c.loc.line if c.loc else 0
-            return convert(lw, lw.mem_of(s.buffer), fs, lw.mem_of(d.buffer), fd, d.dtype, f"T.copy at line {line}")
+            return convert(lw, lw.mem_of(s.buffer), fs, lw.mem_of(d.buffer), fd, d.dtype, f"T.copy at {where(c.loc)}")
     if d.buffer.scope == "fragment" or s.buffer.scope == "fragment":
         side, other = (d, s) if d.buffer.scope == "fragment" else (s, d)
         if other.buffer.scope != "fragment":
@@ -392,8 +391,7 @@ def lower_async_copy(lw: Lowerer, c: AsyncCopy) -> TStmt:
     v = _vector(lw, c.dst, c.src, ext)
     nbytes = v * c.dst.dtype.bits // 8
     if nbytes < 4:
-        line = c.loc.line if c.loc else 0
-        lw.notes.append(f"T.copy at line {line}: rows too narrow or misaligned for cp.async; a synchronous copy")
+        lw.notes.append(f"T.copy at {where(c.loc)}: rows too narrow or misaligned for cp.async; a synchronous copy")
         return lower_copy(lw, Copy(c.src, c.dst, loc=c.loc))
     return _chunked(lw, c.dst, lambda idx: _copy_value(lw, c.src, c.dst, idx), c.src, asynchronous=nbytes)
 

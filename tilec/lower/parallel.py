@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tilec.errors import TilecError
+from tilec.errors import TilecError, where
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Const, Expr, Load, Var, as_expr, binop, cast, const, select
 from tilec.ir.stmt import AtomicRMW, For, IfThenElse, Parallel, SeqStmt, Stmt, Store
@@ -205,7 +205,7 @@ class ParallelLowering:
         holders = threads[tuple(vals)]  # (T, cols, R)
         match = holders == np.arange(T)[:, None, None]
         self.lw.check_frag_owner(buf, bool(match.any(axis=-1).all()),
-                                 f"an iteration of the loop at line {_line(self.p)} runs on a thread not holding "
+                                 f"an iteration of the loop at {where(self.p.loc)} runs on a thread not holding "
                                  f"{buf.name}[{', '.join(str(i) for i in idx)}]")
         local = locs[tuple(vals)][np.arange(T)[:, None], np.arange(cols)[None, :], match.argmax(axis=-1)]
         if not (local == local[0:1]).all():
@@ -222,12 +222,8 @@ class ParallelLowering:
         from tilec.errors import LayoutConflictError
 
         return LayoutConflictError(f"fragment {buf.name!r} is held in different registers by different threads for "
-                                   f"one iteration of the loop at line {_line(self.p)}: its layout and the loop's "
+                                   f"one iteration of the loop at {where(self.p.loc)}: its layout and the loop's "
                                    "are incompatible", self.lw.loc)
-
-
-def _line(p: Parallel) -> int:
-    return p.loc.line if p.loc else 0
 
 
 def lower_parallel(lw: Lowerer, p: Parallel, loop: Fragment | None = None) -> TStmt:

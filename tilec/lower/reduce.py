@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tilec import dtypes as dt
-from tilec.errors import TilecError
+from tilec.errors import TilecError, where
 from tilec.ir.expr import Expr, Var, binop, call, cast, const, select
 from tilec.ir.stmt import Reduce
 from tilec.layout import Fragment
@@ -166,8 +166,8 @@ def _converted(lw: Lowerer, r: Reduce, natural: Fragment, D: Fragment) -> TStmt:
     lw.plan.fragments[tmp] = natural
     inner = lower_reduce(lw, dataclasses.replace(r, dst=tmp.full_region(), clear=True))
     tmp_dst = lw.scratch_reg("red_out", r.dst.dtype, D.num_locals)
-    line = r.loc.line if r.loc else 0
-    parts = [inner, convert(lw, lw.mem_of(tmp), natural, tmp_dst, D, r.dst.dtype, f"T.reduce_{r.red} at line {line}")]
+    what = f"T.reduce_{r.red} at {where(r.loc)}"
+    parts = [inner, convert(lw, lw.mem_of(tmp), natural, tmp_dst, D, r.dst.dtype, what)]
     dmem = lw.mem_of(r.dst.buffer)
     for dl in range(D.num_locals):
         v: Expr = MemRef(tmp_dst, const(dl))

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from tilec.errors import where
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Var
 from tilec.ir.kernel import PrimFunc
@@ -59,7 +60,7 @@ def cluster_blocks(func: PrimFunc, target: Target, options: dict | None = None) 
     if not n:
         return func, []
     launch = func.launch
-    line = launch.loc.line if launch.loc else 0
+    here = where(launch.loc)
     stmts = list(launch.body.stmts) if isinstance(launch.body, SeqStmt) else [launch.body]
     roles = next((s for s in stmts if isinstance(s, WarpRoles)), None)
     why, plan = _refusal(func, target, n, roles), None
@@ -76,11 +77,11 @@ def cluster_blocks(func: PrimFunc, target: Target, options: dict | None = None) 
             best = shared_copies(launch.grid, launch.block_vars, copies, n) if plan is None else None
             if best is not None:  # the dimensions that share tiles were skipped
                 dim, loop = best[0], uneven[best[0]]
-                why = (f"the trip count of the T.Pipelined loop at line {loop.loc.line if loop.loc else 0} differs "
+                why = (f"the trip count of the T.Pipelined loop at {where(loop.loc)} differs "
                        f"between neighbouring blocks along {'xyz'[dim]} (a cluster's blocks would wait for each "
                        "other's copies and releases of the stages they share)")
     if roles is None or plan is None:
-        return func, [f"T.Kernel at line {line}: not clustered: {why}"]
+        return func, [f"T.Kernel at {here}: not clustered: {why}"]
     dim, shared = plan
     empty = {id(w.barrier.buffer) for w in walk(roles.then_body) if isinstance(w, BarrierWait)}
 
@@ -103,7 +104,7 @@ def cluster_blocks(func: PrimFunc, target: Target, options: dict | None = None) 
         else:
             out.append(s)
     names = sorted({c.dst.buffer.name for c in walk(roles.then_body) if isinstance(c, TmaCopy) and id(c) in shared})
-    note = (f"T.Kernel at line {line}: clusters of {n} blocks along grid dimension {dim} ({'xyz'[dim]}); "
+    note = (f"T.Kernel at {here}: clusters of {n} blocks along grid dimension {dim} ({'xyz'[dim]}); "
             f"{', '.join(names)} multicast to every block of a cluster, the others' stages released to every block")
     new = dataclasses.replace(launch, body=SeqStmt(tuple(out)), cluster=(dim, n))
     return dataclasses.replace(func, body=new), [note]

@@ -82,6 +82,7 @@ class OpRow:
     global_bytes: float
     shared_bytes: float
     flops: float
+    where: str = ""  # the FTG node's "where": 'line 12', or 'helpers.py:7' for a node of a T.macro of another file
 
 
 @dataclass
@@ -135,10 +136,12 @@ class KernelCost:
         return self.flops["total"] / self.time_s / 1e12 if self.time_s > 0 else 0.0
 
     def ops_table(self) -> str:
-        lines = [f"{'node':<5} {'kind':<11} {'line':>4} {'runs/block':>10} {'global MB':>10} {'shared MB':>10} "
+        at = [r.where.removeprefix("line ") if r.where else str(r.line) for r in self.ops]
+        w = max([4, *map(len, at)])
+        lines = [f"{'node':<5} {'kind':<11} {'line':>{w}} {'runs/block':>10} {'global MB':>10} {'shared MB':>10} "
                  f"{'GFLOP':>8}  label"]
-        for r in self.ops:
-            lines.append(f"{r.node:<5} {r.kind:<11} {r.line:>4} {r.executions:>10.2f} {r.global_bytes / 1e6:>10.2f} "
+        for r, a in zip(self.ops, at):
+            lines.append(f"{r.node:<5} {r.kind:<11} {a:>{w}} {r.executions:>10.2f} {r.global_bytes / 1e6:>10.2f} "
                          f"{r.shared_bytes / 1e6:>10.2f} {r.flops / 1e9:>8.2f}  {r.label[:70]}")
         return "\n".join(lines)
 
@@ -262,7 +265,8 @@ class _Totals:
         gbytes = sum(float(g.full(v * runs).sum()) for v in [*cost.gload.values(), *cost.gstore.values()])
         sbytes = float(g.full((cost.smem_read + cost.smem_write) * runs).sum())
         flops = float(g.full((cost.flops + sum(cost.tensor.values(), 0.0)) * runs).sum())
-        self.rows.append(OpRow(nid, data["kind"], data["line"], data["label"], mean_runs, gbytes, sbytes, flops))
+        self.rows.append(OpRow(nid, data["kind"], data["line"], data["label"], mean_runs, gbytes, sbytes, flops,
+                                data["where"]))
 
 
 def estimate(state: Any, device: Any = None, sizes: dict[str, int] | None = None) -> KernelCost:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilec import dtypes as dt
+from tilec.errors import where
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import BinOp, Call, Cast, Const, Expr, Load, Select, UnOp, Var
 from tilec.ir.stmt import (
@@ -178,10 +179,6 @@ def _move(cost: OpCost, buf: Buffer, nbytes: Any, write: bool) -> None:
         cost.reg = cost.reg + nbytes
 
 
-def _line(op: Any) -> int:
-    return op.loc.line if getattr(op, "loc", None) else 0
-
-
 # ---------------------------------------------------------------------------------------------- tile ops
 
 
@@ -232,10 +229,10 @@ def _gemm(ctx: RuleContext, g: Gemm) -> OpCost:
             _move(cost, buf, m * n * k * r.dtype.bytes, write=False)
         if _tensor_core_eligible(g, ctx.target):
             warps = ctx.threads // 32
-            cost.reject = (f"T.gemm at line {_line(g)} ({m}x{n}x{k}, {warps} warps) does not tile into "
+            cost.reject = (f"T.gemm at {where(g.loc)} ({m}x{n}x{k}, {warps} warps) does not tile into "
                            f"mma.m16n8k16 atoms {plan.why}")
         else:
-            cost.note = f"T.gemm at line {_line(g)} runs on scalar FMAs {plan.why}"
+            cost.note = f"T.gemm at {where(g.loc)} runs on scalar FMAs {plan.why}"
         return cost
     instr = INSTRUCTIONS.get(plan.instr, plan.instr)
     cost.tensor[f"{instr}:{g.A.dtype.name}"] = 2.0 * m * n * k

@@ -36,6 +36,7 @@ import dataclasses
 import math
 from typing import Any
 
+from tilec.errors import where
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import binop, const
 from tilec.ir.kernel import PrimFunc
@@ -187,9 +188,9 @@ class _Stager:
         width = cols
         while copies * width * rows * g.dtype.bits // 8 > free and width % (2 * panel) == 0:
             width //= 2
-        line = c.loc.line if c.loc else 0
+        here = where(c.loc)
         if copies * width * rows * g.dtype.bits // 8 > free:
-            self.notes.append(f"T.copy at line {line}: the accumulator is stored directly: a staging tile of "
+            self.notes.append(f"T.copy at {here}: the accumulator is stored directly: a staging tile of "
                               f"{rows} x {width} needs {width * rows * g.dtype.bits // 8} bytes of shared memory"
                               + (f" for each of {copies} copies of the consumers" if copies > 1 else "")
                               + f", {max(free, 0)} are free")
@@ -207,7 +208,7 @@ class _Stager:
         mine = part(0)
         self.own.append(stage)
         chunks = cols // width
-        self.notes.append(f"T.copy at line {line}: {f.name} goes out through shared memory of its own ({stage.name}, "
+        self.notes.append(f"T.copy at {here}: {f.name} goes out through shared memory of its own ({stage.name}, "
                           f"{'two buffers of ' if double else ''}{rows} x {width}"
                           f"{f', {chunks} chunks' if chunks > 1 else ''}{' in turn' if double else ''}"
                           f"{f', one for each of {copies} copies of the consumers' if copies > 1 else ''}) by TMA "
@@ -216,7 +217,7 @@ class _Stager:
         if chunks == 1 and groups > 1:  # warpgroups taking turns hand the tile on without a barrier of them all
             self.by[id(stage)] = last = groups - 1
             self.early = [TmaStoreWait(mine, last, loc=c.loc), StageHandoff(mine, "freed", groups, loc=c.loc)]
-            self.notes.append(f"T.copy at line {line}: the {groups} consumer warpgroups hand {stage.name} on by named "
+            self.notes.append(f"T.copy at {here}: the {groups} consumer warpgroups hand {stage.name} on by named "
                               f"barriers (the last issues its TMA stores, waiting for the previous one before its "
                               "last part), not by a barrier of them all")
             return [StageHandoff(mine, "wait_free", groups, loc=c.loc), Copy(c.src, mine, loc=c.loc),
@@ -262,14 +263,14 @@ class _Stager:
                                    and r.buffer.static_shape is not None and id(r.buffer) not in later | self.taken()))
         stage = Buffer(f"{f.name}_stage", shape, g.dtype, "shared", loc=c.loc)
         fits = [u for u in under if _bytes(u) >= _bytes(stage)]
-        line = c.loc.line if c.loc else 0
+        here = where(c.loc)
         if not fits:
-            self.notes.append(f"T.copy at line {line}: the accumulator is stored directly: no shared operand of its "
+            self.notes.append(f"T.copy at {here}: the accumulator is stored directly: no shared operand of its "
                               f"gemm idle after the loop has the {_bytes(stage)} bytes a staging tile needs")
             return None
         self.new.append((stage, tuple(fits)))
         tma = self.tma and _tma_storable(g, shape)
-        self.notes.append(f"T.copy at line {line}: {f.name} goes out through shared memory ({stage.name}, over "
+        self.notes.append(f"T.copy at {here}: {f.name} goes out through shared memory ({stage.name}, over "
                           f"{', '.join(u.name for u in fits)}), " + ("by TMA stores" if tma else "in 16-byte vectors"))
         zero = tuple(const(0) for _ in shape)
         out = (TmaStore if tma else Copy)(Region(stage, zero, shape), c.dst, loc=c.loc)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from tilec import dtypes as dt
-from tilec.errors import LayoutConflictError, SourceLoc, TilecTypeError, TilecValueError
+from tilec.errors import LayoutConflictError, SourceLoc, TilecTypeError, TilecValueError, where
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load, Var
 from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store, TmaCopy
@@ -114,8 +114,7 @@ class LayoutPlan:
             lvl, why = self.origin.get(b, ("", ""))
             lines.append(f"  {b.name:<12} shared   {lvl:<6} {lay}  ({why})")
         for g, p in self.gemms.items():
-            line = g.loc.line if g.loc else 0
-            lines.append(f"  gemm line {line}: {p.instr} with {p.warp_m}x{p.warp_n} warps {p.why}")
+            lines.append(f"  gemm {where(g.loc)}: {p.instr} with {p.warp_m}x{p.warp_n} warps {p.why}")
         return "\n".join(lines)
 
 
@@ -131,7 +130,7 @@ def _where(op: Any) -> str:
     what = "" if isinstance(op, _Annotation) else type(op).__name__.lower()
     if loc is None:
         return what or "T.annotate_layout"
-    return f"{what} at line {loc.line}".lstrip()
+    return f"{what} at {where(loc)}".lstrip()
 
 
 class _Inference:
@@ -266,8 +265,7 @@ class _Inference:
                 continue
             om, on, ok = (int(x) for x in op.mnk)
             if om == m and wgmma_plan(op, om, on, ok, self.T) is None:
-                line = op.loc.line if op.loc else 0
-                return (f"the gemm at line {line} ({om} rows too) reads A from registers off wgmma "
+                return (f"the gemm at {where(op.loc)} ({om} rows too) reads A from registers off wgmma "
                         f"({wgmma_refusal(op, om, on, ok, self.T)}), and their accumulators' rows must lie alike")
         return None
 
@@ -330,7 +328,7 @@ class _Inference:
             if _covers_part(buf.shape, shape, dims):  # its layout comes from elsewhere; the check then tells
                 continue
             frag = loop if dims == tuple(range(len(p.vars))) else project(loop, dims)
-            changed |= self.set_fragment(buf, frag, "common", p, f"indexed by the loop at line {_line(p)}")
+            changed |= self.set_fragment(buf, frag, "common", p, f"indexed by the loop at {where(p.loc)}")
         return changed
 
     def check_loop(self, p: Parallel, loop: Fragment, buf: Buffer, dims: tuple[int, ...]) -> None:
@@ -351,7 +349,7 @@ class _Inference:
                     f"{tuple(f.shape)}): a loop reading a fragment's registers runs over all of it")
         raise LayoutConflictError(
             f"fragment {buf.name!r} ({self.plan.origin[buf][1]}, {_where(self.by[buf])}) is not held where the loop "
-            f"at line {_line(p)} runs ({how}){part}; copy one of them through a shared buffer (T.copy) or change one "
+            f"at {where(p.loc)} runs ({how}){part}; copy one of them through a shared buffer (T.copy) or change one "
             "op", p.loc)
 
     # --------------------------------------------------------------------------------------------- free
@@ -368,7 +366,7 @@ class _Inference:
         op = next(op for op in self.ops if buf in _fragments_of(op))
         gemm = next((g for g, p in self.plan.gemms.items() if g.C.buffer is buf and p.instr == "simt"), None)
         # a scalar-fallback gemm's accumulator: an error or a layout conflict with it names the gemm, and why
-        of = f"the accumulator of T.gemm at line {gemm.loc.line if gemm.loc else 0} in scalar code " \
+        of = f"the accumulator of T.gemm at {where(gemm.loc)} in scalar code " \
             f"{self.plan.gemms[gemm].why}" if gemm else ""
         self.set_fragment(buf, self._spread(tuple(int(d) for d in buf.shape), vec, gemm or op,
                                             f"fragment {buf.name!r}" + (f" ({of})" if of else "")),
@@ -472,7 +470,7 @@ class _Inference:
         if loop.replicate == self.T and loop.num_locals == math.prod(int(e) for e in op.extents):
             return
         raise LayoutConflictError(
-            f"the T.Parallel loop at line {_line(op)} writes {private[0].name!r}, which each thread holds a copy of "
+            f"the T.Parallel loop at {where(op.loc)} writes {private[0].name!r}, which each thread holds a copy of "
             f"(T.alloc_local), while it runs on {self.plan.origin[op][1]}: each thread would write only its own "
             f"iterations' elements of its copy; make {private[0].name!r} a fragment (T.alloc_fragment)", op.loc)
 
@@ -533,10 +531,6 @@ def _covers_part(buf_shape: Any, loop_shape: tuple[int | None, ...], dims: tuple
     """Whether a loop over ``loop_shape`` indexing a fragment of ``buf_shape`` by its variables ``dims`` runs over
     only part of it (a loop over rows 0-7 of 16)."""
     return tuple(int(d) for d in buf_shape) != tuple(loop_shape[d] for d in dims)
-
-
-def _line(op: Any) -> int:
-    return op.loc.line if op.loc else 0
 
 
 _FP8 = (dt.float8_e4m3, dt.float8_e5m2)

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from tilec import dtypes as dt
-from tilec.errors import TilecError, TilecValueError
+from tilec.errors import TilecError, TilecValueError, where
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, Load, Var, binop, const
 from tilec.ir.kernel import PrimFunc
@@ -87,8 +87,8 @@ def _label(s: Stmt) -> str:
     from tilec.ir.printer import print_stmt
 
     head = print_stmt(s).splitlines()[0].strip() if not isinstance(s, Parallel) else "T.Parallel"
-    line = f"line {s.loc.line}: " if s.loc else ""
-    return f"{line}{head[:100]}"
+    at = f"{where(s.loc)}: " if s.loc else ""
+    return f"{at}{head[:100]}"
 
 
 def _drain_wgmma(lw: Lowerer, s: Stmt | None) -> list[TStmt]:

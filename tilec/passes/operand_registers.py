@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 
 from tilec.arch import table_model
+from tilec.errors import where
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load
 from tilec.ir.kernel import PrimFunc
@@ -53,14 +54,14 @@ def operands_to_registers(func: PrimFunc, target: Target, options: dict | None =
         shared, gemms = _invariant_a_operand(s, stmts[i + 1:], launch.body)
         if shared is None:
             continue
-        where = f"T.copy into {shared.name!r} at line {s.loc.line if s.loc else 0}"
+        what = f"T.copy into {shared.name!r} at {where(s.loc)}"
         name = f"{shared.name}_regs"
         while name in names:
             name += "_"
         frag = Buffer(name, shared.shape, shared.dtype, "fragment", loc=shared.loc)
         regs = model.regs_at_launch(launch.num_threads + 128)  # the producer warpgroup beside the consumers
         if regs < MIN_REGISTERS:
-            notes.append(f"{where}: {shared.name!r} stays in shared memory for T.gemm's A ({launch.num_threads} "
+            notes.append(f"{what}: {shared.name!r} stays in shared memory for T.gemm's A ({launch.num_threads} "
                          f"consumer threads beside the producer leave ptxas {regs} registers a thread, fewer than "
                          f"the {MIN_REGISTERS} this is calibrated at)")
             continue
@@ -68,17 +69,17 @@ def operands_to_registers(func: PrimFunc, target: Target, options: dict | None =
         total = sum(_bytes_per_thread(b, launch.num_threads) for b in (*launch.allocs, *moved.values(), frag)
                     if b.scope in ("fragment", "local"))
         if total > MAX_BYTES_PER_THREAD:
-            notes.append(f"{where}: {shared.name!r} stays in shared memory for T.gemm's A (with it, the kernel's "
+            notes.append(f"{what}: {shared.name!r} stays in shared memory for T.gemm's A (with it, the kernel's "
                          f"register tiles would take {total} bytes a thread, more than {MAX_BYTES_PER_THREAD})")
             continue
         if any(_plan_from_registers(g, frag, launch.num_threads) is None for g in gemms):
-            notes.append(f"{where}: {shared.name!r} stays in shared memory for T.gemm's A (wgmma cannot take it from "
+            notes.append(f"{what}: {shared.name!r} stays in shared memory for T.gemm's A (wgmma cannot take it from "
                          "registers: each warpgroup needs 64 rows of A of its own)")
             continue
         names.add(name)
         moved[shared] = frag
         out.append(Copy(shared.full_region(), frag.full_region(), loc=s.loc))
-        notes.append(f"{where}: T.gemm reads {shared.name!r} as A only, so it is copied once into registers "
+        notes.append(f"{what}: T.gemm reads {shared.name!r} as A only, so it is copied once into registers "
                      f"({name!r}, {nbytes} bytes a thread) and wgmma takes A from there")
     if not moved:
         return func, notes

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tilec.config import config
-from tilec.errors import TilecValueError
+from tilec.errors import TilecValueError, where
 from tilec.ir.kernel import PrimFunc
 from tilec.passes.verify import verify
 from tilec.target import Target
@@ -101,7 +101,7 @@ def _layouts(state: CompileState) -> CompileState:
 
     plan = infer_layouts(state.func, state.ftg, state.target, state.options)
     state.ftg.layouts = dict(plan.fragments) | dict(plan.shared)
-    notes = tuple(dict.fromkeys(f"T.gemm at line {g.loc.line if g.loc else 0}: {p.instr} {p.why}"
+    notes = tuple(dict.fromkeys(f"T.gemm at {where(g.loc)}: {p.instr} {p.why}"
                                 for g, p in plan.gemms.items()))  # once for a gemm a pass copied
     return state.with_(artifacts={**state.artifacts, "layout_inference": plan}, report=state.report + notes)
 

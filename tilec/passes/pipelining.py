@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from tilec import dtypes as dt
-from tilec.errors import TilecValueError
+from tilec.errors import TilecValueError, where
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Const, Load, Table, Var, binop, const
 from tilec.ir.kernel import PrimFunc
@@ -101,16 +101,16 @@ def _writes(s: Stmt) -> frozenset[int]:
 
 
 
-def _check_hand_schedule(body: list[Stmt], stage: list[int], order: list[int], line: int) -> None:
+def _check_hand_schedule(body: list[Stmt], stage: list[int], order: list[int], here: str) -> None:
     """An iteration's statement may not run before one it reads from: in an earlier stage, or earlier in the order
     of the same stage (it would read what the iteration has not written yet)."""
     when = {i: (stage[i], p) for p, i in enumerate(order)}
     for j, reader in enumerate(body):
         for i, writer in enumerate(body[:j]):
             if _writes(writer) & _reads(reader) and when[j] < when[i]:
-                at = [s.loc.line if s.loc else 0 for s in (reader, writer)]
-                raise TilecValueError(f"T.Pipelined at line {line}: the statement at line {at[0]} (stage {stage[j]}) "
-                                      f"reads what the one at line {at[1]} (stage {stage[i]}) writes, but runs before "
+                at = [where(s.loc) for s in (reader, writer)]
+                raise TilecValueError(f"T.Pipelined at {here}: the statement at {at[0]} (stage {stage[j]}) "
+                                      f"reads what the one at {at[1]} (stage {stage[i]}) writes, but runs before "
                                       "it; give it a later stage or place", reader.loc)
 
 
@@ -120,19 +120,19 @@ def _check_hand_accesses(loop: For, body: list[Stmt], stage: list[int], order: l
     must reach it in the order of the plain loop, within an iteration and between iterations that share it (every
     iteration, or every ``v``-th of a buffer in ``v`` versions). A multi-buffered tile carries no value from one
     iteration to the next (none is read before it is written) and is not used outside the loop."""
-    line = loop.loc.line if loop.loc else 0
+    here = where(loop.loc)
     pos = {i: p for p, i in enumerate(order)}
-    at = [s.loc.line if s.loc else 0 for s in body]
+    at = [where(s.loc) for s in body]
     for x, (buf, a0, nv) in versions.items():
         first = next(i for i, s in enumerate(body) if x in _writes(s))
         early = next((i for i, s in enumerate(body[: first + 1]) if x in _reads(s)), None)
         why = f"it is written in stage {a0} and read in a later one, so it has {nv} versions"
         if early is not None:
-            raise TilecValueError(f"T.Pipelined at line {line}: the statement at line {at[early]} reads {buf.name!r} "
+            raise TilecValueError(f"T.Pipelined at {here}: the statement at {at[early]} reads {buf.name!r} "
                                   f"before the loop writes it (the previous iteration's value), but {why}, one per "
                                   "iteration in flight; give its statements the same stage", body[early].loc)
         if any(n is buf for n in walk(outside)):
-            raise TilecValueError(f"T.Pipelined at line {line}: {buf.name!r} is used outside the loop, but {why}, "
+            raise TilecValueError(f"T.Pipelined at {here}: {buf.name!r} is used outside the loop, but {why}, "
                                   "one per iteration in flight; give its statements the same stage", loop.loc)
     for b, later in enumerate(body):
         for a, earlier in enumerate(body[: b + 1]):
@@ -144,7 +144,7 @@ def _check_hand_accesses(loop: For, body: list[Stmt], stage: list[int], order: l
                 if (a != b and not run[0] < run[2]) or not run[0] < run[1] or not run[2] < run[3]:
                     name = next(n.name for s in (earlier, later) for n in walk(s) if isinstance(n, Buffer)
                                 and id(n) == x)
-                    raise TilecValueError(f"T.Pipelined at line {line}: the statements at lines {at[a]} (stage "
+                    raise TilecValueError(f"T.Pipelined at {here}: the statements at {at[a]} (stage "
                                           f"{stage[a]}) and {at[b]} (stage {stage[b]}) both use {name!r} (one "
                                           "writes it), and the schedule changes which runs first (in one iteration "
                                           "or between iterations); give them the same stage, in loop order",
@@ -166,7 +166,7 @@ class _Pipeliner:
         self.notes: list[str] = []
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
-        at = f"T.Kernel at line {func.launch.loc.line if func.launch.loc else 0}"
+        at = f"T.Kernel at {where(func.launch.loc)}"
         if opts.get("persistent") and not self.ws:
             self.notes.append(f"{at}: not persistent: pass config 'persistent' needs warp_specialize (a warp-"
                               "specialized TMA pipeline on sm_90a)")
@@ -218,16 +218,16 @@ class _Pipeliner:
         if self.overlap and supports_async_copy(self.target):
             body = self.overlap_wgmma(loop, body, stages, versions)
         if self.tma:
-            line = loop.loc.line if loop.loc else 0
+            here = where(loop.loc)
             why = self.tma_refusal(loop, body, stages, versions)
             if why is not None:
-                self.notes.append(f"T.Pipelined at line {line}: cp.async, not TMA: {why}")
+                self.notes.append(f"T.Pipelined at {here}: cp.async, not TMA: {why}")
             else:
                 why = self.ws_refusal(top) if self.ws else ""
                 if why is None:
                     return self.rewrite_ws(loop, body, stages, order, versions)
                 if why:
-                    self.notes.append(f"T.Pipelined at line {line}: not warp-specialized: {why}")
+                    self.notes.append(f"T.Pipelined at {here}: not warp-specialized: {why}")
                 return self.rewrite_tma(loop, body, stages, order, depth, versions)
         return self.rewrite(loop, body, stages, order, depth, versions)
 
@@ -305,8 +305,8 @@ class _Pipeliner:
                 items.append((_guard(k, stages[i], depth, n), BarrierWait(slot(j), binop("%", binop("//", j, nv), 2),
                                                                          loc=loop.loc)))
             items.append((_guard(k, stages[i], depth, n), s))
-        line = loop.loc.line if loop.loc else 0
-        self.notes.append(f"T.Pipelined at line {line}: {depth} stages, "
+        here = where(loop.loc)
+        self.notes.append(f"T.Pipelined at {here}: {depth} stages, "
                           + ", ".join(f"{b.name} x{v}" for b, _, v in versions.values())
                           + f" with TMA on {nv} mbarriers ({tx} bytes a trip)")
         new = For(k, binop("+", n, depth - 1), "serial", SeqStmt(tuple(_merge_guards(items))), loc=loop.loc)
@@ -321,7 +321,7 @@ class _Pipeliner:
         from tilec.ir.stmt import Gemm
         from tilec.lower.wgmma import wgmma_plan
 
-        line = loop.loc.line if loop.loc else 0
+        here = where(loop.loc)
         out = list(body)
         for i, g in enumerate(body):
             if type(g) is not Gemm or stages[i] == 0 or g.C.buffer.scope != "fragment":
@@ -339,7 +339,7 @@ class _Pipeliner:
             fixed = [r.buffer for r in (g.A, g.B) if id(r.buffer) not in versions
                      and any(id(r.buffer) in _writes(o) for o in body if o is not g)]
             if fixed:
-                self.notes.append(f"T.Pipelined at line {line}: the gemm at line {g.loc.line if g.loc else 0} waits "
+                self.notes.append(f"T.Pipelined at {here}: the gemm at {where(g.loc)} waits "
                                   f"for its wgmma group every trip ({fixed[0].name!r} is rewritten in the loop in "
                                   "one version)")
                 continue
@@ -347,36 +347,36 @@ class _Pipeliner:
             need = _shared_bytes(self.func, {**versions, **extra})
             limit = smem_limit(self.target)
             if need > limit:
-                self.notes.append(f"T.Pipelined at line {line}: the gemm at line {g.loc.line if g.loc else 0} waits "
+                self.notes.append(f"T.Pipelined at {here}: the gemm at {where(g.loc)} waits "
                                   f"for its wgmma group every trip (one more operand version needs {need} bytes of "
                                   f"shared memory, over {limit})")
                 continue
             versions.update(extra)
             out[i] = dataclasses.replace(g, in_flight=1)
-            self.notes.append(f"T.Pipelined at line {line}: the wgmma group of the gemm at line "
-                              f"{g.loc.line if g.loc else 0} overlaps the next trip's copies")
+            self.notes.append(f"T.Pipelined at {here}: the wgmma group of the gemm at "
+                              f"{where(g.loc)} overlaps the next trip's copies")
         return out
 
     def schedule(self, loop: For, body: list[Stmt], outside: Stmt) -> tuple[list[int], list[int]]:
-        line = loop.loc.line if loop.loc else 0
+        here = where(loop.loc)
         stage, given = loop.ann("stage"), loop.ann("order")
         if given is not None and stage is None:
-            raise TilecValueError(f"T.Pipelined at line {line}: order= needs stage= (a stage for each statement)",
+            raise TilecValueError(f"T.Pipelined at {here}: order= needs stage= (a stage for each statement)",
                                   loop.loc)
         if stage is not None:
             stage = list(stage)
             given = list(given) if given is not None else list(range(len(body)))
             if len(stage) != len(body) or len(given) != len(body):
-                raise TilecValueError(f"T.Pipelined at line {line}: stage and order need one entry per statement "
+                raise TilecValueError(f"T.Pipelined at {here}: stage and order need one entry per statement "
                                       f"of the loop body ({len(body)}), got stage={stage} order={given}", loop.loc)
             if sorted(given) != list(range(len(body))):
-                raise TilecValueError(f"T.Pipelined at line {line}: order must give each statement of the loop body "
+                raise TilecValueError(f"T.Pipelined at {here}: order must give each statement of the loop body "
                                       f"its own place, 0 to {len(body) - 1} (a permutation), got order={given}",
                                       loop.loc)
             # order[i] is statement i's place in a trip (as TileLang's and TVM's software_pipeline_order); the
             # pass works with the statements in the order they are emitted
             order = sorted(range(len(body)), key=given.__getitem__)
-            _check_hand_schedule(body, stage, order, line)
+            _check_hand_schedule(body, stage, order, here)
             return stage, order
         s = loop.ann("num_stages") or 0
         producers = [i for i, st in enumerate(body) if self.is_producer(st, body, outside)]
@@ -384,7 +384,7 @@ class _Pipeliner:
             for i, st in enumerate(body):
                 if type(st) is not Copy or st.src.buffer.scope != "global" or st.dst.buffer.scope != "shared":
                     continue
-                at = f"T.Pipelined at line {line}: the copy at line {st.loc.line if st.loc else 0} stays in its " \
+                at = f"T.Pipelined at {here}: the copy at {where(st.loc)} stays in its " \
                      "iteration"
                 if any(id(st.src.buffer) in _writes(o) for o in body if o is not st):
                     self.notes.append(f"{at}: the loop writes {st.src.buffer.name!r}")
@@ -392,9 +392,9 @@ class _Pipeliner:
                     self.notes.append(f"{at}: the loop reads {st.dst.buffer.name!r} before it (the previous tile)")
         if s < 2 or not producers:
             if s >= 2:
-                self.notes.append(f"T.Pipelined at line {line}: no global->shared copy to overlap; a plain loop")
+                self.notes.append(f"T.Pipelined at {here}: no global->shared copy to overlap; a plain loop")
             elif producers and self.tma:
-                self.notes.append(f"T.Pipelined at line {line}: num_stages={s}: a plain loop, not a TMA pipeline (its "
+                self.notes.append(f"T.Pipelined at {here}: num_stages={s}: a plain loop, not a TMA pipeline (its "
                                   "copies overlap nothing; TMA and warp specialization need 2 stages or more)")
             return [0] * len(body), list(range(len(body)))
         stages = [0 if i in producers else s - 1 for i in range(len(body))]
@@ -470,8 +470,8 @@ class _Pipeliner:
             if pos == last_async:
                 guarded.append((None, AsyncCommit(loc=loop.loc)))
         out += _merge_guards(guarded)
-        line = loop.loc.line if loop.loc else 0
-        self.notes.append(f"T.Pipelined at line {line}: {depth} stages, "
+        here = where(loop.loc)
+        self.notes.append(f"T.Pipelined at {here}: {depth} stages, "
                           + ", ".join(f"{b.name} x{nv}" for b, _, nv in versions.values())
                           + (" with cp.async" if async_ok else ""))
         new = For(k, binop("+", n, depth - 1), "serial", SeqStmt(tuple(out)), loc=loop.loc)
@@ -505,9 +505,8 @@ class _Pipeliner:
             return None
         first, second = consumers[gemms[0]], consumers[gemms[-1]]
         acc = id(second.C.buffer)
-        line = loop.loc.line if loop.loc else 0
-        where = f"T.Pipelined at line {line}: the gemm at line {second.loc.line if second.loc else 0} waits for its " \
-                f"wgmma group every iteration"
+        here = where(loop.loc)
+        what = f"T.Pipelined at {here}: the gemm at {where(second.loc)} waits for its wgmma group every iteration"
         head = consumers[: gemms[0] + 1]
         late = [c for c in consumers[gemms[0] + 1:] if acc in _reads(c) | _writes(c)]
         rest = [c for c in consumers[gemms[0] + 1:] if acc not in _reads(c) | _writes(c)]
@@ -516,12 +515,12 @@ class _Pipeliner:
         local = ("fragment", "local", "var")
         for c in late + rest:
             if any(b.scope not in local for b in (n for n in walk(c) if isinstance(n, Buffer)) if id(b) in _writes(c)):
-                self.notes.append(f"{where}: line {c.loc.line if c.loc else 0} writes memory, not only registers")
+                self.notes.append(f"{what}: {where(c.loc)} writes memory, not only registers")
                 return None
         written_late = set().union(*map(_writes, late))
         if written_late & set().union(*(_reads(c) | _writes(c) for c in head + rest)) or \
                 set().union(*map(_reads, late)) & set().union(*map(_writes, head)):
-            self.notes.append(f"{where}: its statements share buffers with the rest of the loop")
+            self.notes.append(f"{what}: its statements share buffers with the rest of the loop")
             return None
         only_late = set().union(*map(_reads, late)) - set().union(*(_reads(c) for c in head + rest))
         split = {id(p.dst.buffer) for p in producers if id(p.dst.buffer) in only_late}
@@ -530,13 +529,13 @@ class _Pipeliner:
             extra = {b: (buf, a, v + 1) for b, (buf, a, v) in versions.items()}
             need, limit = _shared_bytes(self.func, extra), smem_limit(self.target)
             if need > limit:
-                self.notes.append(f"{where}: running it one iteration late needs one more stage, {need} bytes of "
+                self.notes.append(f"{what}: running it one iteration late needs one more stage, {need} bytes of "
                                   f"shared memory, over {limit}")
                 return None
             versions.update(extra)
-        self.notes.append(f"T.Pipelined at line {line}: the gemm at line {second.loc.line if second.loc else 0} runs "
-                          f"one iteration late, beside the next iteration's gemm at line "
-                          f"{first.loc.line if first.loc else 0} and the statements after it"
+        self.notes.append(f"T.Pipelined at {here}: the gemm at {where(second.loc)} runs "
+                          f"one iteration late, beside the next iteration's gemm at "
+                          f"{where(first.loc)} and the statements after it"
                           + ("; its tiles have an mbarrier ring of their own" if split else ""))
         return head, late, rest, split
 
@@ -638,7 +637,7 @@ class _Pipeliner:
             final = SeqStmt(tuple(([wait(last, 1)] if split else []) + turn(False) + at(late, last)
                                   + turn(True, True) + [release(last, 1 if split else 0)]))
             if turns:
-                self.notes.append(f"T.Pipelined at line {loop.loc.line if loop.loc else 0}: the {groups} consumer "
+                self.notes.append(f"T.Pipelined at {where(loop.loc)}: the {groups} consumer "
                                   f"warpgroups take turns issuing their gemms (named barriers), one's statements "
                                   f"between them beside the others' gemms")
             steady_loop = For(k, last, "serial", SeqStmt(tuple(steady)), (("rotated", True),), loc=loop.loc)
@@ -654,13 +653,13 @@ class _Pipeliner:
         if self.base is not None:
             producer = SeqStmt((producer,) + self.advance(n, loop))
         self.roles[id(consumer)] = (inits, producer)
-        line = loop.loc.line if loop.loc else 0
+        here = where(loop.loc)
         late_release = "once its gemm is done" if split else "one iteration late" if lag or rotated else "after it"
         pairs = f"{nv} full/empty mbarrier pairs"
         if len(rings) > 1:
             pairs += f" for each of {len(rings)} rings (" + ", then ".join(f"{nbytes(m)} bytes a stage"
                                                                            for *_, m in rings) + ")"
-        self.notes.append(f"T.Pipelined at line {line}: warp-specialized, a producer warpgroup issues TMA copies "
+        self.notes.append(f"T.Pipelined at {here}: warp-specialized, a producer warpgroup issues TMA copies "
                           f"into " + ", ".join(f"{b.name} x{v}" for b, _, v in versions.values())
                           + f" ({tx} bytes a stage) on {pairs}; {groups} consumer "
                           f"warpgroup(s), whose warps release each stage {late_release}")
@@ -689,18 +688,18 @@ class _Pipeliner:
         if low is None or low[0] < 1:
             # what needs a persistent kernel goes too (its ring counter and tile loop are never made)
             self.persistent, self.stream_k, self.copies = 0, False, 1
-            self.notes.append(f"T.Kernel: not persistent: the trip count of the T.Pipelined loop at line "
-                              f"{loop.loc.line if loop.loc else 0} depends on the tile and may be zero")
+            self.notes.append(f"T.Kernel: not persistent: the trip count of the T.Pipelined loop at "
+                              f"{where(loop.loc)} depends on the tile and may be zero")
             return
         if self.cluster > 1:
             self.cluster, self.cluster_dim = 1, None
             self.notes.append(f"T.Kernel: persistent blocks not in clusters: the trip count of the T.Pipelined loop "
-                              f"at line {loop.loc.line if loop.loc else 0} depends on the tile (a cluster's blocks "
+                              f"at {where(loop.loc)} depends on the tile (a cluster's blocks "
                               "would run different numbers of trips over the stages they share)")
         if self.copies > 1:
             self.copies = 1
             self.notes.append(f"T.Kernel: one copy of the consumer threads: the trip count of the T.Pipelined loop at "
-                              f"line {loop.loc.line if loop.loc else 0} depends on the tile (each copy would have to "
+                              f"{where(loop.loc)} depends on the tile (each copy would have to "
                               "count the other's trips)")
         ring = Buffer("ring_base", (), dt.int32, "var", loc=loop.loc)
         self.new_allocs.append(ring)
@@ -715,7 +714,7 @@ class _Pipeliner:
         from tilec.passes.trip_counts import NotStatic, evaluate
 
         launch = self.func.launch
-        line = loop.loc.line if loop.loc else 0
+        here = where(loop.loc)
         lin = Var("t")
         try:
             tiles = int(evaluate(_product(launch.grid), {}))
@@ -723,7 +722,7 @@ class _Pipeliner:
                              {lin: np.arange(tiles)}) if tiles <= tile_order.MAX_ENTRIES else None
         except NotStatic as e:
             self.notes.append(f"T.Kernel: persistent blocks take tiles in serpentine order: the trip counts of the "
-                              f"T.Pipelined loop at line {line} are not known at compile time ({e})")
+                              f"T.Pipelined loop at {here} are not known at compile time ({e})")
             return None
         blocks = min(tiles, self.persistent)
         if trips is not None:
@@ -737,7 +736,7 @@ class _Pipeliner:
         top, mean = tile_order.busiest(trips, schedule)
         self.notes.append(f"T.Kernel: persistent blocks take tiles in a balanced order (longest first within windows "
                           f"of {tile_order.WINDOW_ROUNDS} rounds, each to the least busy block; a table in constant "
-                          f"memory): the busiest block has {top:g} trips of the T.Pipelined loop at line {line} "
+                          f"memory): the busiest block has {top:g} trips of the T.Pipelined loop at {here} "
                           f"against a mean of {mean:.1f}, counting {tile_order.TILE_OVERHEAD:g} a tile")
         self.order_blocks = blocks
         return table
@@ -874,10 +873,10 @@ class _Pipeliner:
         self.new_allocs += [full] + ([empty] if self.persistent else [])
         inits = list(inits) + self.ring_inits(full, empty if self.persistent else None, loc)
         names = ", ".join(repr(c.dst.buffer.name) for c in moved)
-        where = "before the loop" + ("" if not early else ", read into " + ", ".join(
+        when = "before the loop" + ("" if not early else ", read into " + ", ".join(
             repr(e.dst.buffer.name) for e in early) + " there")
-        self.notes.append(f"T.copy at line {loc.line if loc else 0}: the producer warpgroup loads {names} by TMA "
-                          f"({tx} bytes) {where}"
+        self.notes.append(f"T.copy at {where(loc)}: the producer warpgroup loads {names} by TMA "
+                          f"({tx} bytes) {when}"
                           + ("" if not self.persistent else ", the next tile's beside this one's (two versions)"
                              if nv > 1 else ", again once the consumers are done with it"))
         return inits, SeqStmt(tuple(pre) + (producer,)), consumer
@@ -1096,7 +1095,7 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     if n > 1:
         v = launch.block_vars[dim]
         sub[v] = binop("+", binop("*", sub[v], n), binop("%", pid, n))
-    line = launch.loc.line if launch.loc else 0
+    here = where(launch.loc)
     order = "" if launch.swizzle is None or len(dims) < 2 else \
         f" in panels of {launch.swizzle[0]} {'columns' if launch.swizzle[1] == 'column' else 'rows'} (T.use_swizzle)"
     if n > 1:
@@ -1120,7 +1119,7 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
                                                                               loc=s.loc),
                              (("tiles", True), ("lets", ((var, Load(ring, ())),))), loc=s.loc)), loc=s.loc)
                 for s in (producer, consumer)]
-    p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}")
+    p.notes.append(f"T.Kernel at {here}: persistent, {P} blocks loop over the tiles of the grid{order}")
     blocks = binop("min", tiles, P) if n == 1 else binop("*", binop("min", tiles, P // n), n)
     return (blocks,), (pid,), wrap[0], wrap[1]
 
@@ -1133,7 +1132,7 @@ def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[S
     from tilec.ir.stmt import PartialAdd, PartialSave
     from tilec.passes import stream_k
 
-    line = launch.loc.line if launch.loc else 0
+    here = where(launch.loc)
     loop, dims = stmts[key], list(launch.grid)
     why = _stream_k_refusal(p, stmts, key)
     if why is None:
@@ -1141,7 +1140,7 @@ def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[S
         schedule = stream_k.plan(tiles, n, min(tiles, p.persistent))
         why = schedule if isinstance(schedule, str) else None
     if why is not None:
-        p.notes.append(f"T.Kernel at line {line}: not stream-K: {why}")
+        p.notes.append(f"T.Kernel at {here}: not stream-K: {why}")
         return None
     P, acc = schedule.blocks, p.shareable[2][0].C.buffer
     workspace = Buffer("sk_partials", (P, acc.numel), dt.float32, "global", loc=acc.loc)
@@ -1178,10 +1177,10 @@ def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[S
     def count(n: int, what: str) -> str:
         return f"{n} {what}{'s' * (n != 1)}"
 
-    p.notes.append(f"T.Kernel at line {line}: persistent, {P} blocks loop over the tiles of the grid{order}: "
+    p.notes.append(f"T.Kernel at {here}: persistent, {P} blocks loop over the tiles of the grid{order}: "
                    f"{count(schedule.dp_rounds, 'round')} of whole tiles, then the last "
-                   f"{count(schedule.sk_tiles, 'tile')} shared out by iterations of the T.Pipelined loop at line "
-                   f"{loop.loc.line if loop.loc else 0} (stream-K: {schedule.span / P:.1f} of {n} a block; a block's "
+                   f"{count(schedule.sk_tiles, 'tile')} shared out by iterations of the T.Pipelined loop at "
+                   f"{where(loop.loc)} (stream-K: {schedule.span / P:.1f} of {n} a block; a block's "
                    f"partial sums of {acc.name!r} go through a workspace of {P * acc.numel * 4 // 1024} KB the module "
                    "owns, so launches of this kernel must not overlap)")
     return (const(P),), (p.pid,), roles[0], roles[1]
@@ -1224,7 +1223,7 @@ def _copies_refusal(launch: KernelLaunch, p: _Pipeliner) -> None:
         f"{p.copies} x {launch.num_threads} consumer threads leave too few registers for each (at most 256)" \
         if launch.num_threads * p.copies > 256 else None
     if why is not None:
-        p.notes.append(f"T.Kernel at line {launch.loc.line if launch.loc else 0}: one copy of the consumer threads, "
+        p.notes.append(f"T.Kernel at {where(launch.loc)}: one copy of the consumer threads, "
                        f"not {p.copies}: {why}")
         p.copies = 1
 
@@ -1262,7 +1261,7 @@ def _cluster_plan(func: PrimFunc, persistent: int, per_sm: bool, n: Any, notes: 
         PERSISTENT_CLUSTER_LIMIT if n > 2 and per_sm else \
         None if plan else f"no grid dimension that is a multiple of {n} shares a tile between neighbouring tiles"
     if why is not None:
-        notes.append(f"T.Kernel at line {launch.loc.line if launch.loc else 0}: persistent blocks not in clusters: "
+        notes.append(f"T.Kernel at {where(launch.loc)}: persistent blocks not in clusters: "
                      f"{why}")
         return 1, None
     return n, plan[0]

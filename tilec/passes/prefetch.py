@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from tilec.errors import where
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Const, binop, const
 from tilec.ir.stmt import Copy, For, IfThenElse, SeqStmt, Stmt
@@ -50,8 +51,8 @@ def prefetch_loop(loop: For, body: list[Stmt], producers: list[Copy], new_allocs
     if not (isinstance(n, Const) and int(n.value) > 0):
         first = IfThenElse(binop(">", n, 0), first, loc=loop.loc)
     new = For(k, n, "serial", SeqStmt(tuple(trip)), loc=loop.loc)
-    line = loop.loc.line if loop.loc else 0
-    notes.append(f"T.Pipelined at line {line}: register prefetch of the next tile of "
+    here = where(loop.loc)
+    notes.append(f"T.Pipelined at {here}: register prefetch of the next tile of "
                  f"{', '.join(p.dst.buffer.name for p in producers)} during this one's compute, then a synchronous "
                  "copy to shared memory (this target has no asynchronous copies)")
     return SeqStmt((first, new))
