@@ -593,3 +593,35 @@ def test_notes_comments_and_errors_of_a_macro_of_another_file_name_that_file(tmp
     b = np.full((128, 32), np.nan, np.float32)
     tilec.compile(main, target="simt:sm_80")(a, b)
     np.testing.assert_allclose(b, a.astype(np.float64).reshape(128, 4, 32).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "cuda:sm_90a"])
+def test_the_node_tables_of_report_and_ftg_are_aligned(gemm, target):
+    """kernel.report() and print(kernel.ftg) gave the kind 10 columns: `async_commit`, `barrier_init` and
+    `barrier_arrive` pushed the rest of their line out of line, and the report's `async_commit line 24: ` ended in
+    an empty label. The columns are now as wide as their longest entry and a node without a label ends at its line."""
+    kernel = tilec.JITKernel(gemm.prim_func, target)
+    ftg, report = kernel.ftg, kernel.report()
+    kinds = {ftg.node(n)["kind"] for n in ftg.nodes}
+    assert {"async_commit"} <= kinds if target.startswith("simt") else {"barrier_init", "barrier_arrive"} <= kinds
+    rows = [ln for ln in report.splitlines() if re.match(r"  n\d+ ", ln)]
+    assert len(rows) == len(ftg.nodes)
+    for n, row in zip(ftg.nodes, rows):
+        d = ftg.node(n)
+        assert row == row.rstrip() and not row.endswith(":"), row
+        assert row.split()[:3] == [n, d["kind"], *d["where"].split()[:1]], row
+        assert row.endswith(f"{d['where']}: {d['label']}" if d["label"] else d["where"]), row
+    for col in (lambda n: ftg.node(n)["kind"], lambda n: ftg.node(n)["where"]):
+        assert len({row.index(f" {col(n)}") for n, row in zip(ftg.nodes, rows)}) == 1, report
+    labelled = [(n, row) for n, row in zip(ftg.nodes, rows) if ftg.node(n)["label"]]
+    assert len({row.index(ftg.node(n)["label"]) for n, row in labelled}) == 1, report
+    text = [ln for ln in str(ftg).splitlines() if re.match(r"  n\d+ ", ln)]
+    for col in (lambda n: ftg.node(n)["kind"], lambda n: ftg.node(n)["label"] or ftg.node(n)["where"]):
+        starts = {row.index(f" {col(n)}") + 1 for n, row in zip(ftg.nodes, text) if ftg.node(n)["label"]}
+        assert len(starts) == 1, str(ftg)
+    assert len({row.index(f"  {ftg.node(n)['where']}") for n, row in zip(ftg.nodes, text)}) == 1, str(ftg)
+    from tilec.passes.cost_model import estimate_kernel
+
+    table = estimate_kernel(gemm.prim_func, target).ops_table().splitlines()  # the cost model's rows too
+    ends = {re.match(r"\S+\s+\S+\s+\S+\s+\S+", ln).end() for ln in table}  # up to the runs/block column
+    assert ends == {table[0].index("runs/block") + len("runs/block")}, "\n".join(table)

@@ -92,12 +92,24 @@ class FTG:
         parts = ", ".join(f"{n} {k}" for k, n in kinds.items())
         return f"FTG {self.name}: {self.graph.number_of_nodes()} tile ops ({parts}), {len(self.edges())} dependencies"
 
+    def _widths(self, *keys: str) -> list[int]:
+        """The width of each column: its longest entry among the nodes (node ids for "id")."""
+        nodes = self.graph.nodes(data=True)
+        return [max((len(n if k == "id" else d[k]) for n, d in nodes), default=0) for k in keys]
+
+    def rows(self) -> list[str]:
+        """One line a node, as ``kernel.report()`` lists them: id, kind, where and label, in aligned columns (a node
+        without a label ends at its where)."""
+        wn, wk, ww = self._widths("id", "kind", "where")
+        return [f"  {n:<{wn}} {d['kind']:<{wk}} {d['where'] + ':':<{ww + 1}} {d['label']}" if d["label"] else
+                f"  {n:<{wn}} {d['kind']:<{wk}} {d['where']}" for n, d in self.graph.nodes(data=True)]
+
     def __str__(self) -> str:
         lines = [self.summary()]
-        width = max((len(d["label"]) for _, d in self.graph.nodes(data=True)), default=0)
+        wn, wk, width = self._widths("id", "kind", "label")
         for n, d in self.graph.nodes(data=True):
             loops = " in " + ", ".join(str(lp) for lp in d["loops"]) if d["loops"] else ""
-            lines.append(f"  {n:<4} {d['kind']:<10} {d['label']:<{width}}  {d['where']}{loops}")
+            lines.append(f"  {n:<{max(wn, 4)}} {d['kind']:<{max(wk, 10)}} {d['label']:<{width}}  {d['where']}{loops}")
         lines.append("dependencies:")
         for u, v, dep in self.edges():
             lines.append(f"  {u} -> {v}  {dep.text(self.names)}")

@@ -137,11 +137,11 @@ class KernelCost:
 
     def ops_table(self) -> str:
         at = [r.where.removeprefix("line ") if r.where else str(r.line) for r in self.ops]
-        w = max([4, *map(len, at)])
-        lines = [f"{'node':<5} {'kind':<11} {'line':>{w}} {'runs/block':>10} {'global MB':>10} {'shared MB':>10} "
+        w, wk = max([4, *map(len, at)]), max([11, *(len(r.kind) for r in self.ops)])
+        lines = [f"{'node':<5} {'kind':<{wk}} {'line':>{w}} {'runs/block':>10} {'global MB':>10} {'shared MB':>10} "
                  f"{'GFLOP':>8}  label"]
         for r, a in zip(self.ops, at):
-            lines.append(f"{r.node:<5} {r.kind:<11} {a:>{w}} {r.executions:>10.2f} {r.global_bytes / 1e6:>10.2f} "
+            lines.append(f"{r.node:<5} {r.kind:<{wk}} {a:>{w}} {r.executions:>10.2f} {r.global_bytes / 1e6:>10.2f} "
                          f"{r.shared_bytes / 1e6:>10.2f} {r.flops / 1e9:>8.2f}  {r.label[:70]}")
         return "\n".join(lines)
 

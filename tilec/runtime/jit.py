@@ -119,9 +119,8 @@ class JITKernel:
 
     def report(self) -> str:
         """Per tile op: what the compiler chose (instructions, layouts, stages), and every fallback taken."""
-        nodes = self.ftg.graph.nodes(data=True)  # built first: "cuda" becomes the device's architecture
-        lines = [f"kernel {self.prim_func.name} for target {self.target}"]
-        lines += [f"  {n} {d['kind']:<10} {d['where']}: {d['label']}" for n, d in nodes]
+        ftg = self.ftg  # built first: "cuda" becomes the device's architecture
+        lines = [f"kernel {self.prim_func.name} for target {self.target}", *ftg.rows()]
         lines += [f"  note: {r}" for r in self.state.report]
         ck = getattr(self._exe, "ck", None)  # compiled already: what ptxas said about performance
         lines += [f"  ptxas: {w}" for w in getattr(ck, "warnings", ())]
