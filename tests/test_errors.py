@@ -2238,3 +2238,81 @@ def test_eager_const_symbols_misused_say_how_to_write_them():
     for names in (8, "", "M 2N"):
         with pytest.raises(TilecTypeError, match=r"T.const takes the names of its symbols in one string"):
             T.const(names)
+
+
+def test_tilelang_loop_options_are_honoured_or_noted(tmp_path):
+    """T.Parallel(coalesced_width=...), T.unroll(unroll_factor=..., explicit=...) and the annotations={...} of
+    T.serial / T.unroll / T.vectorized were accepted and dropped (or kept and ignored): no effect and no word. A
+    free loop's coalesced_width now sets the run of elements a thread takes (an error naming it and the line where
+    it cannot), unroll_factor gives `#pragma unroll N`, and what tilec has no use for is kept in the IR and noted
+    in the report, naming the keyword and the line; an annotation key tilec uses itself is refused."""
+    import numpy as np
+
+    from tilec.errors import TilecValueError
+
+    src = '''
+import tilec.language as T
+
+
+@T.prim_func
+def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((128, 64), "float16")):
+    with T.Kernel(1, threads=128) as bx:
+        F = T.alloc_fragment((128, 64), "float32")
+        for i, j in T.Parallel(128, 64, coalesced_width=2):
+            B[i, j] = A[i, j] * 2.0
+        for i, j in T.Parallel(128, 64):
+            F[i, j] = A[i, j]
+        for i, j in T.Parallel(128, 64, coalesced_width=4):
+            B[i, j] = B[i, j] + F[i, j]
+        for k in T.unroll(8, unroll_factor=2, explicit=True):
+            B[0, k] = B[0, k] + 1.0
+        for k in T.serial(2, annotations={"pragma_x": 1}):
+            for v in T.vectorized(2, annotations={"lanes": 2}):
+                B[1, k * 2 + v] = B[1, k * 2 + v] + 1.0
+'''
+    path = tmp_path / "kernel_opts.py"
+    path.write_text(src)
+    env: dict = {}
+    exec(compile(src, str(path), "exec"), env)
+    main = env["main"]
+    text = str(main)
+    assert "T.Parallel(128, 64, coalesced_width=2)" in text and "T.unroll(8, unroll_factor=2, explicit=True)" in text
+    assert "T.serial(2, annotations={'pragma_x': 1})" in text and "T.vectorized(2, annotations={'lanes': 2})" in text
+    jk = tilec.JITKernel(main, "cuda:sm_80")
+    source, report = jk.get_kernel_source(), jk.report()
+    loop = jk.state.artifacts["layout_inference"].loops[jk.ftg.node("n0")["op"]]
+    threads, _ = loop.eval_tables()
+    assert [int(threads[0, j, 0]) for j in range(4)] == [0, 0, 1, 1], "runs of 2 elements a thread"
+    assert "#pragma unroll 2\n" in source
+    for note in ("T.Parallel at line 13: coalesced_width=4 has no effect: the loop runs on a layout it does not "
+                 "choose (from F)",
+                 "T.unroll at line 15: explicit=True is accepted for TileLang compatibility and has no effect",
+                 "T.serial at line 17: annotations={'pragma_x': 1} are accepted for TileLang compatibility and have "
+                 "no effect",
+                 "T.vectorized at line 18: annotations={'lanes': 2} are accepted"):
+        assert f"note: {note}" in report, report
+    assert "line 9: coalesced_width" not in report
+    a = np.random.default_rng().standard_normal((128, 64)).astype(np.float16)
+    want = a.astype(np.float64) * 3.0
+    want[0, :8] += 1.0
+    want[1, :4] += 1.0
+    for target in ("simt:sm_80", "cpu"):
+        b = np.full((128, 64), np.nan, np.float16)
+        tilec.compile(main, target=target)(a, b)
+        np.testing.assert_allclose(b, want, rtol=2e-3, atol=2e-3)
+
+    bad = src.replace("coalesced_width=2", "coalesced_width=3")
+    path.write_text(bad)
+    exec(compile(bad, str(path), "exec"), env)
+    with pytest.raises(TilecValueError, match=r"T.Parallel\(coalesced_width=3\): runs of 3 consecutive elements "
+                                              r"of the innermost extent 64") as ei:
+        tilec.JITKernel(env["main"], "cuda:sm_80").get_kernel_source()
+    assert ei.value.loc.file == str(path) and ei.value.loc.line == 9
+    for stmt, message in (("T.serial(2, annotations={'lets': 1})", "tilec uses the annotation 'lets' itself"),
+                          ("T.unroll(2, unroll_factor=0)", "unroll_factor must be an int >= 1, got 0"),
+                          ("T.Parallel(2, coalesced_width=2.0)", "coalesced_width must be an int >= 1, got 2.0")):
+        bad = src.replace("T.serial(2, annotations={\"pragma_x\": 1})", stmt)
+        path.write_text(bad)
+        with pytest.raises(tilec.TilecError, match=re.escape(message)) as ei:
+            exec(compile(bad, str(path), "exec"), env)
+        assert ei.value.loc.file == str(path) and ei.value.loc.line == 17, ei.value

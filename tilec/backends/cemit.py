@@ -286,7 +286,7 @@ class CEmitter:
             self.nonneg.add(id(s.var))
             v = self.names(s.var)
             if s.unroll:
-                self.emit(d, "#pragma unroll")
+                self.emit(d, f"#pragma unroll {s.unroll_factor}" if s.unroll_factor else "#pragma unroll")
             self.emit(d, f"for (int {v} = 0; {v} < {self.e(s.extent)}; ++{v}) {{")
             self.stmt(s.body, d + 1)
             self.emit(d, "}")

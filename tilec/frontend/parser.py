@@ -407,14 +407,16 @@ class Parser(ExprParser):
             extents = tuple(e if isinstance(e, int) else as_expr(e) for e in spec.extents)
             if any(isinstance(e, int) and e <= 0 for e in extents):  # as range(0): no iteration (and no layout of
                 return SeqStmt(())  # a zero-size loop nest, which the GPU targets could not build)
-            if isinstance(body, Parallel):  # perfectly nested: one loop nest
-                return Parallel(tuple(vs) + body.vars, extents + body.extents, body.body, loc=loc)
+            width = dict(spec.annotations).get("coalesced_width", 0)
+            if isinstance(body, Parallel):  # perfectly nested: one loop nest (the inner loop's width is innermost)
+                return Parallel(tuple(vs) + body.vars, extents + body.extents, body.body,
+                                body.coalesced_width or width, loc=loc)
             inner = next((n for n in walk(body) if isinstance(n, Parallel)), None)
             if inner is not None:
                 raise TilecSyntaxError("a T.Parallel loop inside another one must be its whole body (perfect nesting, "
                                        "which merges into one `for i, j in T.Parallel(M, N)`); here the outer loop's "
                                        "body has other statements too", inner.loc)
-            return Parallel(tuple(vs), extents, body, loc=loc)
+            return Parallel(tuple(vs), extents, body, width, loc=loc)
         kind = "serial" if spec.kind == "grid" else spec.kind
         for v, e in reversed(list(zip(vs, spec.extents))):
             ext = as_expr(e)

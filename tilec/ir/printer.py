@@ -50,7 +50,7 @@ _PREC = {
     "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10, "neg": 11,
 }  # fmt: skip
 _LOOP_CTOR = {"serial": "T.serial", "unroll": "T.unroll", "pipelined": "T.Pipelined", "vectorized": "T.vectorized"}
-_LOOP_KEYWORDS = {"pipelined": ("num_stages", "order", "stage"), "unroll": ("unroll_factor",)}
+_LOOP_KEYWORDS = {"pipelined": ("num_stages", "order", "stage"), "unroll": ("unroll_factor", "explicit")}
 
 
 class Names:
@@ -221,7 +221,8 @@ class _Printer:
             self.body(s.body, d + 1)
         elif isinstance(s, Parallel):
             vs = ", ".join(self.names(v) for v in s.vars)
-            self.emit(d, f"for {vs} in T.Parallel({', '.join(self.e(x) for x in s.extents)}):")
+            width = f", coalesced_width={s.coalesced_width}" if s.coalesced_width else ""
+            self.emit(d, f"for {vs} in T.Parallel({', '.join(self.e(x) for x in s.extents)}{width}):")
             self.body(s.body, d + 1)
         elif isinstance(s, WarpRoles):
             self.emit(d, f"with T.warp_role('producer', threads={s.producer_threads}):")

@@ -14,6 +14,8 @@ from tilec.ir.buffer import Buffer, Dim, Region
 from tilec.ir.expr import Expr, Load, Var
 
 LOOP_KINDS = ("serial", "unroll", "pipelined", "vectorized")
+# loop annotation keys that loop constructors take as keywords or passes put on loops: not a user's annotations={...}
+LOOP_ANNOTATIONS = ("num_stages", "order", "stage", "unroll_factor", "explicit", "lets", "tiles", "rotated")
 GEMM_POLICIES = ("Square", "FullRow", "FullCol")
 REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
 
@@ -248,11 +250,14 @@ class AtomicAdd(TileOp):
 @dataclass(frozen=True, eq=False)
 class Parallel(TileOp):
     """``for i, j in T.Parallel(M, N): body``: every iteration independent; element accesses to global
-    tensors are predicated on the tensor bounds (out-of-bounds loads read zero, stores are dropped)."""
+    tensors are predicated on the tensor bounds (out-of-bounds loads read zero, stores are dropped).
+    ``coalesced_width`` (0: the compiler's choice) is the run of consecutive innermost elements a thread takes where
+    layout inference spreads the loop freely."""
 
     vars: tuple[Var, ...]
     extents: tuple[Dim, ...]
     body: Stmt
+    coalesced_width: int = 0
     kind = "parallel"
 
     def reads(self) -> tuple[Region, ...]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from tilec.errors import TilecSyntaxError, TilecTypeError, TilecValueError
 from tilec.ir.expr import Const, Expr, as_expr, binop, ceildiv
+from tilec.ir.stmt import LOOP_ANNOTATIONS
 
 LOOP_CTORS = {"pipelined": "T.Pipelined", "parallel": "T.Parallel"}
 
@@ -68,24 +69,49 @@ def _range(what: str, start: Any, stop: Any, step: Any) -> tuple[Any, Any, Any]:
     return start, extent, step
 
 
+def _annotations(what: str, annotations: Any) -> tuple[tuple[str, Any], ...]:
+    """TileLang's ``annotations`` dict of a loop, kept on it as sorted pairs (the report notes that they have no
+    effect in tilec)."""
+    if annotations is None:
+        return ()
+    if not isinstance(annotations, dict) or not all(isinstance(k, str) for k in annotations):
+        raise TilecTypeError(f"{what}: annotations must be a dict with str keys, got {annotations!r}")
+    taken = sorted(k for k in annotations if k in LOOP_ANNOTATIONS)
+    if taken:
+        raise TilecValueError(f"{what}: annotations={{{taken[0]!r}: ...}}: tilec uses the annotation {taken[0]!r} "
+                              f"itself; pick another name (reserved: {', '.join(LOOP_ANNOTATIONS)})")
+    return tuple(sorted(annotations.items()))
+
+
+def _positive(what: str, name: str, value: Any) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
+        raise TilecTypeError(f"{what}: {name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
 def serial(start: Any, stop: Any = None, step: Any = None, annotations: dict | None = None) -> LoopSpec:
     """``for k in T.serial(n)`` / ``T.serial(start, stop, step)``: a sequential loop (TileLang's ``annotations``
-    dict is kept on the loop; any other keyword is an error, not an annotation)."""
+    dict is kept on the loop and noted in the report as having no effect; any other keyword is an error)."""
     s, e, st = _range("T.serial", start, stop, step)
-    return LoopSpec("serial", (s,), (e,), (st,), tuple(sorted((annotations or {}).items())))
+    return LoopSpec("serial", (s,), (e,), (st,), _annotations("T.serial", annotations))
 
 
 def unroll(start: Any, stop: Any = None, step: Any = None, explicit: bool = False, unroll_factor: int | None = None,
            annotations: dict | None = None) -> LoopSpec:
-    """A loop the backend unrolls (fully, or by ``unroll_factor``)."""
+    """A loop the backend unrolls: fully, or by ``unroll_factor`` (``#pragma unroll N``). TileLang's ``explicit``
+    (unroll in the IR, not by the CUDA compiler) and ``annotations`` are kept and noted as having no effect."""
     s, e, st = _range("T.unroll", start, stop, step)
-    ann = (("unroll_factor", unroll_factor),) if unroll_factor else ()
-    return LoopSpec("unroll", (s,), (e,), (st,), ann)
+    ann = (("unroll_factor", _positive("T.unroll", "unroll_factor", unroll_factor)),) if unroll_factor is not None \
+        else ()
+    ann += (("explicit", True),) if explicit else ()
+    return LoopSpec("unroll", (s,), (e,), (st,), ann + _annotations("T.unroll", annotations))
 
 
 def vectorized(start: Any, stop: Any = None, annotations: dict | None = None) -> LoopSpec:
+    """A loop over a vector's lanes (a plain loop in tilec; TileLang's ``annotations`` are kept and noted as having
+    no effect)."""
     s, e, st = _range("T.vectorized", start, stop, None)
-    return LoopSpec("vectorized", (s,), (e,), (st,))
+    return LoopSpec("vectorized", (s,), (e,), (st,), _annotations("T.vectorized", annotations))
 
 
 def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int] | None = None,
@@ -116,7 +142,9 @@ def Pipelined(start: Any, stop: Any = None, num_stages: int = 0, order: list[int
 
 
 def Parallel(*extents: Any, coalesced_width: int | None = None) -> LoopSpec:
-    """``for i, j in T.Parallel(M, N)``: element-wise work spread over the block's threads."""
+    """``for i, j in T.Parallel(M, N)``: element-wise work spread over the block's threads. ``coalesced_width``
+    (as TileLang's) is how many consecutive elements of the innermost dimension a thread takes in a row, where the
+    loop's layout is free (not set by a fragment it indexes)."""
     if not extents:
         raise TilecTypeError("T.Parallel needs at least one extent")
     # a numpy integer (a size from an array's shape, a config read from numpy) counts as the int it is
@@ -124,7 +152,8 @@ def Parallel(*extents: Any, coalesced_width: int | None = None) -> LoopSpec:
     for e in extents:
         if isinstance(e, bool) or not isinstance(e, (int, Expr)):  # T.Parallel(True) was one iteration
             raise TilecTypeError(f"T.Parallel: extents must be ints, got {e!r}")
-    ann = (("coalesced_width", coalesced_width),) if coalesced_width else ()
+    ann = (("coalesced_width", _positive("T.Parallel", "coalesced_width", coalesced_width)),) \
+        if coalesced_width is not None else ()
     return LoopSpec("parallel", tuple(0 for _ in extents), tuple(extents), tuple(1 for _ in extents), ann)
 
 

@@ -118,7 +118,8 @@ class ParallelLowering:
             return If(self.expr(s.cond), self.stmt(s.then_body), other, loc=s.loc)
         if isinstance(s, For):
             self.lw.ranges[s.var] = (0, int(s.extent.value) - 1) if isinstance(s.extent, Const) else None
-            return Loop(s.var, self.expr(s.extent), self.stmt(s.body), unroll=s.kind == "unroll", loc=s.loc)
+            return Loop(s.var, self.expr(s.extent), self.stmt(s.body), unroll=s.kind == "unroll",
+                        unroll_factor=s.ann("unroll_factor", 0), loc=s.loc)
         if isinstance(s, Store):
             return self.store(s.buffer, list(s.indices), self.expr(s.value), s)
         if isinstance(s, AtomicRMW):

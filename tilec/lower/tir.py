@@ -111,6 +111,7 @@ class Loop(TStmt):
     body: TStmt
     unroll: bool = False
     tiles: bool = False
+    unroll_factor: int = 0  # with unroll: by this many trips (``#pragma unroll N``); 0 for fully
 
 
 @dataclass(frozen=True, eq=False)

@@ -103,6 +103,7 @@ class LayoutPlan:
     gemms: dict[Gemm, GemmPlan] = field(default_factory=dict)
     origin: dict[Any, tuple[str, str]] = field(default_factory=dict)  # buffer or loop -> (level, why)
     threads: int = 0
+    notes: list[str] = field(default_factory=list)  # for the report
 
     def __str__(self) -> str:
         lines = ["layouts:"]
@@ -443,11 +444,25 @@ class _Inference:
                     loop = self.plan.loops[op] = self._everywhere(shape, op, private)
                     self.plan.origin[op] = ("free", f"every thread runs all of it ({private[0].name} is private)")
                 else:
-                    vec = _loop_vector(op, shape)
+                    vec = self._coalesced(op, shape) if op.coalesced_width else _loop_vector(op, shape)
                     loop = self.plan.loops[op] = self._spread(shape, vec, op, "the T.Parallel loop")
                     self.plan.origin[op] = ("free", "spread over the threads")
                 for b, d in held:
                     self.check_loop(op, loop, b, d)
+        for op in self.ops:
+            if isinstance(op, Parallel) and op.coalesced_width and self.plan.origin[op][1] != "spread over the threads":
+                self.plan.notes.append(f"T.Parallel at {where(op.loc)}: coalesced_width={op.coalesced_width} has no "
+                                       f"effect: the loop runs on a layout it does not choose "
+                                       f"({self.plan.origin[op][1]})")
+
+    def _coalesced(self, op: Parallel, shape: tuple[int, ...]) -> int:
+        """The user's ``coalesced_width``, which must split the innermost extent and spread evenly."""
+        w, n = op.coalesced_width, math.prod(shape)
+        if shape[-1] % w or n % (self.T * w):
+            raise TilecValueError(f"T.Parallel(coalesced_width={w}): runs of {w} consecutive elements of the "
+                                  f"innermost extent {shape[-1]} spread over {self.T} threads need {w} to divide it "
+                                  f"and {self.T * w} to divide the loop's {n} iterations", op.loc)
+        return w
 
     def run(self) -> LayoutPlan:
         self.strict()

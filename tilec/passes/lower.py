@@ -190,7 +190,8 @@ class _Driver:
             if lw.wgmma_pending and not _in_flight_here(s.body):  # a group an inner loop left in flight: the next
                 # trip starts by rewriting that loop's operand versions (its multi-buffering covers its own trips only)
                 body = seq([body] + _drain_wgmma(lw, None))
-            return Loop(s.var, ext, body, unroll=s.kind == "unroll", tiles=bool(s.ann("tiles")), loc=s.loc)
+            return Loop(s.var, ext, body, unroll=s.kind == "unroll", tiles=bool(s.ann("tiles")),
+                        unroll_factor=s.ann("unroll_factor", 0), loc=s.loc)
         if isinstance(s, WarpRoles):
             from tilec.lower.tma import lower_roles
 

@@ -47,7 +47,33 @@ class Stage:
 
 def _verify(state: CompileState) -> CompileState:
     verify(state.func, "parse")
-    return state
+    notes = _inert_options(state.func)
+    return state.with_(report=state.report + notes) if notes else state
+
+
+# loop options of TileLang's that tilec keeps on the loop but has no use for (the compiler's own are not the user's)
+_INERT = {"unroll": ("explicit",)}
+
+
+def _inert_options(func: PrimFunc) -> tuple[str, ...]:
+    """A note for each loop option the kernel gives that has no effect in tilec: T.unroll's ``explicit`` (tilec
+    leaves unrolling to the CUDA/HIP compiler) and the ``annotations`` dicts of T.serial / T.unroll / T.vectorized."""
+    from tilec.ir.printer import _LOOP_CTOR
+    from tilec.ir.stmt import LOOP_ANNOTATIONS, For
+    from tilec.ir.visit import walk
+
+    notes = []
+    for s in walk(func.launch.body):
+        if not isinstance(s, For):
+            continue
+        inert = _INERT.get(s.kind, ())
+        ctor = f"{_LOOP_CTOR[s.kind]} at {where(s.loc)}"
+        notes += [f"{ctor}: {k}={v!r} is accepted for TileLang compatibility and has no effect (the CUDA/HIP "
+                  f"compiler unrolls the loop)" for k, v in s.annotations if k in inert]
+        user = {k: v for k, v in s.annotations if k not in LOOP_ANNOTATIONS}
+        if user:
+            notes.append(f"{ctor}: annotations={user!r} are accepted for TileLang compatibility and have no effect")
+    return tuple(notes)
 
 
 def _build_ftg(state: CompileState) -> CompileState:
@@ -103,6 +129,7 @@ def _layouts(state: CompileState) -> CompileState:
     state.ftg.layouts = dict(plan.fragments) | dict(plan.shared)
     notes = tuple(dict.fromkeys(f"T.gemm at {where(g.loc)}: {p.instr} {p.why}"
                                 for g, p in plan.gemms.items()))  # once for a gemm a pass copied
+    notes += tuple(plan.notes)
     return state.with_(artifacts={**state.artifacts, "layout_inference": plan}, report=state.report + notes)
 
 
