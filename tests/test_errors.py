@@ -802,6 +802,65 @@ def test_an_on_chip_buffer_of_no_element_is_refused_at_its_line(alloc):
                 T.copy(f[0, :], B[0:0])
 
 
+@pytest.mark.parametrize("alloc, args, kwargs, message", [
+    ("alloc_shared", ((4,), "float32"), {"scope": "local"},
+     "T.alloc_shared: scope='local' is not shared memory; expected scope 'shared.dyn' or 'shared'; a per-thread "
+     "array (scope 'local') is T.alloc_local"),
+    ("alloc_shared", ((4,), "float32", "local.fragment"), {},
+     "T.alloc_shared: scope='local.fragment' is not shared memory; expected scope 'shared.dyn' or 'shared'; a "
+     "register tile spread over the block (scope 'local.fragment') is T.alloc_fragment"),
+    ("alloc_fragment", ((4,), "float32"), {"scope": "shared"},
+     "T.alloc_fragment: scope='shared' is not a register tile spread over the block; expected scope "
+     "'local.fragment'; shared memory (scope 'shared') is T.alloc_shared"),
+    ("alloc_local", ((4,), "float32"), {"scope": "global"},
+     "T.alloc_local: scope='global' is not a per-thread array; expected scope 'local'"),
+    ("alloc_var", ("float32",), {"scope": "shared.dyn"},
+     "T.alloc_var: scope='shared.dyn' is not a per-thread scalar; expected scope 'local.var'; shared memory"),
+    ("alloc_var", ("float32", 1.0, "local"), {},
+     "T.alloc_var: scope='local' is not a per-thread scalar; expected scope 'local.var'; a per-thread array"),
+    ("alloc_shared", ((4,), "float32"), {"scope": 3},
+     "T.alloc_shared: scope=3 is not shared memory; expected scope 'shared.dyn' or 'shared'"),
+])
+def test_an_allocation_in_another_scope_is_refused_at_its_line(alloc, args, kwargs, message):
+    """T.alloc_shared(..., scope="local") (any scope= of an allocation other than its own) was silently ignored:
+    the buffer stayed in shared memory."""
+    with pytest.raises(TilecValueError) as ei:
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                x = getattr(T, alloc)(*args, **kwargs)  # scope-line
+    assert message in str(ei.value)
+    assert_points_at(ei.value, "scope-line")
+
+
+def test_allocations_take_tilelangs_scope_names(rng):
+    """TileLang's scope= values of each allocation: "shared" (static) and "shared.dyn" both give shared memory;
+    T.alloc_var(dtype, init, scope) and T.alloc_var(dtype, scope) as TileLang reads them."""
+    @T.prim_func
+    def main(A: T.Tensor((8,), "float32"), B: T.Tensor((8,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            s = T.alloc_shared((8,), "float32", scope="shared")
+            d = T.alloc_shared((8,), "float32", "shared.dyn")
+            f = T.alloc_fragment((8,), "float32", scope="local.fragment")
+            loc = T.alloc_local((1,), "float32", scope="local")
+            x = T.alloc_var("float32", 3.0, "local.var")
+            y = T.alloc_var("float32", "local.var")
+            y = 1.0
+            loc[0] = 2.0
+            T.copy(A, s)
+            T.copy(s, d)
+            T.copy(d, f)
+            for i in T.Parallel(8):
+                B[i] = f[i] * x + y + loc[0]
+
+    assert [b.scope for b in main.launch.allocs] == ["shared", "shared", "fragment", "local", "var", "var"]
+    a = rng.standard_normal(8).astype(np.float32)
+    b = np.full(8, np.nan, np.float32)
+    tilec.compile(main, target="cpu")(a, b)
+    # two float32 roundings of terms below 16 (x * 3 + 1 + 2, where they may cancel): within 1e-5
+    np.testing.assert_allclose(b, a.astype(np.float64) * 3 + 3, rtol=0, atol=1e-5)
+
+
 def test_bad_primitive_arguments():
     with pytest.raises(TilecTypeError, match="T.Kernel: at most 1024 threads per block, got 2048"):
         T.Kernel(4, threads=2048)

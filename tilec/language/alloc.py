@@ -27,23 +27,63 @@ def _alloc(scope: str, shape: Any, dtype: Any, what: str) -> Buffer:
     return buf
 
 
+# the ``scope=`` values each allocation takes (TileLang's names) and what they are: "shared" (static shared memory in
+# TileLang) and "shared.dyn" are both the block's shared memory, which tilec always allocates dynamically
+_SCOPES = {
+    "T.alloc_shared": (("shared.dyn", "shared"), "shared memory"),
+    "T.alloc_fragment": (("local.fragment",), "a register tile spread over the block"),
+    "T.alloc_local": (("local",), "a per-thread array"),
+    "T.alloc_var": (("local.var",), "a per-thread scalar"),
+}
+
+
+def _check_scope(what: str, scope: Any) -> None:
+    """Refuse a ``scope=`` that is not the memory ``what`` allocates (it would be ignored)."""
+    allowed, kind = _SCOPES[what]
+    if isinstance(scope, str) and scope in allowed:
+        return
+    expected = " or ".join(repr(s) for s in allowed)
+    other = next((f for f, (names, _) in _SCOPES.items() if f != what and scope in names), None)
+    hint = f"; {_SCOPES[other][1]} (scope {scope!r}) is {other}" if other else ""
+    raise TilecValueError(f"{what}: scope={scope!r} is not {kind}; expected scope {expected}{hint}")
+
+
 def alloc_shared(shape: Any, dtype: Any, scope: str = "shared.dyn") -> Buffer:
-    """A tile in shared memory, visible to all threads of the block."""
+    """A tile in shared memory, visible to all threads of the block (``scope`` "shared.dyn" or "shared")."""
+    _check_scope("T.alloc_shared", scope)
     return _alloc("shared", shape, dtype, "T.alloc_shared")
 
 
 def alloc_fragment(shape: Any, dtype: Any, scope: str = "local.fragment") -> Buffer:
     """A tile in registers, spread over the threads of the block by layout inference."""
+    _check_scope("T.alloc_fragment", scope)
     return _alloc("fragment", shape, dtype, "T.alloc_fragment")
 
 
-def alloc_local(shape: Any, dtype: Any) -> Buffer:
+def alloc_local(shape: Any, dtype: Any, scope: str = "local") -> Buffer:
     """A small array private to each thread (registers)."""
+    _check_scope("T.alloc_local", scope)
     return _alloc("local", shape, dtype, "T.alloc_local")
 
 
-def alloc_var(dtype: Any, init: Any = None) -> Buffer:
-    """A scalar private to each thread; read it by name, assign it with ``x = ...``."""
+def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None) -> Buffer:
+    """A scalar private to each thread; read it by name, assign it with ``x = ...``.
+
+    As in TileLang, ``T.alloc_var(dtype, init)``, ``T.alloc_var(dtype, init, scope)``, a single positional string
+    being the scope (``T.alloc_var(dtype, "local.var")``), or ``init=`` / ``scope=`` by keyword.
+    """
+    if len(args) > 2:
+        raise TilecTypeError(f"T.alloc_var takes a dtype, an optional init value and an optional scope, got "
+                             f"{len(args) + 1} positional arguments")
+    if len(args) == 1 and isinstance(args[0], str):
+        scope = args[0]
+    elif args:
+        if init is not None:
+            raise TilecTypeError("T.alloc_var: init given both by position and as init=")
+        init = args[0]
+        if len(args) == 2:
+            scope = args[1]
+    _check_scope("T.alloc_var", scope)
     buf = _alloc("var", (), dtype, "T.alloc_var")
     if init is not None:
         b = current("T.alloc_var")
