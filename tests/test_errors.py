@@ -861,6 +861,30 @@ def test_allocations_take_tilelangs_scope_names(rng):
     np.testing.assert_allclose(b, a.astype(np.float64) * 3 + 3, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("default, message", [
+    ("tensor", "parameter 'B': a tensor parameter takes no default (got None); pass the array at each call, or "
+               "name the parameter in out_idx"),
+    (2.5, "the default of parameter 'n': expected a Python int8 scalar, got float 2.5"),
+    (300, "the default of parameter 'n': 300 does not fit the parameter's type int8 [-128, 127]"),
+])
+def test_a_parameter_default_the_call_cannot_pass_is_refused_at_its_line(default, message):
+    """Defaults of scalar parameters are passed by calls that leave them out: one that is not a value of the
+    parameter's type, or a tensor's, is refused where it is declared."""
+    with pytest.raises(TilecError) as ei:
+        if default == "tensor":
+            @T.prim_func
+            def main(A: T.Tensor((4,), "float32"), B: T.Tensor((4,), "float32") = None):  # tensor-default
+                with T.Kernel(1, threads=32) as bx:
+                    B[0] = A[0]
+        else:
+            @T.prim_func
+            def main(A: T.Tensor((4,), "float32"), n: T.int8 = default):  # scalar-default
+                with T.Kernel(1, threads=32) as bx:
+                    A[0] = n
+    assert message in str(ei.value)
+    assert_points_at(ei.value, "tensor-default" if default == "tensor" else "scalar-default")
+
+
 def test_bad_primitive_arguments():
     with pytest.raises(TilecTypeError, match="T.Kernel: at most 1024 threads per block, got 2048"):
         T.Kernel(4, threads=2048)

@@ -459,6 +459,30 @@ def test_serial_loop_with_alloc_var_accumulator(rng):
     assert_close(s, a.astype(np.float64).sum(axis=1), "float32", scale=float(np.abs(a).sum(axis=1).max()))
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_scalar_parameters_left_out_of_a_call_take_their_defaults(rng, target):
+    """`n: T.int32 = 3` on a @T.prim_func parameter was ignored: every call still had to pass n ('takes 3
+    argument(s) (A, n, alpha), got 1')."""
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32"), n: T.int32 = 3,
+             alpha: T.float32 = 0.5):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                B[i] = A[i] * alpha + n
+
+    assert "n: T.int32 = 3," in str(main) and "alpha: T.float32 = 0.5," in str(main)
+    kernel = tilec.compile(main, target=target, out_idx=[1])
+    a = randn(rng, (64,), "float32")
+    ref = a.astype(np.float64)
+    for args, kwargs, want in [((a,), {}, ref * 0.5 + 3), ((a, 5), {}, ref * 0.5 + 5),
+                               ((a,), {"alpha": 2.0}, ref * 2 + 3), ((), {"A": a, "n": -1}, ref * 0.5 - 1),
+                               ((a, 7, -1.0), {}, -ref + 7)]:
+        assert_close(kernel(*args, **kwargs), want, "float32", scale=8.0)
+    b = poisoned((64,), "float32")
+    tilec.compile(main, target=target)(a, b)  # without out_idx: B is passed, n and alpha left out
+    assert_close(b, ref * 0.5 + 3, "float32", scale=8.0)
+
+
 # ---------------------------------------------------------------------------------------------- flash attention
 
 

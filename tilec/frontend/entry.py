@@ -7,7 +7,7 @@ import inspect
 from typing import Any
 
 from tilec import dtypes as dt
-from tilec.errors import TilecSyntaxError, TilecTypeError, TilecValueError
+from tilec.errors import TilecError, TilecSyntaxError, TilecTypeError, TilecValueError
 from tilec.frontend.builder import Builder, building
 from tilec.frontend.parser import Parser, attach_loc
 from tilec.frontend.source import function_env, function_source
@@ -75,7 +75,28 @@ def _dyn_vars(params: list[Buffer | Var]) -> tuple[Var, ...]:
     return tuple(seen.values())
 
 
-def _finish(name: str, params: list[Buffer | Var], b: Builder, loc: Any, out_params: tuple[int, ...] = ()) -> PrimFunc:
+def _defaults(fn: Any, args: list[ast.arg], params: list[Buffer | Var], src: Any) -> tuple[tuple[int, Any], ...]:
+    """The defaults of ``fn``'s parameters (``n: T.int32 = 3``), checked against their types; a call that leaves the
+    parameter out passes it. A tensor parameter has none (its shape and dtype are all the kernel knows)."""
+    values = fn.__defaults__ or ()
+    out = []
+    for i, value in enumerate(values, len(params) - len(values)):
+        p, loc = params[i], src.loc(args[i])
+        if isinstance(p, Buffer):
+            raise TilecTypeError(f"parameter {p.name!r}: a tensor parameter takes no default (got {value!r}); pass "
+                                 "the array at each call, or name the parameter in out_idx to have the call "
+                                 "allocate it", loc)
+        from tilec.runtime.args import _check_scalar
+
+        try:
+            out.append((i, _check_scalar(p, value, f"the default of parameter {p.name!r}")))
+        except TilecError as e:
+            raise attach_loc(e, loc) from None
+    return tuple(out)
+
+
+def _finish(name: str, params: list[Buffer | Var], b: Builder, loc: Any, out_params: tuple[int, ...] = (),
+            defaults: tuple[tuple[int, Any], ...] = ()) -> PrimFunc:
     top = b.frames[0]
     launches = [s for s in top if isinstance(s, KernelLaunch)]
     if len(launches) != 1:
@@ -85,7 +106,7 @@ def _finish(name: str, params: list[Buffer | Var], b: Builder, loc: Any, out_par
     if others:
         raise TilecSyntaxError("statements outside `with T.Kernel(...)` cannot run on the device; move them into "
                                "the kernel body", others[0].loc or loc)
-    return PrimFunc(name, tuple(params), launches[0], _dyn_vars(params), out_params, loc=loc)
+    return PrimFunc(name, tuple(params), launches[0], _dyn_vars(params), out_params, defaults, loc=loc)
 
 
 def _with_outer(env: Any, outer: dict[str, Any]) -> Any:
@@ -124,12 +145,13 @@ def parse_prim_func(fn: Any, outer: dict[str, Any] | None = None) -> PrimFunc:
         _refuse_scalar_sizes(p, params, src.loc(a))
         params.append(p)
         parser.local[a.arg] = p
+    defaults = _defaults(fn, args.args, params, src)
     with building(b):
         ret = parser.run_body()
     if ret is not None:
         raise TilecSyntaxError("a @T.prim_func returns nothing; outputs are parameters (see out_idx)",
                                src.loc(src.tree))
-    return _finish(src.name, params, b, src.loc(src.tree))
+    return _finish(src.name, params, b, src.loc(src.tree), defaults=defaults)
 
 
 class _EagerParser(Parser):

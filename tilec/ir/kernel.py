@@ -25,6 +25,9 @@ class PrimFunc:
         Symbolic dimensions (``T.dynamic``) of the parameters' shapes, bound from the arguments at launch.
     out_params : tuple of int
         Indices into ``params`` of tensors the kernel allocates and returns (``out_idx``, ``T.empty``).
+    defaults : tuple of (int, value)
+        Defaults of scalar parameters (``n: T.int32 = 3``): the index into ``params`` and the Python value a call
+        that leaves the parameter out passes.
     """
 
     name: str
@@ -32,6 +35,7 @@ class PrimFunc:
     body: Stmt
     dyn_vars: tuple[Var, ...] = ()
     out_params: tuple[int, ...] = ()
+    defaults: tuple[tuple[int, int | float | bool], ...] = ()
     loc: SourceLoc | None = field(default=None, kw_only=True, repr=False)
 
     __hash__ = object.__hash__

@@ -180,7 +180,8 @@ class _Printer:
                     f'T.StridedTensor({shape}, {_shape_str(p.strides, self.names)}, "{p.dtype}")'
                 params.append((f"{self.names(p)}: {spec}", out))
             else:
-                params.append((f"{self.names(p)}: T.{p.dtype}", out))
+                default = dict(f.defaults).get(i)
+                params.append((f"{self.names(p)}: T.{p.dtype}" + ("" if default is None else f" = {default!r}"), out))
         self.emit(0, "@T.prim_func")
         if len(params) <= 2 and not f.out_params:
             self.emit(0, f"def {f.name}({', '.join(p for p, _ in params)}):")

@@ -124,7 +124,9 @@ def _check_offsets(who: str, top: int) -> None:
                               f"element offsets (at most {_INT32_MAX}); split it into smaller tensors")
 
 
-def _check_scalar(p: Var, value: Any) -> Any:
+def _check_scalar(p: Var, value: Any, who: str = "") -> Any:
+    """``value`` for the scalar parameter ``p`` as the Python number the kernel gets; ``who`` names it in errors."""
+    who = who or f"argument {p.name!r}"
     if hasattr(value, "item") and np.ndim(value) == 0:
         value = value.item()
     if p.dtype.is_int:
@@ -134,20 +136,20 @@ def _check_scalar(p: Var, value: Any) -> Any:
     else:
         ok = isinstance(value, (bool, int))
     if not ok:
-        raise TilecTypeError(f"argument {p.name!r}: expected a Python {p.dtype} scalar, got "
+        raise TilecTypeError(f"{who}: expected a Python {p.dtype} scalar, got "
                              f"{type(value).__name__} {value!r}")
     if p.dtype.is_float:
-        _check_float_range(p, value)
+        _check_float_range(p, value, who)
     if p.dtype.is_int:  # the kernel gets the value in that many bits (int4 too): never wrapped
         signed = p.dtype.kind == "int"
         lo, hi = -(1 << (p.dtype.bits - 1)) if signed else 0, (1 << (p.dtype.bits - signed)) - 1
         if not lo <= value <= hi:
-            raise TilecValueError(f"argument {p.name!r}: {value} does not fit the parameter's type {p.dtype} "
+            raise TilecValueError(f"{who}: {value} does not fit the parameter's type {p.dtype} "
                                   f"[{lo}, {hi}]")
     return value
 
 
-def _check_float_range(p: Var, value: int | float) -> None:
+def _check_float_range(p: Var, value: int | float, who: str) -> None:
     """A finite value the parameter's float type rounds to infinity (or NaN, in a format without one) is refused;
     infinities and NaN pass as they are."""
     try:
@@ -160,7 +162,7 @@ def _check_float_range(p: Var, value: int | float) -> None:
         fits = f is not None and bool(np.isfinite(p.dtype.np.type(f)))
     if not fits:
         shown = repr(value) if len(repr(value)) <= 32 else repr(value)[:29] + "..."
-        raise TilecValueError(f"argument {p.name!r}: {shown} is beyond the largest finite {p.dtype} "
+        raise TilecValueError(f"{who}: {shown} is beyond the largest finite {p.dtype} "
                               f"({float(np.finfo(p.dtype.np).max):.8g})")
 
 

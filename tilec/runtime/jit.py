@@ -130,7 +130,7 @@ class JITKernel:
     # ---------------------------------------------------------------------------------------------------- run
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs:
+        if kwargs or self.prim_func.defaults:
             args = self._positional(args, kwargs)
         fast = self._fast
         if fast is not None:
@@ -149,9 +149,12 @@ class JITKernel:
         return out
 
     def _positional(self, args: tuple, kwargs: dict) -> tuple:
-        """``args`` and ``kwargs`` as the inputs in order (keywords name the kernel's input parameters)."""
+        """``args`` and ``kwargs`` as the inputs in order (keywords name the kernel's input parameters); a scalar
+        parameter with a default that neither gives takes its default."""
         func = self.prim_func
         names = [p.name for i, p in enumerate(func.params) if i not in func.out_params]
+        defaults = {func.params[i].name: v for i, v in func.defaults}
+        kwargs = {**{n: defaults[n] for n in names[len(args):] if n in defaults}, **kwargs}
         outs = [func.params[i].name for i in func.out_params]
         for k in kwargs:
             if k not in names:
