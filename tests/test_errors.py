@@ -833,6 +833,21 @@ def test_an_allocation_in_another_scope_is_refused_at_its_line(alloc, args, kwar
     assert_points_at(ei.value, "scope-line")
 
 
+@pytest.mark.parametrize("shape", [(4,), [4, 4], 4])
+def test_alloc_var_given_a_shape_says_it_takes_a_dtype(shape):
+    """T.alloc_var((4,), "float32") said 'unsupported dtype (4,)' (and with TileLang's reading of a lone string as
+    the scope, 'scope='float32''): neither said that T.alloc_var is one scalar or which allocation takes a shape."""
+    with pytest.raises(TilecTypeError) as ei:
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                x = T.alloc_var(shape, "float32")  # var-shape
+    assert (f"T.alloc_var takes a dtype (and an optional init value), got the shape {shape!r}: it allocates one "
+            "scalar per thread; an array is T.alloc_local(shape, dtype) (one per thread) or T.alloc_fragment(shape, "
+            "dtype) (spread over the block's threads)") in str(ei.value)
+    assert_points_at(ei.value, "var-shape")
+
+
 def test_allocations_take_tilelangs_scope_names(rng):
     """TileLang's scope= values of each allocation: "shared" (static) and "shared.dyn" both give shared memory;
     T.alloc_var(dtype, init, scope) and T.alloc_var(dtype, scope) as TileLang reads them."""

@@ -72,6 +72,10 @@ def alloc_var(dtype: Any, *args: Any, scope: str = "local.var", init: Any = None
     As in TileLang, ``T.alloc_var(dtype, init)``, ``T.alloc_var(dtype, init, scope)``, a single positional string
     being the scope (``T.alloc_var(dtype, "local.var")``), or ``init=`` / ``scope=`` by keyword.
     """
+    if isinstance(dtype, (tuple, list, int)) and not isinstance(dtype, bool):
+        raise TilecTypeError(f"T.alloc_var takes a dtype (and an optional init value), got the shape {dtype!r}: it "
+                             "allocates one scalar per thread; an array is T.alloc_local(shape, dtype) (one per "
+                             "thread) or T.alloc_fragment(shape, dtype) (spread over the block's threads)")
     if len(args) > 2:
         raise TilecTypeError(f"T.alloc_var takes a dtype, an optional init value and an optional scope, got "
                              f"{len(args) + 1} positional arguments")
