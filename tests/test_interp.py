@@ -460,6 +460,25 @@ def test_serial_loop_with_alloc_var_accumulator(rng):
 
 
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_an_ellipsis_index_takes_the_remaining_dimensions_whole(rng, target):
+    """`T.copy(A[bx, ...], s)` was refused ('indexed with 1'): `...` now means what it does in numpy."""
+    @T.prim_func
+    def main(A: T.Tensor((4, 8, 16), "float32"), B: T.Tensor((4, 8, 16), "float32"),
+             C: T.Tensor((4, 8), "float32")):
+        with T.Kernel(4, threads=128) as bx:
+            s = T.alloc_shared((8, 16), "float32")
+            T.copy(A[bx, ...], s)
+            T.copy(s[...], B[bx, ...])
+            T.copy(s[..., 3], C[bx, ...])
+
+    a = randn(rng, (4, 8, 16), "float32")
+    b, c = poisoned((4, 8, 16), "float32"), poisoned((4, 8), "float32")
+    tilec.compile(main, target=target)(a, b, c)
+    np.testing.assert_array_equal(b, a)
+    np.testing.assert_array_equal(c, a[..., 3])
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
 def test_scalar_parameters_left_out_of_a_call_take_their_defaults(rng, target):
     """`n: T.int32 = 3` on a @T.prim_func parameter was ignored: every call still had to pass n ('takes 3
     argument(s) (A, n, alpha), got 1')."""

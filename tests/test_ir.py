@@ -200,6 +200,27 @@ def test_index_buffer_element_and_regions():
     assert A[0:64, 0:128].is_full() and not A[0:32, :].is_full()
 
 
+def test_an_ellipsis_stands_for_the_dimensions_not_indexed():
+    """`A[...]` (numpy: every dimension whole) was refused with 'indexed with 1' (or, on a 1-d buffer, 'expected a
+    scalar expression or a number, got ellipsis Ellipsis')."""
+    A = Buffer("A", (64, 128), dt.float16)
+    B = Buffer("B", (4, 8, 16), dt.float16)
+    x = Buffer("x", (), dt.float32, "var")
+    i = Var("i")
+    whole = index_buffer(A, ...)
+    assert isinstance(whole, Region) and whole.is_full() and whole.extents == (64, 128)
+    assert str(index_buffer(A, (i, ...))) == str(index_buffer(A, (i, slice(None))))
+    assert str(index_buffer(B, (..., 3))) == "B[:4, :8, 3]"
+    assert str(index_buffer(B, (1, ..., slice(2, 6)))) == "B[1, :8, 2:6]"
+    assert str(index_buffer(B, (1, 2, ..., 3))) == "B[1, 2, 3]"  # an ellipsis of no dimension
+    assert str(index_buffer(x, ...)) == "x"
+    with pytest.raises(TilecTypeError, match=r"buffer 'B': an index can have only one ellipsis \(`...`\)"):
+        index_buffer(B, (..., 1, ...))
+    with pytest.raises(TilecTypeError, match=r"'B' has 3 dimension\(s\) \(4, 8, 16\), indexed with 4 indices and an "
+                                             "ellipsis"):
+        index_buffer(B, (1, 2, ..., 3, 4))
+
+
 def test_index_buffer_errors():
     A = Buffer("A", (64, 128), dt.float16)
     i = Var("i")

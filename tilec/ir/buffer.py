@@ -156,14 +156,15 @@ def index_buffer(buf: Buffer, key: Any) -> Load | Region:
     """``buf[key]``: a :class:`Load` when every index is a scalar, else a :class:`Region`.
 
     Slices ``a:b`` give extent ``b - a`` (which must simplify to a constant or a symbolic dimension), ``:``
-    the whole dimension. Steps are not supported. A 0-d (``var``) buffer takes ``buf[0]`` or ``buf[()]``.
+    the whole dimension, and an ellipsis ``...`` as many ``:`` as the dimensions not indexed (numpy's meaning).
+    Steps are not supported. A 0-d (``var``) buffer takes ``buf[0]``, ``buf[()]`` or ``buf[...]``.
     """
-    keys = key if isinstance(key, tuple) else (key,)
+    keys = _without_ellipsis(buf, key if isinstance(key, tuple) else (key,))
     if buf.ndim == 0 and keys in ((), (0,)):
         return Load(buf, ())
     if len(keys) != buf.ndim:
         raise TilecTypeError(f"buffer {buf.name!r} has {buf.ndim} dimension(s) {_shape_str(buf)}, "
-                             f"indexed with {len(keys)}")
+                             f"indexed with {len(keys)} {'index' if len(keys) == 1 else 'indices'}")
     for d, k in enumerate(keys):
         for part in (k.start, k.stop) if isinstance(k, slice) else (k,):
             _not_negative(buf, d, k, part)
@@ -189,6 +190,20 @@ def index_buffer(buf: Buffer, key: Any) -> Load | Region:
             starts.append(_index_expr(buf, k))
             extents.append(1)
     return Region(buf, tuple(starts), tuple(extents))
+
+
+def _without_ellipsis(buf: Buffer, keys: tuple) -> tuple:
+    """``keys`` with an ellipsis replaced by a whole-dimension slice for each dimension the others leave out."""
+    at = [i for i, k in enumerate(keys) if k is Ellipsis]
+    if not at:
+        return keys
+    if len(at) > 1:
+        raise TilecTypeError(f"buffer {buf.name!r}: an index can have only one ellipsis (`...`), got {len(at)}")
+    rest = len(keys) - 1
+    if rest > buf.ndim:
+        raise TilecTypeError(f"buffer {buf.name!r} has {buf.ndim} dimension(s) {_shape_str(buf)}, indexed with "
+                             f"{rest} {'index' if rest == 1 else 'indices'} and an ellipsis")
+    return keys[:at[0]] + (slice(None),) * (buf.ndim - rest) + keys[at[0] + 1:]
 
 
 def _slice_str(k: slice) -> str:
