@@ -833,6 +833,26 @@ def test_an_allocation_in_another_scope_is_refused_at_its_line(alloc, args, kwar
     assert_points_at(ei.value, "scope-line")
 
 
+@pytest.mark.parametrize("bounds, message", [
+    ((0, 4.0, None), "the slice `0:4.0` has a float bound (4.0)"),
+    ((1.5, 4, None), "the slice `1.5:4` has a float bound (1.5)"),
+    ((np.float32(2), 4, None), "the slice `2.0:4` has a float bound (2.0)"),
+    ((0, 4, 1.0), "the slice `0:4:1.0` has a float step (1.0)"),
+    ((0, "x", None), "the slice `0:x` has a float bound (x, a float32 value)"),
+])
+def test_a_float_slice_bound_is_refused_as_such(bounds, message):
+    """`A[0:4.0]` said 'the slice extent `4.0 - (0)` is not a compile-time constant' (it is one, of a float)."""
+    with pytest.raises(TilecTypeError) as ei:
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                x = T.alloc_var("float32", init=4.0)
+                lo, hi, step = (x if b == "x" else b for b in bounds)
+                T.fill(A[lo:hi:step], 0.0)  # float-bound
+    assert f"buffer 'A', dimension 0: {message}; slice bounds must be integers" in str(ei.value)
+    assert_points_at(ei.value, "float-bound")
+
+
 @pytest.mark.parametrize("shape", [(4,), [4, 4], 4])
 def test_alloc_var_given_a_shape_says_it_takes_a_dtype(shape):
     """T.alloc_var((4,), "float32") said 'unsupported dtype (4,)' (and with TileLang's reading of a lone string as

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
 from tilec.dtypes import DType
 from tilec.errors import SourceLoc, TilecTypeError, TilecValueError
-from tilec.ir.expr import Expr, ExprLike, Load, as_expr, binop, const_value, is_size_expr
+from tilec.ir.expr import Const, Expr, ExprLike, Load, as_expr, binop, const_value, is_size_expr
 
 SCOPES = ("global", "shared", "fragment", "local", "var")
 
@@ -166,6 +167,8 @@ def index_buffer(buf: Buffer, key: Any) -> Load | Region:
         raise TilecTypeError(f"buffer {buf.name!r} has {buf.ndim} dimension(s) {_shape_str(buf)}, "
                              f"indexed with {len(keys)} {'index' if len(keys) == 1 else 'indices'}")
     for d, k in enumerate(keys):
+        if isinstance(k, slice):
+            _integer_bounds(buf, d, k)
         for part in (k.start, k.stop) if isinstance(k, slice) else (k,):
             _not_negative(buf, d, k, part)
     if not any(isinstance(k, slice) for k in keys):
@@ -207,7 +210,17 @@ def _without_ellipsis(buf: Buffer, keys: tuple) -> tuple:
 
 
 def _slice_str(k: slice) -> str:
-    return ":".join("" if p is None else str(p) for p in (k.start, k.stop))
+    return ":".join("" if p is None else str(p) for p in (k.start, k.stop) + ((k.step,) if k.step is not None else ()))
+
+
+def _integer_bounds(buf: Buffer, d: int, k: slice) -> None:
+    """A slice bound or step that is a float (``A[0:4.0]``, a float kernel value) is refused as such."""
+    for what, part in (("bound", k.start), ("bound", k.stop), ("step", k.step)):
+        python_float = isinstance(part, numbers.Real) and not isinstance(part, numbers.Integral)
+        if python_float or isinstance(part, Expr) and part.dtype.is_float:
+            shown = f"{part}" if python_float or isinstance(part, Const) else f"{part}, a {part.dtype} value"
+            raise TilecTypeError(f"buffer {buf.name!r}, dimension {d}: the slice `{_slice_str(k)}` has a float "
+                                 f"{what} ({shown}); slice bounds must be integers")
 
 
 def _not_negative(buf: Buffer, d: int, k: Any, part: Any) -> None:
