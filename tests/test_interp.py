@@ -479,6 +479,42 @@ def test_an_ellipsis_index_takes_the_remaining_dimensions_whole(rng, target):
 
 
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_a_0d_tensor_read_by_name_is_its_element(rng, target):
+    """A 0-d array passed to an eager kernel is a 0-d tensor, and `x[i] * alpha` said "`*` on the tile alpha:
+    arithmetic in a kernel is on elements (alpha[i] * ...)" (before: 'got Buffer alpha'), which a 0-d array has
+    none of; like numpy's 0-d arrays (and a T.alloc_var), a 0-d tensor read by name is now its element, read when
+    the kernel runs (one kernel for every value)."""
+    @tilec.jit(target=target)
+    def scale(x, alpha):
+        N = T.const("N")
+        x: T.Tensor[[N], T.float32]
+        y = T.empty((N,), "float32")
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(N):
+                y[i] = T.if_then_else(alpha > 0, x[i] * alpha, T.exp(alpha) + x[i]) + (alpha if i < 2 else 0.0)
+        return y
+
+    x = randn(rng, (64,), "float32")
+    x64 = x.astype(np.float64)
+    for value in (2.5, -0.5):
+        a = np.array(value, np.float32)
+        head = np.where(np.arange(64) < 2, value, 0.0)
+        want = (x64 * value if value > 0 else np.exp(np.float64(value)) + x64) + head
+        assert_close(scale(x, a), want, "float32", scale=8.0)
+    assert len(scale._kernels) == 1 and len({id(k) for k in scale._kernels.values()}) == 1
+
+    @T.prim_func
+    def main(A: T.Tensor((64,), "float32"), s: T.Tensor((), "float32"), B: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                B[i] = A[i] * s + s[()]
+
+    b = poisoned((64,), "float32")
+    tilec.compile(main, target=target)(x, np.array(3.0, np.float32), b)
+    assert_close(b, x64 * 3 + 3, "float32", scale=8.0)
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
 def test_scalar_parameters_left_out_of_a_call_take_their_defaults(rng, target):
     """`n: T.int32 = 3` on a @T.prim_func parameter was ignored: every call still had to pass n ('takes 3
     argument(s) (A, n, alpha), got 1')."""

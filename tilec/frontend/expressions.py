@@ -103,8 +103,9 @@ class ExprParser(ScopeTracker):
         return v
 
     def rvalue(self, v: Any) -> Any:
-        """A value as an operand: ``T.alloc_var`` buffers read as their element."""
-        if isinstance(v, Buffer) and v.scope == "var":
+        """A value as an operand: ``T.alloc_var`` buffers and 0-d tensors (a 0-d array argument) read as their
+        element."""
+        if isinstance(v, Buffer) and v.ndim == 0:
             return Load(v, ())
         return v
 
@@ -441,10 +442,10 @@ def _key_parts(key: Any) -> list:
 
 
 def _tile_name(v: Any) -> str | None:
-    """The name of the tile ``v`` is (a buffer other than a T.alloc_var, or a region of one), else None."""
+    """The name of the tile ``v`` is (a buffer of one or more dimensions, or a region of one), else None."""
     if isinstance(v, Region):
         return v.buffer.name
-    return v.name if isinstance(v, Buffer) and v.scope != "var" else None
+    return v.name if isinstance(v, Buffer) and v.ndim > 0 else None
 
 
 def _int_power(a: Expr, n: int) -> Expr:

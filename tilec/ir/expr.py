@@ -244,7 +244,7 @@ def as_expr(value: Any, like: DType | None = None) -> Expr:
     """Coerce a Python number to a :class:`Const` (taking ``like``'s dtype when compatible); pass Exprs through."""
     if isinstance(value, Expr):
         return value
-    if getattr(value, "scope", None) == "var":  # a T.alloc_var buffer read by name
+    if hasattr(value, "scope") and tuple(value.shape) == ():  # a T.alloc_var or 0-d tensor read by name
         return Load(value, ())
     if hasattr(value, "item") and not isinstance(value, (list, tuple)):  # numpy scalars
         value = value.item()
