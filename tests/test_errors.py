@@ -1442,6 +1442,47 @@ def test_eager_argument_errors():
         f(np.zeros(4, np.complex64))
 
 
+def test_an_eager_kernel_given_arrays_other_than_by_named_parameters_says_so():
+    """An eager `def f(*args)` (or an array inside a list argument) refused its arrays with 'argument 'args':
+    ndarray values cannot key the kernel cache; pass ints, floats, ...', as if arrays were not what a kernel
+    takes; now the call says that an eager kernel takes each tensor through a named parameter."""
+    @tilec.jit(target="cpu")
+    def star(*args):
+        N = T.const("N")
+        y = T.empty((N,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            y[0] = 1.0
+        return y
+
+    @tilec.jit(target="cpu")
+    def stars(**kw):
+        N = T.const("N")
+        y = T.empty((N,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            y[0] = 1.0
+        return y
+
+    @tilec.jit(target="cpu")
+    def listed(xs, scale=1.0):
+        N = T.const("N")
+        y = T.empty((N,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            y[0] = scale
+        return y
+
+    a = np.ones(4, np.float32)
+    with pytest.raises(TilecTypeError, match=r"kernel 'star': args\[0\] is an array passed through \*args; an eager "
+                                             r"kernel takes each tensor through a named parameter \(def star\(x, y, "
+                                             r"\.\.\.\)\), which its T.Tensor annotation binds"):
+        star(a)
+    with pytest.raises(TilecTypeError, match=r"kernel 'stars': kw\['x'\] is an array passed through \*\*kw; an "
+                                             "eager kernel takes each tensor through a named parameter"):
+        stars(x=a)
+    with pytest.raises(TilecTypeError, match=r"kernel 'listed': xs\[0\] is an array inside the list argument 'xs'; an "
+                                             "eager kernel takes each tensor through a named parameter"):
+        listed([a, a])
+
+
 def test_an_eager_output_never_written_is_an_error():
     """An eager kernel returning a T.empty tensor it never writes returned it as allocated (all NaN here,
     uninitialized memory on a GPU) beside the real output, with no error."""

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from tilec.errors import TilecTypeError, TilecValueError
+from tilec.errors import TilecError, TilecTypeError, TilecValueError
 from tilec.ir.kernel import PrimFunc
-from tilec.runtime.arrays import named_array_info
+from tilec.runtime.arrays import array_info, named_array_info
 from tilec.target import Target, parse_target
 from tilec.tune.knobs import auto_params, is_auto
 
@@ -246,6 +246,34 @@ def _freeze(value: Any, what: str) -> Any:
     return (type(value).__name__, value)
 
 
+def _refuse_nested_arrays(kernel: str, name: str, value: Any, kind: Any) -> None:
+    """An eager kernel binds each tensor to a named parameter (its ``x: T.Tensor[...]`` annotation names it): an
+    array in ``*args``, ``**kwargs`` or a list argument has no name to bind."""
+    import inspect
+
+    if isinstance(value, dict):
+        items = [(f"{name}[{k!r}]", v) for k, v in value.items()]
+    elif isinstance(value, (list, tuple)):
+        items = [(f"{name}[{i}]", v) for i, v in enumerate(value)]
+    else:
+        return
+    where = next((w for w, v in items if _is_array(v)), None)
+    if where is None:
+        return
+    how = {inspect.Parameter.VAR_POSITIONAL: f"passed through *{name}",
+           inspect.Parameter.VAR_KEYWORD: f"passed through **{name}"}.get(
+        kind, f"inside the {type(value).__name__} argument {name!r}")
+    raise TilecTypeError(f"kernel {kernel!r}: {where} is an array {how}; an eager kernel takes each tensor through a "
+                         f"named parameter (def {kernel}(x, y, ...)), which its T.Tensor annotation binds")
+
+
+def _is_array(value: Any) -> bool:
+    try:
+        return array_info(value) is not None
+    except TilecError:  # an array of an unsupported dtype: an array all the same
+        return True
+
+
 _UNBOUND = object()
 
 
@@ -397,9 +425,11 @@ class JITFunction:
         except TypeError as e:
             raise TilecTypeError(f"kernel {self.fn.__name__!r}: {e}") from None
         parts, loose, tensors = [], [], []
+        kinds = {p.name: p.kind for p in inspect.signature(self.fn).parameters.values()}
         for name, v in bound.arguments.items():
             info = named_array_info(name, v)
             if info is None:
+                _refuse_nested_arrays(self.fn.__name__, name, v, kinds[name])
                 part = (name, _freeze(v, f"argument {name!r}"))
                 parts.append(part)
                 loose.append(part)
