@@ -1282,6 +1282,100 @@ def test_out_idx_naming_a_parameter_the_kernel_never_writes_is_refused():
             tilec.compile(_two_outputs, target=target, out_idx=[0, -1])
 
 
+def _accumulate_into(B_kind):
+    """Kernels whose output B is read (by the marked statement) before anything writes it."""
+    if B_kind == "parallel":
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                for i in T.Parallel(64):
+                    B[i] = B[i] + A[i]  # unset-parallel
+    elif B_kind == "serial":
+        @T.prim_func
+        def main(A: T.Tensor((4, 64), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                for k in T.serial(4):
+                    for i in T.Parallel(64):
+                        B[i] += A[k, i]  # unset-serial
+    elif B_kind == "copy":
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                s = T.alloc_shared((64,), "float32")
+                T.copy(B, s)  # unset-copy
+                for i in T.Parallel(64):
+                    B[i] = s[i] * 2.0 + A[i]
+    else:
+        @T.prim_func
+        def main(A: T.Tensor((64,), "float32"), B: T.Tensor((64,), "float32")):
+            with T.Kernel(2, threads=32) as bx:
+                for i in T.Parallel(32):
+                    T.atomic_add(B[i], A[bx * 32 + i])  # unset-atomic
+    return main
+
+
+@pytest.mark.parametrize("kind", ["parallel", "serial", "copy", "atomic"])
+def test_out_idx_naming_a_tensor_read_before_it_is_written_is_refused(kind):
+    """`B[i] = B[i] + A[i]` with out_idx=[1] read what the call allocated and never filled (NaN under TILEC_POISON,
+    garbage on a GPU): the output's first access, unconditional, is a read (in a T.Parallel nest, in the first
+    trip of a loop, by a copy, by an atomic add)."""
+    with pytest.raises(TilecValueError) as ei:
+        tilec.compile(_accumulate_into(kind), target="cpu", out_idx=[1])
+    assert ("out_idx: parameter 1 (B) is read before the kernel writes it: the call allocates it and leaves it "
+            "unset (NaN on the interpreters and under TILEC_POISON, garbage on a GPU); pass B as an input, or "
+            "write it first (T.clear, T.fill, a copy)") in str(ei.value)
+    assert_points_at(ei.value, f"unset-{kind}")
+    tilec.compile(_accumulate_into(kind), target="cpu")  # passed in by the caller: fine
+
+
+def test_an_eager_output_read_before_it_is_written_is_refused():
+    @tilec.jit(target="cpu")
+    def f(A):
+        M = T.const("M")
+        A: T.Tensor[[M], T.float32]
+        B = T.empty((M,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(M):
+                B[i] = B[i] * 2.0 + A[i]  # eager-unset
+        return B
+
+    with pytest.raises(TilecValueError, match="the tensor 'B' made by T.empty is read before the kernel writes it: "
+                                              "it starts unset") as ei:
+        f(np.ones(4, np.float32))
+    assert_points_at(ei.value, "eager-unset")
+
+
+def test_outputs_read_after_a_write_or_maybe_never_are_not_refused(rng):
+    """No false alarm: an output read only after a write (in the same T.Parallel iteration, after a T.clear, in a
+    later loop trip), or read first only under a run-time condition or in a T.if_then_else branch, is accepted."""
+    @T.prim_func
+    def main(A: T.Tensor((4, 64), "float32"), B: T.Tensor((64,), "float32"), C: T.Tensor((64,), "float32"),
+             D: T.Tensor((4,), "float32"), E: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            for i in T.Parallel(64):
+                B[i] = A[0, i]
+                B[i] = B[i] * 2.0
+            T.clear(C)
+            for k in T.serial(4):
+                for i in T.Parallel(64):
+                    C[i] += A[k, i]
+            for k in T.serial(4):
+                if k > 0:
+                    D[k] = D[k - 1] + A[k, 0]
+                else:
+                    D[0] = A[0, 0]
+            for i in T.Parallel(64):
+                E[i] = T.if_then_else(i < 64, A[1, i], E[i])
+
+    a = rng.standard_normal((4, 64)).astype(np.float32)
+    b, c, d, e = tilec.compile(main, target="cpu", out_idx=[1, 2, 3, 4])(a)
+    a64 = a.astype(np.float64)
+    np.testing.assert_allclose(b, a64[0] * 2, rtol=1e-6)
+    np.testing.assert_allclose(c, a64.sum(axis=0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(d, np.cumsum(a64[:, 0]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(e, a[1])
+
+
 def test_out_idx_refuses_a_strided_tensor():
     """The call allocates its outputs contiguous, but the kernel addresses a T.StridedTensor by its declared strides:
     rows at pitch 16 into a (4, 8) allocation wrote past its end (the thread interpreter: 'write of global B[32]

@@ -239,10 +239,16 @@ def parse_eager(fn: Any, args: tuple, kwargs: dict) -> tuple[PrimFunc, list[str]
     out_params = tuple(n_in + b.empties.index(o) for o in outs)
     all_params = params + list(b.empties)
     func = _finish(src.name, all_params, b, src.loc(src.tree), out_params)
+    from tilec.ir.unset_reads import first_unset_read
     from tilec.runtime.args import written_params
 
     written = written_params(func)
     for o, i in zip(outs, out_params):  # returned as allocated: NaN on the interpreters, uninitialized on a GPU
         if i not in written:
             raise TilecSyntaxError(f"the tensor {o.name!r} made by T.empty is returned but never written", o.loc)
+        read = first_unset_read(func.launch.body, o)
+        if read is not None:
+            raise TilecValueError(f"the tensor {o.name!r} made by T.empty is read before the kernel writes it: it "
+                                  "starts unset (NaN on the interpreters and under TILEC_POISON, garbage on a GPU); "
+                                  "write it first (T.clear, T.fill, a copy), or pass it in as an argument", read.loc)
     return func, list(infos), isinstance(ret, tuple)

@@ -201,6 +201,7 @@ def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
     except TypeError:
         idx = [out_idx]
     n = len(func.params)
+    from tilec.ir.unset_reads import first_unset_read
     from tilec.runtime.args import written_params
 
     written = written_params(func)
@@ -220,6 +221,13 @@ def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
         if j not in written:  # the call would return the allocation as it was: NaN here, uninitialized on a GPU
             raise TilecValueError(f"out_idx: parameter {j} ({func.params[j].name}) is never written by the kernel, "
                                   "so the call would return it unset: name the tensors the kernel writes")
+        read = first_unset_read(func.launch.body, func.params[j])
+        if read is not None:  # the call's allocation read as it was: NaN here, garbage on a GPU
+            name = func.params[j].name
+            raise TilecValueError(f"out_idx: parameter {j} ({name}) is read before the kernel writes it: the call "
+                                  f"allocates it and leaves it unset (NaN on the interpreters and under TILEC_POISON, "
+                                  f"garbage on a GPU); pass {name} as an input, or write it first (T.clear, T.fill, "
+                                  "a copy)", read.loc)
         if j in norm:  # two outputs allocated for one parameter: the kernel would write only the second
             raise TilecValueError(f"out_idx: {[int(k) for k in idx]} names parameter {j} ({func.params[j].name}) "
                                   "twice")
