@@ -567,6 +567,23 @@ def test_persistent_and_stream_k_without_what_they_need_say_so(configs, notes):
     assert len(kernel.state.artifacts["thread_ir"].grid) == 2
 
 
+@pytest.mark.parametrize(("target", "configs", "why"), [
+    ("simt:sm_90a", {**TMA, "tma": False, "warp_specialize": True}, "pass config 'tma' is off"),
+    ("simt:sm_80", WS, "simt:sm_80 has no TMA (sm_90a only)"),
+    ("simt:gfx90a", WS, "simt:gfx90a has no TMA (sm_90a only)"),
+])
+def test_warp_specialize_without_tma_says_so(rng, target, configs, why):
+    """warp_specialize where no TMA pipeline is built (tma off, or a target without TMA) was dropped without a word,
+    though the README says report() tells why a pass declined a config; the kernel still runs, unspecialized."""
+    g = load_example("01_gemm").matmul(100, 72, 96, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, target, [-1], pass_configs=configs)
+    line = example_line("01_gemm", "with T.Kernel")
+    assert f"T.Kernel at line {line}: not warp-specialized: pass config 'warp_specialize' needs a TMA pipeline " \
+           f"and {why}" in kernel.report()
+    a, b = randn(rng, (100, 96), "float16"), randn(rng, (96, 72), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
 def test_one_stage_says_it_is_no_tma_pipeline(rng):
     """num_stages=1 keeps the plain loop: no TMA, no producer warpgroup, not persistent. The report said nothing of
     TMA or warp specialization (the persistent note pointed at 'the notes above', which had none)."""

@@ -167,6 +167,10 @@ class _Pipeliner:
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
         at = f"T.Kernel at {where(func.launch.loc)}"
+        if opts.get("warp_specialize") and not self.ws:
+            why = f"{target} has no TMA (sm_90a only)" if target.arch != "sm_90a" else "pass config 'tma' is off"
+            self.notes.append(f"{at}: not warp-specialized: pass config 'warp_specialize' needs a TMA pipeline and "
+                              f"{why}")
         if opts.get("persistent") and not self.ws:
             self.notes.append(f"{at}: not persistent: pass config 'persistent' needs warp_specialize (a warp-"
                               "specialized TMA pipeline on sm_90a)")
