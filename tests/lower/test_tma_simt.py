@@ -584,6 +584,17 @@ def test_warp_specialize_without_tma_says_so(rng, target, configs, why):
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
 
 
+@pytest.mark.parametrize("target", ["cuda:sm_80", "cuda:sm_89", "hip:gfx90a", "simt:sm_90a"])
+def test_pdl_where_it_cannot_apply_says_so(target):
+    """pass_configs={"pdl": True} on a target without programmatic dependent launches (before sm_90, AMD, the thread
+    interpreter) was ignored without a note; a cuda:sm_90a kernel notes the launch, and the default asks nothing."""
+    g = load_example("01_gemm").matmul(256, 256, 128, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    note = f"pass config 'pdl' has no effect on {target}: programmatic dependent launches need CUDA on sm_90"
+    assert note in tilec.JITKernel(g, target, [-1], pass_configs={"pdl": True}).report()
+    assert "pass config 'pdl'" not in tilec.JITKernel(g, target, [-1]).report()
+    assert "pass config 'pdl'" not in tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs={"pdl": True}).report()
+
+
 def test_one_stage_says_it_is_no_tma_pipeline(rng):
     """num_stages=1 keeps the plain loop: no TMA, no producer warpgroup, not persistent. The report said nothing of
     TMA or warp specialization (the persistent note pointed at 'the notes above', which had none)."""
