@@ -1726,6 +1726,24 @@ def test_dump_of_an_unknown_stage():
         tilec.dump(main, after="lower")
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_registers_of_a_kernel_no_gpu_compiler_built(target):
+    """kernel.n_regs / n_spills (what ptxas reported) on a kernel of an interpreter target raised a bare
+    AttributeError ('CpuExecutable' object has no attribute 'ck'); they now say that the target compiles no GPU
+    code."""
+    @T.prim_func
+    def main(A: T.Tensor((4,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    kernel = tilec.compile(main, target=target)
+    for attr in ("n_regs", "n_spills"):
+        with pytest.raises(TilecValueError, match=rf"kernel\.{attr}: the {target} target compiles no GPU code; "
+                           r"registers and spills are what ptxas / the HIP compiler report for the cuda and hip "
+                           r"targets"):
+            getattr(kernel, attr)
+
+
 def test_unsupported_pipelined_and_atomic_options_are_errors():
     import tilec.language as T
     from tilec.errors import TilecTypeError

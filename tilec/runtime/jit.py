@@ -99,13 +99,20 @@ class JITKernel:
 
     @property
     def n_regs(self) -> int:
-        """Registers per thread of the compiled CUDA kernel."""
-        return self.compile()._exe.ck.n_regs
+        """Registers per thread of the compiled CUDA / HIP kernel."""
+        return self._compiled("n_regs").n_regs
 
     @property
     def n_spills(self) -> int:
-        """Bytes of register spill stores reported by ptxas."""
-        return self.compile()._exe.ck.n_spills
+        """Bytes of register spill stores reported by ptxas (the HIP compiler on AMD)."""
+        return self._compiled("n_spills").n_spills
+
+    def _compiled(self, attr: str) -> Any:
+        """The compiled GPU module whose ``attr`` a property reads: only the cuda and hip targets have one."""
+        if self.target.kind not in ("cuda", "hip"):
+            raise TilecValueError(f"kernel.{attr}: the {self.target} target compiles no GPU code; registers and "
+                                  "spills are what ptxas / the HIP compiler report for the cuda and hip targets")
+        return self.compile()._exe.ck
 
     @property
     def layouts(self) -> Any:
