@@ -505,9 +505,13 @@ def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = 
     ----------
     out_idx : int or list of int, optional
         Lazy form: indices of the parameters the call allocates and returns.
-    target : str, optional
-        ``"auto"`` (default: ``TILEC_TARGET``, else CUDA if a GPU is present, else ``"cpu"``), ``"cpu"``,
-        ``"cuda"``, ``"cuda:sm_90a"``, ``"hip:gfx90a"``, ``"simt:sm_80"``...
+    target : str or Target, optional
+        Default ``TILEC_TARGET``, else ``"auto"``: ``"cuda"`` when an NVIDIA GPU is present, else ``"hip"`` with an
+        AMD GPU and hip-python, else ``"cpu"``. Others: ``"cuda:sm_90a"``, ``"hip:gfx90a"``, ``"simt:sm_80"``...
+        (see :mod:`tilec.target`).
+    pass_configs : dict, optional
+        Compiler options by name, e.g. ``{"wgmma": False}`` (the list: :mod:`tilec.passes.configs`); they
+        override the ``TILEC_WGMMA`` defaults. An unknown name or a value of the wrong kind is an error.
     **tilelang
         TileLang's ``execution_backend``, ``verbose``, ``compile_flags`` and ``debug_root_path``, accepted so that
         its kernels port unchanged (they change nothing here); any other keyword is an error.
