@@ -93,9 +93,17 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.n
     return (p / p.sum(axis=-1, keepdims=True)) @ v
 
 
+def _flag(word: str) -> bool:
+    if word.lower() in ("1", "true", "yes", "causal"):
+        return True
+    if word.lower() in ("0", "false", "no"):
+        return False
+    sys.exit(f"causal: expected 1/true/yes/causal or 0/false/no, got {word!r}")
+
+
 def main(argv: list[str]) -> None:
     b, h, n, d = (int(x) for x in argv[:4]) if len(argv) >= 4 else (1, 2, 100, 64)
-    causal = len(argv) > 4 and argv[4] in ("1", "true", "causal")
+    causal = len(argv) > 4 and _flag(argv[4])
     kernel = flash_attention(b, h, n, d, causal)
     rng = np.random.default_rng()
     q, k, v = (rng.standard_normal((b, h, n, d)).astype(np.float16) for _ in range(3))

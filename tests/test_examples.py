@@ -42,6 +42,23 @@ def test_flash_attention_example_causal_argument():
     assert "flash attention b=1 h=1 n=70 d=32 causal=True on cpu: max abs error" in res.stdout
 
 
+@pytest.mark.parametrize(("word", "causal"), [("True", True), ("CAUSAL", True), ("yes", True), ("0", False),
+                                              ("False", False), ("no", False)])
+def test_flash_attention_example_causal_words(word, causal):
+    """`03_flash_attention.py 1 1 70 32 True` ran the non-causal kernel (only '1', 'true' and 'causal' counted)."""
+    args = [sys.executable, str(EXAMPLES / "03_flash_attention.py"), "1", "1", "70", "32", word]
+    res = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=120, cwd=ROOT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"flash attention b=1 h=1 n=70 d=32 causal={causal} on cpu: max abs error" in res.stdout
+
+
+def test_flash_attention_example_refuses_an_unknown_causal_word():
+    args = [sys.executable, str(EXAMPLES / "03_flash_attention.py"), "1", "1", "70", "32", "maybe"]
+    res = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=120, cwd=ROOT)
+    assert res.returncode != 0
+    assert "causal: expected 1/true/yes/causal or 0/false/no, got 'maybe'" in res.stderr
+
+
 @pytest.mark.parametrize("heads", [16, 48])
 def test_mla_decode_example_with_fewer_heads_than_its_default_tile(heads):
     """`python examples/07_mla_decode.py 1 16 3` failed its own assertion (block_H=64 must divide the 16 query
