@@ -31,6 +31,8 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=
 
 
 def main(argv: list[str]) -> None:
+    if argv and not 3 <= len(argv) <= 3:
+        sys.exit(f"usage: python examples/01_gemm.py [M N K] (got {len(argv)} arguments)")
     M, N, K = (int(x) for x in argv[:3]) if len(argv) >= 3 else (200, 136, 96)
     small = M * N * K <= 2**24
     kernel = matmul(M, N, K, block_M=64 if small else 128, block_N=64 if small else 128)

@@ -51,6 +51,8 @@ def softmax(M, N, block_M=2, block_N=512, dtype="float16"):
 
 
 def main(argv: list[str]) -> None:
+    if argv and not 2 <= len(argv) <= 2:
+        sys.exit(f"usage: python examples/02_softmax.py [M N] (got {len(argv)} arguments)")
     M, N = (int(x) for x in argv[:2]) if len(argv) >= 2 else (37, 300)
     kernel = softmax(M, N)
     x = (np.random.default_rng().standard_normal((M, N)) * 3).astype(np.float16)

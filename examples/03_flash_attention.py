@@ -102,6 +102,9 @@ def _flag(word: str) -> bool:
 
 
 def main(argv: list[str]) -> None:
+    if argv and not 4 <= len(argv) <= 5:
+        sys.exit(f"usage: python examples/03_flash_attention.py [batch heads seq dim [causal]] "
+                 f"(got {len(argv)} arguments)")
     b, h, n, d = (int(x) for x in argv[:4]) if len(argv) >= 4 else (1, 2, 100, 64)
     causal = len(argv) > 4 and _flag(argv[4])
     kernel = flash_attention(b, h, n, d, causal)

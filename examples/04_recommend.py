@@ -32,6 +32,8 @@ ATTENTION_SPACE = {"block_M": [64, 128], "block_N": [32, 64, 128], "num_stages":
 
 
 def main(argv: list[str]) -> None:
+    if argv and not 3 <= len(argv) <= 3:
+        sys.exit(f"usage: python examples/04_recommend.py [M N K] (got {len(argv)} arguments)")
     M, N, K = (int(x) for x in argv[:3]) if len(argv) >= 3 else (4096, 4096, 4096)
     rec = tilec.recommend(matmul, M, N, K, space=GEMM_SPACE, top_k=8)
     print(rec)

@@ -70,6 +70,8 @@ def reference_layer(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e
 
 
 def main(argv: list[str]) -> None:
+    if argv and not 2 <= len(argv) <= 2:
+        sys.exit(f"usage: python examples/05_norms.py [M N] (got {len(argv)} arguments)")
     M, N = (int(x) for x in argv[:2]) if len(argv) >= 2 else (37, 256)
     rng = np.random.default_rng()
     x = (rng.standard_normal((M, N)) * 2 + 0.5).astype(np.float16)

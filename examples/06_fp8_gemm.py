@@ -52,6 +52,8 @@ def quantize(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def main(argv: list[str]) -> None:
+    if argv and not 3 <= len(argv) <= 3:
+        sys.exit(f"usage: python examples/06_fp8_gemm.py [M N K] (got {len(argv)} arguments)")
     M, N, K = (int(x) for x in argv[:3]) if len(argv) >= 3 else (200, 136, 192)
     small = M * N * K <= 2**24
     kernel = fp8_matmul(M, N, K, block_M=64 if small else 128, block_N=64 if small else 128)

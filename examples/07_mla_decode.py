@@ -92,6 +92,8 @@ def reference(q: np.ndarray, q_pe: np.ndarray, kv: np.ndarray, k_pe: np.ndarray)
 
 
 def main(argv: list[str]) -> None:
+    if argv and not 3 <= len(argv) <= 3:
+        sys.exit(f"usage: python examples/07_mla_decode.py [batch heads seqlen] (got {len(argv)} arguments)")
     b, h, s = (int(x) for x in argv[:3]) if len(argv) >= 3 else (1, 64, 100)
     assert h % 16 == 0, f"heads={h}: a block takes 16, 32 or 64 heads, so heads must be a multiple of 16"
     amd = tilec.target.parse_target(None).backend == "hip"  # 64 KB of LDS a block: 16 heads x 32 keys a tile

@@ -67,3 +67,18 @@ def test_mla_decode_example_with_fewer_heads_than_its_default_tile(heads):
     res = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=120, cwd=ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
     assert f"mla decode b=1 h={heads} seqlen=3 on cpu: max abs error" in res.stdout
+
+
+@pytest.mark.parametrize(("script", "args", "usage"), [
+    ("01_gemm.py", ["512", "512"], "[M N K]"), ("02_softmax.py", ["64"], "[M N]"),
+    ("03_flash_attention.py", ["1", "2", "64"], "[batch heads seq dim [causal]]"),
+    ("04_recommend.py", ["1", "2", "3", "4"], "[M N K]"), ("05_norms.py", ["1", "2", "3"], "[M N]"),
+    ("06_fp8_gemm.py", ["64"], "[M N K]"), ("07_mla_decode.py", ["1", "16"], "[batch heads seqlen]"),
+])
+def test_examples_refuse_a_wrong_number_of_sizes(script, args, usage):
+    """`python examples/01_gemm.py 512 512` ran (and reported on) the default 200x136x96 GEMM, ignoring the sizes it
+    was given; a wrong number of arguments now prints the usage and fails."""
+    res = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True,
+                         env=_env(), timeout=120, cwd=ROOT)
+    assert res.returncode != 0, res.stdout
+    assert f"usage: python examples/{script} {usage} (got {len(args)} arguments)" in res.stderr
