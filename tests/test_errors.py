@@ -1786,6 +1786,22 @@ def test_pass_configs_are_checked(configs, message):
 
     with pytest.raises(TilecValueError, match=re.escape(message)):  # at the decorator already
         tilec.jit(target="cpu", pass_configs=configs)(_factory)
+    with pytest.raises(TilecValueError, match=re.escape(message)):
+        tilec.compile(main, "cpu", pass_configs=configs)
+
+
+def test_compile_takes_pass_configs(rng):
+    """tilec.compile(func, target, out_idx) had no pass_configs (TileLang's compile has them): a kernel compiled
+    that way could not turn off TMA or ask for warp specialization. The configs reach the pipeline."""
+    from conftest import load_example
+
+    func = load_example("01_gemm").matmul.fn(256, 256, 128, block_M=128, block_N=128, block_K=32, num_stages=2)
+    assert "TMA" in tilec.compile(func, "simt:sm_90a", [-1]).report()
+    kernel = tilec.compile(func, "simt:sm_90a", [-1], pass_configs={"tma": False})
+    assert "TMA" not in kernel.report()
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in ((256, 128), (128, 256)))
+    c = kernel(a, b)  # (the interpreters allocate outputs filled with NaN)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=2e-2)
 
 
 def _factory(n):

@@ -48,6 +48,6 @@ def dump(kernel, after: str = "parse") -> str:
     return _dump(kernel, after)
 
 
-def compile(func, target=None, out_idx=None) -> JITKernel:  # noqa: A001
-    """A :class:`JITKernel` for a ``@T.prim_func`` kernel."""
-    return JITKernel(func, target, out_idx)
+def compile(func, target=None, out_idx=None, pass_configs=None) -> JITKernel:  # noqa: A001
+    """A :class:`JITKernel` for a ``@T.prim_func`` kernel, with ``pass_configs`` as ``tilec.jit`` takes them."""
+    return JITKernel(func, target, out_idx, pass_configs)
