@@ -2603,3 +2603,19 @@ def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((128, 64), "float16")):
         with pytest.raises(tilec.TilecError, match=re.escape(message)) as ei:
             exec(compile(bad, str(path), "exec"), env)
         assert ei.value.loc.file == str(path) and ei.value.loc.line == 17, ei.value
+
+
+def test_wgmma_and_tma_asked_for_where_they_cannot_be_are_noted():
+    """pass_configs={'tma': True} (or 'wgmma') on a target without them (sm_80, AMD, the interpreter) was ignored
+    without a word, though the report says why a config is declined; the environment's defaults (TILEC_WGMMA) and
+    sm_90a, or False, add no note."""
+    from conftest import load_example
+
+    func = load_example("01_gemm").matmul.fn(256, 256, 128, block_M=128, block_N=128, block_K=32, num_stages=2)
+    for target in ("cuda:sm_80", "simt:gfx90a", "cpu"):
+        report = tilec.compile(func, target, [-1], pass_configs={"tma": True, "wgmma": True}).report()
+        for k in ("wgmma", "tma"):
+            assert f"note: pass config '{k}' has no effect on {target}: wgmma and TMA need sm_90a" in report, report
+        for configs in (None, {"tma": False}):
+            assert "has no effect" not in tilec.compile(func, target, [-1], pass_configs=configs).report()
+    assert "has no effect" not in tilec.compile(func, "cuda:sm_90a", [-1], pass_configs={"tma": True}).report()

@@ -50,7 +50,8 @@ class JITKernel:
         self.target = parse_target(target)
         from tilec.passes.configs import check_pass_configs
 
-        self.pass_configs = {**default_pass_configs(), **check_pass_configs(pass_configs)}
+        self.asked = check_pass_configs(pass_configs)  # the kernel's own pass configs
+        self.pass_configs = {**default_pass_configs(), **self.asked}
         self._state: Any = None
         self._exe: Any = None
         self._fast: Any = None  # the generated launcher (False: this kernel has none)
@@ -65,7 +66,11 @@ class JITKernel:
         if self._state is None:
             from tilec.passes.pipeline import run_pipeline
 
-            self._state = run_pipeline(self.prim_func, self.build_target(), options=self.pass_configs)
+            target = self.build_target()
+            state = run_pipeline(self.prim_func, target, options=self.pass_configs)
+            unused = [k for k in ("wgmma", "tma") if self.asked.get(k) and target.arch != "sm_90a"]
+            self._state = state.with_(report=tuple(f"pass config {k!r} has no effect on {target}: wgmma and TMA need "
+                                                   "sm_90a" for k in unused) + state.report)
         return self._state
 
     def build_target(self) -> Target:
