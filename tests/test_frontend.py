@@ -725,6 +725,37 @@ def test_eager_reuse_only_when_the_program_is_the_same(rng):
     assert len({id(k) for k in _eager_scale_by_rows._kernels.values()}) == 1
 
 
+_N_SHARED = T.const("N")  # a module-level T.const, as a module-level T.dynamic is
+
+
+def _eager_shifted(target):
+    @tilec.jit(target=target)
+    def shifted(X):
+        X: T.Tensor[[_N_SHARED], T.float32]
+        Y = T.empty((_N_SHARED * 2,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.serial(_N_SHARED):
+                Y[i] = X[i] + 1.0
+                Y[_N_SHARED + i] = X[i] * 3.0
+        return Y
+
+    return shifted
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_a_module_level_const_is_bound_afresh_at_each_call(rng, target):
+    """A T.const made outside the kernel (at module level) kept the size bound by the first call: a call with other
+    sizes said "argument 'X': dimension 0 must be 5, got 7", as did a second kernel over the same symbol. Each
+    parse now binds it anew from that call's arguments, and leaves it unbound after."""
+    first, second = _eager_shifted(target), _eager_shifted(target)
+    for kernel, n in ((first, 5), (first, 7), (second, 3), (first, 5), (second, 1)):
+        x = rng.standard_normal(n).astype(np.float32)
+        y = kernel(x)
+        ref = np.concatenate([x.astype(np.float64) + 1.0, x.astype(np.float64) * 3.0])
+        np.testing.assert_allclose(y, ref, rtol=1e-6)
+    assert _N_SHARED.value is None
+
+
 def test_memoized_kernels_are_keyed_by_the_environments_target_and_wgmma(monkeypatch):
     """A function without a target of its own takes TILEC_TARGET (and TILEC_WGMMA's pass configs) when it makes a
     kernel: after either changes, the same arguments get a new kernel, not the one made for the old settings."""

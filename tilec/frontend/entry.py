@@ -161,12 +161,14 @@ class _EagerParser(Parser):
         super().__init__(*a)
         self.infos = infos
         self.params = params
+        self.consts: list[ConstSymbol] = []  # the T.const symbols this parse bound (unbound again after it)
 
     def annotate(self, name: str, ann: Any) -> None:
         if name not in self.infos:
             raise TilecSyntaxError(f"{name!r} is annotated but is not a tensor argument of the kernel")
         if not isinstance(ann, TensorSpec):
             raise TilecTypeError(f"{name!r}: expected a T.Tensor[[...], dtype] annotation, got {ann!r}")
+        self.consts += [d for d in ann.shape if isinstance(d, ConstSymbol)]
         info = self.infos[name]
         buf = _bind_spec(name, ann, info)
         old = self.local[name]
@@ -222,8 +224,12 @@ def parse_eager(fn: Any, args: tuple, kwargs: dict) -> tuple[PrimFunc, list[str]
         local[name] = buf
     b = Builder()
     parser = _EagerParser(src, function_env(fn), b, local, infos=infos, params=params)
-    with building(b):
-        ret = parser.run_body()
+    try:
+        with building(b):
+            ret = parser.run_body()
+    finally:  # a T.const made outside the kernel (a module's) is bound by each call's arguments, not the first's
+        for sym in parser.consts:
+            sym.value = None
     outs = ret if isinstance(ret, tuple) else (() if ret is None else (ret,))
     for o in outs:
         if not (isinstance(o, Buffer) and o in b.empties):
