@@ -715,6 +715,29 @@ def test_dynamic_rows_including_an_empty_array(m, rng):
 
 
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_ceildiv_of_a_size_near_the_int32_limit(rng, target):
+    """T.ceildiv(M, b) was built as (M + b - 1) // b, which wraps in int32 for M > 2**31 - b: with M = 2**31 - 1 a
+    loop over T.ceildiv(M, 2**30) tiles ran no trip (as the GPU's would), and the output, sized 2 on the host,
+    came back unwritten. It is now M // b + (M % b + b - 1) // b, which never leaves int32. (A stride-0 view
+    gives the 2**31 - 1 elements without their memory.)"""
+
+    @tilec.jit(target=target)
+    def tile_heads(X):
+        M, S = T.dynamic("M"), T.dynamic("S")
+        X: T.StridedTensor[[M], [S], T.int32]
+        Y = T.empty((T.ceildiv(M, 2**30),), "int32")
+        with T.Kernel(1, threads=32) as bx:
+            for t in T.serial(T.ceildiv(M, 2**30)):
+                Y[t] = X[M - 1 - t * 2**30] + t
+        return Y
+
+    for m in (2**31 - 1, 2**30 + 1, 2**30, 5):
+        v = int(rng.integers(-1000, 1000))
+        x = np.broadcast_to(np.int32(v), (m,))
+        np.testing.assert_array_equal(tile_heads(x), v + np.arange(-(-m // 2**30)), err_msg=str(m))
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
 def test_strided_tensors_take_an_empty_array_whatever_its_strides(rng, target):
     """numpy 2 gives a new empty array zero strides (np.empty((0, 64)).strides == (0, 0)): a T.StridedTensor refused
     it ('stride 1 must be 1, got 0') though it has no element to address. A stride symbol takes its value from a

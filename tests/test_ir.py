@@ -152,7 +152,26 @@ def test_select_call_unop_ceildiv():
     with pytest.raises(TilecTypeError, match="`~` needs an integer"):
         unop("~", Var("x", dt.float32))
     assert ceildiv(10, 4) == 3
-    assert expr_str(ceildiv(i, 4)) == "(i + 3) // 4"
+    assert expr_str(ceildiv(i, 4)) == "i // 4 + (i % 4 + 3) // 4"  # no i + 3: it would wrap for i near 2**31
+
+
+def test_ceildiv_expression_equals_the_ceiling_without_leaving_int32():
+    """The expression T.ceildiv builds equals (a + b - 1) // b under floor division, for every sign of a and b,
+    and its intermediate values stay within int32 for a up to 2**31 - 1."""
+    from tilec.ir.evaluate import eval_int
+
+    a, b = Var("a"), Var("b")
+    e = ceildiv(a, b)
+    for x in range(-20, 21):
+        for y in [*range(-6, 0), *range(1, 7)]:
+            assert eval_int(e, {a: x, b: y}) == (x + y - 1) // y, (x, y)
+    def parts(x):
+        return [x, *parts(x.a), *parts(x.b)] if isinstance(x, BinOp) else [x]
+
+    top = 2**31 - 1
+    for y in (2, 32, 2**30, top):
+        assert eval_int(e, {a: top, b: y}) == -(-top // y)
+        assert max(eval_int(p, {a: top, b: y}) for p in parts(e)) <= top
 
 
 def test_expr_printing_precedence():

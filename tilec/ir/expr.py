@@ -466,10 +466,12 @@ def maximum(a: ExprLike, b: ExprLike) -> Any:
 
 
 def ceildiv(a: ExprLike, b: ExprLike) -> Any:
-    """``(a + b - 1) // b``; a Python int when both are Python ints."""
+    """``(a + b - 1) // b``; a Python int when both are Python ints. An expression is built as
+    ``a // b + (a % b + b - 1) // b`` (equal under floor division for every ``a`` and ``b``): ``a + b - 1`` would
+    wrap in int32 for a size ``a`` near 2**31 (a loop bound ``T.ceildiv(M, 32)`` of 0 trips, or negative)."""
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         return -(-a // b)
-    return binop("//", binop("+", a, binop("-", b, 1)), b)
+    return binop("+", binop("//", a, b), binop("//", binop("+", binop("%", a, b), binop("-", b, 1)), b))
 
 
 def infinity(dtype: Any) -> Const:
