@@ -152,15 +152,16 @@ def test_select_call_unop_ceildiv():
     with pytest.raises(TilecTypeError, match="`~` needs an integer"):
         unop("~", Var("x", dt.float32))
     assert ceildiv(10, 4) == 3
-    assert expr_str(ceildiv(i, 4)) == "i // 4 + (i % 4 + 3) // 4"  # no i + 3: it would wrap for i near 2**31
+    assert expr_str(ceildiv(i, 4)) == "(i + 3) // 4"  # an index, bounded by the grid
+    assert expr_str(ceildiv(SizeVar("M"), 4)) == "M // 4 + (M % 4 + 3) // 4"  # no M + 3: it would wrap near 2**31
 
 
 def test_ceildiv_expression_equals_the_ceiling_without_leaving_int32():
-    """The expression T.ceildiv builds equals (a + b - 1) // b under floor division, for every sign of a and b,
-    and its intermediate values stay within int32 for a up to 2**31 - 1."""
+    """The expression T.ceildiv builds of a symbolic size equals (a + b - 1) // b under floor division, for every
+    sign of a and b, and its intermediate values stay within int32 for a up to 2**31 - 1."""
     from tilec.ir.evaluate import eval_int
 
-    a, b = Var("a"), Var("b")
+    a, b = SizeVar("a"), Var("b")
     e = ceildiv(a, b)
     for x in range(-20, 21):
         for y in [*range(-6, 0), *range(1, 7)]:

@@ -7,6 +7,7 @@ result dtype, coerce Python numbers and fold constants; the Python operators on 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -466,12 +467,23 @@ def maximum(a: ExprLike, b: ExprLike) -> Any:
 
 
 def ceildiv(a: ExprLike, b: ExprLike) -> Any:
-    """``(a + b - 1) // b``; a Python int when both are Python ints. An expression is built as
-    ``a // b + (a % b + b - 1) // b`` (equal under floor division for every ``a`` and ``b``): ``a + b - 1`` would
-    wrap in int32 for a size ``a`` near 2**31 (a loop bound ``T.ceildiv(M, 32)`` of 0 trips, or negative)."""
+    """``(a + b - 1) // b``; a Python int when both are Python ints. Of a symbolic size (a :class:`SizeVar` in
+    ``a``) it is built as ``a // b + (a % b + b - 1) // b`` (equal under floor division for every ``a`` and ``b``):
+    ``a + b - 1`` would wrap in int32 for a size near 2**31 (a loop bound ``T.ceildiv(M, 32)`` of 0 trips, or
+    negative); block and loop indices, bounded by the grid, keep the one division."""
     if not isinstance(a, Expr) and not isinstance(b, Expr):
         return -(-a // b)
-    return binop("+", binop("//", a, b), binop("//", binop("+", binop("%", a, b), binop("-", b, 1)), b))
+    if _has_size_var(a):
+        return binop("+", binop("//", a, b), binop("//", binop("+", binop("%", a, b), binop("-", b, 1)), b))
+    return binop("//", binop("+", a, binop("-", b, 1)), b)
+
+
+def _has_size_var(e: Any) -> bool:
+    if isinstance(e, SizeVar):
+        return True
+    if isinstance(e, tuple):
+        return any(map(_has_size_var, e))
+    return isinstance(e, Expr) and any(_has_size_var(getattr(e, f.name)) for f in dataclasses.fields(e))
 
 
 def infinity(dtype: Any) -> Const:
