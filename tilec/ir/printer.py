@@ -49,7 +49,7 @@ _PREC = {
     "or": 1, "and": 2, "not": 3, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "|": 5, "^": 6, "&": 7,
     "<<": 8, ">>": 8, "+": 9, "-": 9, "*": 10, "/": 10, "//": 10, "%": 10, "neg": 11,
 }  # fmt: skip
-_LOOP_CTOR = {"serial": "T.serial", "unroll": "T.unroll", "pipelined": "T.Pipelined", "vectorized": "T.vectorized"}
+LOOP_CTOR = {"serial": "T.serial", "unroll": "T.unroll", "pipelined": "T.Pipelined", "vectorized": "T.vectorized"}
 _LOOP_KEYWORDS = {"pipelined": ("num_stages", "order", "stage"), "unroll": ("unroll_factor", "explicit")}
 
 
@@ -216,7 +216,7 @@ class _Printer:
             args = [self.e(s.extent)] + [f"{k}={value(v)}" for k, v in s.annotations if k in keywords]
             if other:
                 args.append(f"annotations={{{', '.join(f'{k!r}: {value(v)}' for k, v in other)}}}")
-            self.emit(d, f"for {self.names(s.var)} in {_LOOP_CTOR[s.kind]}({', '.join(args)}):")
+            self.emit(d, f"for {self.names(s.var)} in {LOOP_CTOR[s.kind]}({', '.join(args)}):")
             for v, e in s.ann("lets", ()):  # bound at the start of each trip
                 self.emit(d + 1, f"{self.names(v)} = {self.e(e)}  # each trip")
             self.body(s.body, d + 1)

@@ -58,7 +58,7 @@ _INERT = {"unroll": ("explicit",)}
 def _inert_options(func: PrimFunc) -> tuple[str, ...]:
     """A note for each loop option the kernel gives that has no effect in tilec: T.unroll's ``explicit`` (tilec
     leaves unrolling to the CUDA/HIP compiler) and the ``annotations`` dicts of T.serial / T.unroll / T.vectorized."""
-    from tilec.ir.printer import _LOOP_CTOR
+    from tilec.ir.printer import LOOP_CTOR
     from tilec.ir.stmt import LOOP_ANNOTATIONS, For
     from tilec.ir.visit import walk
 
@@ -67,7 +67,7 @@ def _inert_options(func: PrimFunc) -> tuple[str, ...]:
         if not isinstance(s, For):
             continue
         inert = _INERT.get(s.kind, ())
-        ctor = f"{_LOOP_CTOR[s.kind]} at {where(s.loc)}"
+        ctor = f"{LOOP_CTOR[s.kind]} at {where(s.loc)}"
         notes += [f"{ctor}: {k}={v!r} is accepted for TileLang compatibility and has no effect (the CUDA/HIP "
                   f"compiler unrolls the loop)" for k, v in s.annotations if k in inert]
         user = {k: v for k, v in s.annotations if k not in LOOP_ANNOTATIONS}

@@ -269,8 +269,6 @@ def _freeze(value: Any, what: str) -> Any:
 def _refuse_nested_arrays(kernel: str, name: str, value: Any, kind: Any) -> None:
     """An eager kernel binds each tensor to a named parameter (its ``x: T.Tensor[...]`` annotation names it): an
     array in ``*args``, ``**kwargs`` or a list argument has no name to bind."""
-    import inspect
-
     if isinstance(value, dict):
         items = [(f"{name}[{k!r}]", v) for k, v in value.items()]
     elif isinstance(value, (list, tuple)):
