@@ -723,6 +723,40 @@ def test_reductions_whose_lines_no_formula_gives_the_holders_of(rng, target, sha
     assert_close(out, ref, "float32", scale=float(np.abs(x64).sum(axis=dim).max()))
 
 
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
+def test_reduction_combined_into_a_16_bit_fragment_of_another_layout_rounds_once(rng, target):
+    """``T.reduce_sum(y, r, dim=1, clear=False)`` into a float16 fragment ``r`` laid out by an earlier reduction of
+    another tile (so the sums change layout on their way): the sums were rounded to float16 before they were added
+    to ``r``, so ``1 + (2**-11 + 2**-22)`` became ``1 + 2**-11``, a tie rounded to 1.0, where the tile interpreter
+    (and the same reduction without the change of layout) rounds once to 1 + 2**-10. Now the sums stay in float32
+    until they are combined."""
+    import tilec
+
+    M, N = 16, 32
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((N, M), "float32"), Out: T.Tensor((N,), "float16")):
+        with T.Kernel(1, threads=128) as bx:
+            x = T.alloc_fragment((M, N), "float32")
+            y = T.alloc_fragment((N, M), "float32")
+            r = T.alloc_fragment((N,), "float16")
+            T.copy(X, x)
+            T.copy(Y, y)
+            T.reduce_sum(x, r, dim=0)
+            T.reduce_sum(y, r, dim=1, clear=False)
+            T.copy(r, Out)
+
+    x = np.zeros((M, N), np.float32)
+    x[int(rng.integers(M))] = 1.0
+    y = np.zeros((N, M), np.float32)
+    cols = rng.permutation(M)[:2]
+    y[:, cols[0]], y[:, cols[1]] = 2.0**-11, 2.0**-22
+    out = poisoned((N,), "float16")
+    tilec.JITKernel(main, target)(x, y, out)
+    ref = (x.astype(np.float64).sum(0) + y.astype(np.float64).sum(1)).astype(np.float16)
+    np.testing.assert_array_equal(out, ref)
+
+
 @pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
 @pytest.mark.parametrize("dim", [0, 1])
 def test_reduction_into_a_fragment_keeping_the_reduced_dim(rng, target, dim):

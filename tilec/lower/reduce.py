@@ -162,17 +162,19 @@ def _converted(lw: Lowerer, r: Reduce, natural: Fragment, D: Fragment) -> TStmt:
     from tilec.ir.buffer import Buffer
     from tilec.lower.convert import convert
 
-    tmp = Buffer(lw.fresh(r.dst.buffer.name), tuple(r.dst.buffer.shape), r.dst.dtype, "fragment")
+    # combined with what dst holds, the scratch keeps the work type, so the result is rounded to dst's dtype once
+    kept = r.dst.dtype if r.clear else dt.work_type(r.dst.dtype)
+    tmp = Buffer(lw.fresh(r.dst.buffer.name), tuple(r.dst.buffer.shape), kept, "fragment")
     lw.plan.fragments[tmp] = natural
     inner = lower_reduce(lw, dataclasses.replace(r, dst=tmp.full_region(), clear=True))
-    tmp_dst = lw.scratch_reg("red_out", r.dst.dtype, D.num_locals)
+    tmp_dst = lw.scratch_reg("red_out", kept, D.num_locals)
     what = f"T.reduce_{r.red} at {where(r.loc)}"
-    parts = [inner, convert(lw, lw.mem_of(tmp), natural, tmp_dst, D, r.dst.dtype, what)]
+    parts = [inner, convert(lw, lw.mem_of(tmp), natural, tmp_dst, D, kept, what)]
     dmem = lw.mem_of(r.dst.buffer)
     for dl in range(D.num_locals):
         v: Expr = MemRef(tmp_dst, const(dl))
         if not r.clear:
-            v = binop(_COMBINE[r.red], MemRef(dmem, const(dl)), v)
+            v = cast(r.dst.dtype, binop(_COMBINE[r.red], cast(kept, MemRef(dmem, const(dl))), v))
         parts.append(Write(dmem, const(dl), v))
     return seq(parts)
 
