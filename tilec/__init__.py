@@ -21,6 +21,14 @@ from tilec.target import Target, parse_target  # noqa: F401
 
 __version__ = "0.1.0"
 
+# the public names (``from tilec import *``): the lazy ones of _LAZY import tilec.tune / tilec.arch when taken
+__all__ = [
+    "AutotunedFunction", "DeviceModel", "JITFunction", "JITKernel", "LayoutConflictError", "RaceError",
+    "Recommendation", "SourceLoc", "Target", "TilecBoundsError", "TilecError", "TilecRuntimeError", "TilecSyntaxError",
+    "TilecTypeError", "TilecValueError", "TilecVerifyError", "autotune", "compile", "device_model", "dump", "jit",
+    "parse_target", "recommend",
+]
+
 # Imported on first use (``import tilec`` stays light): tile recommendation and autotuning (tilec.tune).
 _LAZY = {"recommend": "tilec.tune.recommend", "Recommendation": "tilec.tune.recommend",
          "autotune": "tilec.tune.autotune", "AutotunedFunction": "tilec.tune.autotune",
