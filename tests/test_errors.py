@@ -2619,3 +2619,21 @@ def test_wgmma_and_tma_asked_for_where_they_cannot_be_are_noted():
         for configs in (None, {"tma": False}):
             assert "has no effect" not in tilec.compile(func, target, [-1], pass_configs=configs).report()
     assert "has no effect" not in tilec.compile(func, "cuda:sm_90a", [-1], pass_configs={"tma": True}).report()
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"use_tma": True}, r"T.atomic_add: use_tma=True \(the TMA reduce path\) is not supported; tilec adds the tile "
+                        r"with one atomic add per element"),
+    ({"use_tma": "no"}, r"T.atomic_add: use_tma must be True or False, got str 'no'"),
+])
+def test_atomic_add_use_tma_is_refused(kwargs, message):
+    """T.atomic_add(..., use_tma=True) was accepted and dropped: the tile was added element by element with no word
+    that the TMA reduce path asked for was not taken. It is refused at the user's line; use_tma=False stays."""
+    with pytest.raises(TilecTypeError, match=r"test_errors.py:\d+:\d+: " + message):
+
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float32"), C: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                C_f = T.alloc_fragment((16, 16), "float32")
+                T.copy(A, C_f)
+                T.atomic_add(C, C_f, **kwargs)

@@ -250,9 +250,15 @@ def clear(buffer: BufferLike) -> None:
 
 def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, return_prev: bool = False,
                use_tma: bool = False) -> None:
-    """Atomic ``dst += value``: on one element (``dst`` an element, ``value`` a scalar) or on a tile."""
+    """Atomic ``dst += value``: on one element (``dst`` an element, ``value`` a scalar) or on a tile.
+
+    TileLang's ``memory_order`` may only be "relaxed", ``return_prev`` and ``use_tma`` only False: other values are
+    refused."""
     if return_prev:
         raise TilecTypeError("T.atomic_add: return_prev=True is not supported")
+    if _flag("T.atomic_add", "use_tma", use_tma):  # TileLang's TMA reduce (cp.reduce.async.bulk) of a tile
+        raise TilecTypeError("T.atomic_add: use_tma=True (the TMA reduce path) is not supported; tilec adds the tile "
+                             "with one atomic add per element (leave use_tma out)")
     if memory_order not in (None, "relaxed"):
         raise TilecTypeError(f"T.atomic_add: memory_order={memory_order!r} is not supported; atomics are relaxed")
     b = current("T.atomic_add")
