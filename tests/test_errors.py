@@ -2637,3 +2637,34 @@ def test_atomic_add_use_tma_is_refused(kwargs, message):
                 C_f = T.alloc_fragment((16, 16), "float32")
                 T.copy(A, C_f)
                 T.atomic_add(C, C_f, **kwargs)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"warp_id": 1}, r"T.print: warp_id=1 is not supported: tilec prints a shared or global buffer and a scalar from "
+                     r"thread 0 of the block, and each fragment element from the thread that holds it"),
+    ({"warp_group_id": 1}, r"T.print: warp_group_id=1 is not supported"),
+    ({"warp_id": "1"}, r"T.print: warp_id must be an int, got str '1'"),
+])
+def test_print_warp_selection_is_refused(kwargs, message):
+    """T.print(buf, warp_id=1) / warp_group_id=1 were accepted and dropped: TileLang prints from thread
+    warp_group_id * 128 + warp_id * 32, tilec printed from thread 0 all the same. A value other than 0 is refused at
+    the user's line (0, the default, stays)."""
+    with pytest.raises(TilecTypeError, match=r"test_errors.py:\d+:\d+: " + message):
+
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float32")):
+            with T.Kernel(1, threads=256) as bx:
+                A_s = T.alloc_shared((16, 16), "float32")
+                T.copy(A, A_s)
+                T.print(A_s, msg="tile", **kwargs)
+
+
+def test_print_default_warp_selection_is_accepted():
+    @T.prim_func
+    def main(A: T.Tensor((16, 16), "float32")):
+        with T.Kernel(1, threads=256) as bx:
+            A_s = T.alloc_shared((16, 16), "float32")
+            T.copy(A, A_s)
+            T.print(A_s, msg="tile", warp_group_id=0, warp_id=0)
+
+    assert "T.print" in str(main)

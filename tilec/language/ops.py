@@ -275,9 +275,19 @@ def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, ret
 
 
 def print(value: Any, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> None:  # noqa: A001
-    """``T.print(x, msg="...")``: print a buffer (once per block) or a scalar value when the kernel runs."""
+    """``T.print(x, msg="...")``: print a buffer (once per block) or a scalar value when the kernel runs.
+
+    TileLang's ``warp_group_id`` / ``warp_id`` (which thread prints) may only be 0: tilec prints a shared or global
+    buffer and a scalar from thread 0, and each fragment element from the thread that holds it."""
     b = current("T.print")
     b.require_kernel("T.print")
+    for name, sel in (("warp_group_id", warp_group_id), ("warp_id", warp_id)):
+        if not isinstance(sel, numbers.Integral) or isinstance(sel, (bool, np.bool_)):
+            raise TilecTypeError(f"T.print: {name} must be an int, got {type(sel).__name__} {sel!r}")
+        if sel != 0:
+            raise TilecTypeError(f"T.print: {name}={sel!r} is not supported: tilec prints a shared or global buffer "
+                                 "and a scalar from thread 0 of the block, and each fragment element from the thread "
+                                 "that holds it (leave warp_group_id and warp_id out)")
     if isinstance(value, (Buffer, Region)):
         val: Region | Expr = as_region(value, "T.print")
     else:
