@@ -2668,3 +2668,44 @@ def test_print_default_warp_selection_is_accepted():
             T.print(A_s, msg="tile", warp_group_id=0, warp_id=0)
 
     assert "T.print" in str(main)
+
+
+def test_jit_tilelang_options_are_noted_in_the_report():
+    """tilec.jit(compile_flags=[...], verbose=True, execution_backend=..., debug_root_path=...) were accepted and
+    dropped with no word: a port asking for --use_fast_math got tilec's own options silently. Each is noted in the
+    kernel's report (lazy, eager and @T.prim_func forms), naming the keyword and its value; TileLang's defaults
+    (verbose=False, compile_flags=None, ...) are not noted."""
+    def factory(n):
+        @T.prim_func
+        def copy1(A: T.Tensor((n,), "float32"), B: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                for i in T.Parallel(n):
+                    B[i] = A[i]
+
+        return copy1
+
+    opts = {"compile_flags": ["--use_fast_math"], "verbose": True, "execution_backend": "cython",
+            "debug_root_path": "/tmp/tl"}
+    lazy = tilec.jit(target="cpu", **opts)(factory)(16)
+    direct = tilec.jit(factory(16), target="cpu", **opts)
+    a = np.arange(16, dtype=np.float32)
+
+    @tilec.jit(target="cpu", compile_flags=["-O3"])
+    def eager(A):
+        n = T.const("n")
+        A: T.Tensor[[n], T.float32]
+        B = T.empty((n,), "float32")
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.Parallel(n):
+                B[i] = A[i]
+        return B
+
+    np.testing.assert_array_equal(eager(a), a)
+    for kernel in (lazy, direct):
+        report = kernel.report()
+        for k, v in opts.items():
+            assert f"note: tilec.jit: {k}={v!r} is accepted for TileLang compatibility and has no effect" in report, \
+                report
+    assert "note: tilec.jit: compile_flags=['-O3'] is accepted" in eager.get_kernel(a).report()
+    quiet = tilec.jit(target="cpu", verbose=False, compile_flags=None, execution_backend="auto")(factory)(16)
+    assert "tilec.jit:" not in quiet.report()

@@ -57,6 +57,7 @@ class JITKernel:
         self._fast: Any = None  # the generated launcher (False: this kernel has none)
         self._calls = 0
         self.environment: tuple = ()  # what the names of the jit function's source were bound to (see JITFunction)
+        self.notes: tuple[str, ...] = ()  # report notes of tilec.jit's TileLang-only options (see _tilelang_notes)
 
     # ------------------------------------------------------------------------------------------------ compile
 
@@ -69,8 +70,8 @@ class JITKernel:
             target = self.build_target()
             state = run_pipeline(self.prim_func, target, options=self.pass_configs)
             unused = [k for k in ("wgmma", "tma") if self.asked.get(k) and target.arch != "sm_90a"]
-            self._state = state.with_(report=tuple(f"pass config {k!r} has no effect on {target}: wgmma and TMA need "
-                                                   "sm_90a" for k in unused) + state.report)
+            self._state = state.with_(report=self.notes + tuple(f"pass config {k!r} has no effect on {target}: wgmma "
+                                                                "and TMA need sm_90a" for k in unused) + state.report)
         return self._state
 
     def build_target(self) -> Target:
@@ -368,10 +369,12 @@ def _is_eager(fn: Any) -> bool:
 class JITFunction:
     """What ``@tilec.jit`` returns; call it like the decorated function."""
 
-    def __init__(self, fn: Any, out_idx: Any = None, target: Any = None, pass_configs: dict | None = None) -> None:
+    def __init__(self, fn: Any, out_idx: Any = None, target: Any = None, pass_configs: dict | None = None,
+                 notes: tuple[str, ...] = ()) -> None:
         from tilec.passes.configs import check_pass_configs
 
         self.fn = fn
+        self.notes = notes  # put in the report of each kernel made
         self.out_idx = out_idx
         self.target = target
         self.pass_configs = pass_configs
@@ -401,6 +404,7 @@ class JITFunction:
                 raise TilecTypeError(f"@tilec.jit function {self.fn.__name__!r} must return a @T.prim_func kernel, "
                                      f"got {type(func).__name__}")
             kernel = self._kernels[key] = JITKernel(func, self.target, self.out_idx, self.pass_configs)
+            kernel.notes = self.notes
             kernel.environment = env
         return kernel
 
@@ -472,6 +476,7 @@ class JITFunction:
                            if str(k.prim_func) == text and _accepts(k, tensors)), None)
             if kernel is None:
                 kernel = JITKernel(func, self.target, None, self.pass_configs)
+                kernel.notes = self.notes
                 if func.dyn_vars:
                     self._dynamic.setdefault(tuple(loose), []).append(kernel)
             kernel.environment = env  # (a kernel reused for its text is the program these values make)
@@ -497,7 +502,20 @@ def _accepts(kernel: JITKernel, tensors: list[Any]) -> bool:
     return True
 
 
-_TILELANG_ONLY = ("execution_backend", "verbose", "compile_flags", "debug_root_path")  # accepted, no effect here
+# accepted, no effect here: TileLang's default of each (not noted) and what tilec does instead (noted otherwise)
+_TILELANG_ONLY = {"execution_backend": ((None, "auto"), "tilec launches through its own NVRTC / hiprtc launcher"),
+                  "verbose": ((None, False), "read kernel.report() and tilec.dump(kernel, after=...)"),
+                  "compile_flags": ((None, (), []), "tilec compiles with its own NVRTC / hiprtc options"),
+                  "debug_root_path": ((None,), "set TILEC_DUMP_DIR to keep each stage's IR")}
+
+
+def _tilelang_notes(options: dict) -> tuple[str, ...]:
+    """A report note for each TileLang-only option of tilec.jit given other than its TileLang default."""
+    def default(k: str, v: Any) -> bool:  # compared within a type: an array compared to None is no bool
+        return any(v is d or (type(v) is type(d) and v == d) for d in _TILELANG_ONLY[k][0])
+
+    return tuple(f"tilec.jit: {k}={v!r} is accepted for TileLang compatibility and has no effect "
+                 f"({_TILELANG_ONLY[k][1]})" for k, v in options.items() if not default(k, v))
 
 
 def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = None,
@@ -517,7 +535,8 @@ def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = 
         override the ``TILEC_WGMMA`` defaults. An unknown name or a value of the wrong kind is an error.
     **tilelang
         TileLang's ``execution_backend``, ``verbose``, ``compile_flags`` and ``debug_root_path``, accepted so that
-        its kernels port unchanged (they change nothing here); any other keyword is an error.
+        its kernels port unchanged (they change nothing here: each given other than TileLang's default is noted in
+        the kernel's report); any other keyword is an error.
     """
     unknown = [k for k in tilelang if k not in _TILELANG_ONLY]
     if unknown:
@@ -527,13 +546,15 @@ def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = 
         raise TilecTypeError(f"tilec.jit got an unexpected keyword argument {unknown[0]!r}"
                              + (f" (did you mean {near[0]!r}?)" if near else ""))
     if func is None:
-        return functools.partial(jit, out_idx=out_idx, target=target, pass_configs=pass_configs)
+        return functools.partial(jit, out_idx=out_idx, target=target, pass_configs=pass_configs, **tilelang)
     if isinstance(func, PrimFunc):  # @tilec.jit over @T.prim_func (as TileLang's): the kernel itself
-        return JITKernel(func, target, out_idx, pass_configs)
+        kernel = JITKernel(func, target, out_idx, pass_configs)
+        kernel.notes = _tilelang_notes(tilelang)
+        return kernel
     if isinstance(func, (str, Target)):
         raise TilecTypeError(f"tilec.jit takes its options by keyword: @tilec.jit(target={func!r}), got the "
                              f"positional argument {func!r}")
     if not (inspect.isfunction(func) or inspect.ismethod(func)):
         raise TilecTypeError(f"tilec.jit decorates a Python function (a kernel factory returning a @T.prim_func, or "
                              f"an eager kernel) or a @T.prim_func, got {type(func).__name__} {func!r}")
-    return JITFunction(func, out_idx, target, pass_configs)
+    return JITFunction(func, out_idx, target, pass_configs, _tilelang_notes(tilelang))
