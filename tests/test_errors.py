@@ -2709,3 +2709,27 @@ def test_jit_tilelang_options_are_noted_in_the_report():
     assert "note: tilec.jit: compile_flags=['-O3'] is accepted" in eager.get_kernel(a).report()
     quiet = tilec.jit(target="cpu", verbose=False, compile_flags=None, execution_backend="auto")(factory)(16)
     assert "tilec.jit:" not in quiet.report()
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    ("T.use_swizzle(True)", r"T.use_swizzle: panel_size must be a positive int, got True"),
+    ("T.use_swizzle(4, enable='no')", r"T.use_swizzle: enable must be True or False, got str 'no'"),
+    ("T.use_swizzle(4, order=None)", r"T.use_swizzle: order must be 'row' or 'column', got None"),
+])
+def test_use_swizzle_refuses_values_taken_by_their_truth(tmp_path, call, message):
+    """T.use_swizzle(True) swizzled in panels of 1 block, and enable='no' (or any string) turned swizzling on: a
+    bool is no panel size and enable is a flag. Both are refused at the user's line, naming the parameter."""
+    src = f'''
+import tilec.language as T
+
+
+@T.prim_func
+def main(A: T.Tensor((16,), "float32")):
+    with T.Kernel(4, 4, threads=32) as (bx, by):
+        {call}
+        A[0] = 1.0
+'''
+    path = tmp_path / "swz.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError, match=re.escape(f"{path}:8:9: ") + message):
+        exec(compile(src, str(path), "exec"), {})

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
+
+import numpy as np
 
 from tilec.errors import TilecTypeError
 from tilec.frontend.builder import current
@@ -54,7 +57,9 @@ def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> Non
     k = b.require_kernel("T.use_swizzle")
     if order not in ("row", "column"):
         raise TilecTypeError(f"T.use_swizzle: order must be 'row' or 'column', got {order!r}")
-    if not isinstance(panel_size, int) or panel_size <= 0:
+    if not isinstance(panel_size, numbers.Integral) or isinstance(panel_size, (bool, np.bool_)) or panel_size <= 0:
         raise TilecTypeError(f"T.use_swizzle: panel_size must be a positive int, got {panel_size!r}")
+    if not isinstance(enable, (numbers.Integral, np.bool_)) or int(enable) not in (0, 1):  # "no" would be true
+        raise TilecTypeError(f"T.use_swizzle: enable must be True or False, got {type(enable).__name__} {enable!r}")
     if enable:
-        k.swizzle = (panel_size, order)
+        k.swizzle = (int(panel_size), order)
