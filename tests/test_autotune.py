@@ -327,6 +327,18 @@ def test_bad_autotune_arguments_are_refused_naming_them(kw, message):
         tilec.autotune(progress=False, **kw)(_axpy())
 
 
+@pytest.mark.parametrize("kw, message", [
+    ({"progress": "no"}, r"autotune axpy: progress is True or False \(show a progress bar\), got 'no'"),
+    ({"cache": "off"}, r"autotune axpy: cache is True or False \(read and write the disk cache\), got 'off'"),
+    ({"cache": None}, r"autotune axpy: cache is True or False .*, got None"),
+])
+def test_autotune_flags_taken_by_their_truth_are_refused(kw, message):
+    """progress="no" showed the progress bar and cache="off" read and wrote the disk cache (a string is true), and
+    cache=None turned it off: each flag must now be True or False (or 0/1), refused at the decorator naming it."""
+    with pytest.raises(TilecValueError, match=message):
+        tilec.autotune(**{"configs": CONFIGS, "timer": FakeTimer({}), "progress": False, **kw})(_axpy())
+
+
 def test_a_configs_function_returning_no_list_is_named():
     """A configs function returning None raised TypeError ('NoneType' object is not iterable) inside tilec."""
     tuned = tilec.autotune(configs=lambda N: None, timer=FakeTimer({}), progress=False)(_axpy())

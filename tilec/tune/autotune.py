@@ -171,7 +171,7 @@ class AutotunedFunction:
                  supply: Callable[[Any], list] | None = None, rtol: float | None = None, workers: int | None = None,
                  progress: bool = True, use_cache: bool = True) -> None:
         check_options(getattr(jit_fn.fn, "__name__", "kernel"), configs, warmup, rep, top_k, timer, supply, rtol,
-                       workers)
+                       workers, progress, use_cache)
         self.jit_fn, self.configs, self.key_fn, self.top_k = jit_fn, configs, check_key(jit_fn.fn, key), top_k
         self.signature = inspect.signature(jit_fn.fn)  # what check_call holds each call to
         self.warmup, self.rep, self.timer, self.supply, self.rtol = warmup, rep, timer, supply, rtol

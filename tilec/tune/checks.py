@@ -12,13 +12,16 @@ from tilec.errors import TilecValueError
 
 
 def check_options(name: str, configs: Any, warmup: Any, rep: Any, top_k: Any, timer: Any, supply: Any, rtol: Any,
-                  workers: Any) -> None:
+                  workers: Any, progress: Any = True, cache: Any = True) -> None:
     """Refuse, naming it, an argument of ``tilec.autotune`` that would fail later inside tilec."""
     def number(v: Any) -> bool:
         return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
 
     def count(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+    def flag(v: Any) -> bool:  # True/False or 0/1: "no" or None would be taken by its truth
+        return isinstance(v, int) and v in (0, 1)
 
     bad = [(not (configs is None or callable(configs) or isinstance(configs, Iterable))
             or isinstance(configs, (str, bytes, dict)),
@@ -32,7 +35,9 @@ def check_options(name: str, configs: Any, warmup: Any, rep: Any, top_k: Any, ti
            (not (rtol is None or number(rtol)), "rtol is the relative tolerance of the output check, a number >= 0 "
             "(or None)", rtol),
            (not (workers is None or count(workers)), "workers is the number of compiling threads, an int >= 1 "
-            "(or None)", workers)]
+            "(or None)", workers),
+           (not flag(progress), "progress is True or False (show a progress bar)", progress),
+           (not flag(cache), "cache is True or False (read and write the disk cache)", cache)]
     for failed, what, value in bad:
         if failed:
             raise TilecValueError(f"autotune {name}: {what}, got {value!r}")
