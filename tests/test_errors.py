@@ -2733,3 +2733,29 @@ def main(A: T.Tensor((16,), "float32")):
     path.write_text(src)
     with pytest.raises(TilecTypeError, match=re.escape(f"{path}:8:9: ") + message):
         exec(compile(src, str(path), "exec"), {})
+
+
+def test_dynamic_takes_names_as_tilelang_does(rng):
+    """T.dynamic("M, N") (TileLang's form for several sizes) made one symbol named 'M, N' (`M, N = ...` raised a
+    bare TypeError, cannot unpack), and T.dynamic(3) made one whose str() raised TypeError. Names separated by
+    commas or spaces now give one symbol each (as T.const's), and a name that is no identifier is refused naming
+    it."""
+    with pytest.raises(TilecTypeError, match=r"T.dynamic takes the names of its sizes in one string, separated by "
+                                             r"spaces or commas \(M, N = T.dynamic\(\"M, N\"\)\), got 3"):
+        T.dynamic(3)
+    with pytest.raises(TilecTypeError, match=r"T.dynamic takes .* got '1M'"):
+        T.dynamic("1M")
+    M, N = T.dynamic("M, N")
+    assert (M.name, N.name, T.dynamic("K").name) == ("M", "N", "K")
+
+    @T.prim_func
+    def add1(A: T.Tensor((M, N), "float32"), B: T.Tensor((M, N), "float32")):
+        with T.Kernel(M, threads=32) as bx:
+            for j in T.serial(N):
+                B[bx, j] = A[bx, j] + 1.0
+
+    for target, (m, n) in (("cpu", (3, 5)), ("simt:sm_80", (4, 2))):
+        a = rng.standard_normal((m, n)).astype(np.float32)
+        b = np.full((m, n), np.nan, np.float32)
+        tilec.compile(add1, target=target)(a, b)
+        np.testing.assert_allclose(b, a.astype(np.float64) + 1.0, rtol=1e-6)

@@ -83,13 +83,25 @@ class StridedTensor(metaclass=_StridedMeta):
         return TensorSpec(shp, dt.dtype(dtype), st)
 
 
-def dynamic(name: str, dtype: Any = "int32") -> SizeVar:
-    """``T.dynamic("M")``: a symbolic size, bound from the arguments' shapes at every launch. Sizes reach the kernel
-    as int32 (a launch with a larger one is refused), so ``dtype`` may only be int32."""
+def dynamic(name: str, dtype: Any = "int32") -> SizeVar | tuple[SizeVar, ...]:
+    """``T.dynamic("M")``: a symbolic size, bound from the arguments' shapes at every launch; ``M, N =
+    T.dynamic("M, N")`` makes several (names separated by commas or spaces). Sizes reach the kernel as int32 (a
+    launch with a larger one is refused), so ``dtype`` may only be int32."""
+    names = _names(name)
+    if names is None:
+        raise TilecTypeError(f"T.dynamic takes the names of its sizes in one string, separated by spaces or commas "
+                             f"(M, N = T.dynamic(\"M, N\")), got {name!r}")
     if dt.dtype(dtype) is not dt.int32:
         raise TilecTypeError(f"T.dynamic({name!r}): dtype must be int32 (symbolic sizes are passed to the kernel as "
                              f"int32), got {dt.dtype(dtype)}")
-    return SizeVar(name, dt.int32)
+    syms = tuple(SizeVar(n, dt.int32) for n in names)
+    return syms[0] if len(syms) == 1 else syms
+
+
+def _names(names: Any) -> list[str] | None:
+    """The identifiers of ``"M N"`` / ``"M, N"``, or None where ``names`` is no such string."""
+    parts = [p for p in names.replace(",", " ").split() if p] if isinstance(names, str) else []
+    return parts if parts and all(p.isidentifier() for p in parts) else None
 
 
 symbolic = dynamic
@@ -108,8 +120,8 @@ class ConstSymbol:
 
 def const(names: str) -> ConstSymbol | tuple[ConstSymbol, ...]:
     """``M, N = T.const("M N")`` (names separated by spaces or commas)."""
-    parts = [p for p in names.replace(",", " ").split() if p] if isinstance(names, str) else []
-    if not parts or not all(p.isidentifier() for p in parts):
+    parts = _names(names)
+    if parts is None:
         raise TilecTypeError(f"T.const takes the names of its symbols in one string, separated by spaces or commas "
                              f"(M, N = T.const(\"M N\")), got {names!r}")
     syms = tuple(ConstSymbol(p) for p in parts)
