@@ -1726,6 +1726,26 @@ def test_dump_of_an_unknown_stage():
         tilec.dump(main, after="lower")
 
 
+@pytest.mark.parametrize("what", ["factory", "number"])
+def test_dump_of_something_not_a_kernel(what):
+    """tilec.dump(f) of the @tilec.jit factory (not the kernel it makes), or of any other object, raised a bare
+    AttributeError ('... has no attribute prim_func') from inside tilec; the error now names the argument."""
+    @tilec.jit(target="cpu")
+    def factory(n):
+        @T.prim_func
+        def main(A: T.Tensor((n,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                A[0] = 1.0
+
+        return main
+
+    obj = factory if what == "factory" else 3
+    with pytest.raises(TilecTypeError, match=r"tilec.dump: kernel must be a JITKernel \(what a @tilec.jit factory "
+                                             r"returns, or tilec.compile\) or a @T.prim_func kernel, got "):
+        tilec.dump(obj)
+    assert "def main(" in tilec.dump(factory(4)) and "def main(" in tilec.dump(factory(4).prim_func)
+
+
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a"])
 def test_registers_of_a_kernel_no_gpu_compiler_built(target):
     """kernel.n_regs / n_spills (what ptxas reported) on a kernel of an interpreter target raised a bare

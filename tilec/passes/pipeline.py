@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tilec.config import config
-from tilec.errors import TilecValueError, where
+from tilec.errors import TilecTypeError, TilecValueError, where
 from tilec.ir.kernel import PrimFunc
 from tilec.passes.verify import verify
 from tilec.target import Target
@@ -227,6 +227,11 @@ def dump(kernel: Any, after: str = "parse") -> str:
 
     ``kernel`` is a :class:`~tilec.runtime.jit.JITKernel` or a :class:`~tilec.ir.kernel.PrimFunc`.
     """
+    from tilec.runtime.jit import JITKernel
+
+    if not isinstance(kernel, (PrimFunc, JITKernel)):  # the @tilec.jit factory itself, most often
+        raise TilecTypeError(f"tilec.dump: kernel must be a JITKernel (what a @tilec.jit factory returns, or "
+                             f"tilec.compile) or a @T.prim_func kernel, got {type(kernel).__name__} {kernel!r}")
     func = kernel if isinstance(kernel, PrimFunc) else kernel.prim_func
     target = Target("cpu") if isinstance(kernel, PrimFunc) else kernel.build_target()  # the arch it runs on
     if after == "parse":
