@@ -24,6 +24,17 @@ def test_device_model_by_architecture_without_a_gpu():
     assert device_model("cuda:sm_90a", "H100").hbm_bandwidth == 3.35e12
 
 
+@pytest.mark.parametrize("device", [3, ["H100"]])
+def test_device_model_of_a_device_that_is_no_name(device):
+    """device_model(target, device=3) raised a bare AttributeError ('int' object has no attribute 'upper') from
+    inside tilec; it now names the argument, what it takes and the value."""
+    from tilec.errors import TilecTypeError
+
+    with pytest.raises(TilecTypeError, match=r"device_model: device must be a table name \(H100, H200, A100, MI300X, "
+                                             r"MI250X\) or a DeviceModel, got "):
+        device_model("cuda:sm_90a", device)
+
+
 def test_device_figures_match_the_datasheets():
     h100, a100 = TABLE["H100"], TABLE["A100"]
     assert h100.fp32_peak == pytest.approx(66.9e12, rel=0.01)

@@ -30,7 +30,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilec.errors import TilecValueError
+from tilec.errors import TilecTypeError, TilecValueError
 
 KB = 1024
 
@@ -259,6 +259,9 @@ def device_model(target: Any = None, device: str | DeviceModel | None = None) ->
         return device
     arch = target_arch(target)
     if device is not None:
+        if not isinstance(device, str):
+            raise TilecTypeError(f"device_model: device must be a table name ({', '.join(TABLE)}) or a DeviceModel, "
+                                 f"got {type(device).__name__} {device!r}")
         key = _table_key(device)
         if key is None:
             raise TilecValueError(f"unknown device {device!r}; the table has {', '.join(TABLE)}")
