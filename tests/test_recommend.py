@@ -201,3 +201,18 @@ def test_a_space_value_that_is_no_list_and_a_top_k_below_one_are_refused(kw, mes
         tilec.recommend(_matmul(), 256, 256, 256, **kw)
     assert len(tilec.recommend(_matmul(), 256, 256, 256, space={**SMALL, "block_N": range(64, 129, 64)},
                                top_k=3)) == 3
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"space": 3}, r"recommend: space is a dict \{knob name: list of values\}, got 3"),
+    ({"space": [("block_N", [64])]}, r"recommend: space is a dict .* got \[\('block_N', \[64\]\)\]"),
+    ({"knobs": 3}, r"recommend: knobs is a list of parameter names, got 3"),
+    ({"knobs": "block_N"}, r"recommend: knobs is a list of parameter names, got 'block_N'"),
+    ({"sizes": [1000]}, r"recommend: sizes is a dict \{T.dynamic name: value\}, got \[1000\]"),
+])
+def test_recommend_arguments_of_the_wrong_kind_are_refused(kw, message):
+    """space=3 and knobs=3 raised a bare TypeError ('int' object is not iterable) from inside tilec, knobs="block_N"
+    was taken letter by letter ("no parameter 'b', 'l', ...") and sizes=[1000] was accepted and unused; each is
+    refused naming it."""
+    with pytest.raises(TilecValueError, match=message):
+        tilec.recommend(_matmul(), 256, 256, 256, **kw)

@@ -272,6 +272,14 @@ def recommend(fn: Any, *args: Any, target: Any = None, top_k: int | None = None,
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise TilecValueError(f"recommend: top_k is the number of rows to keep, an int >= 1 (or None: all), got "
                               f"{top_k!r}")
+    bad = [(space is not None and not isinstance(space, dict), "space is a dict {knob name: list of values}", space),
+           (knobs is not None and (isinstance(knobs, str) or not isinstance(knobs, Sequence)
+                                   or not all(isinstance(k, str) for k in knobs)),
+            "knobs is a list of parameter names", knobs),
+           (sizes is not None and not isinstance(sizes, dict), "sizes is a dict {T.dynamic name: value}", sizes)]
+    for failed, what, value in bad:
+        if failed:
+            raise TilecValueError(f"recommend: {what}, got {value!r}")
     jf = unwrap(fn)
     t = cost_target(jf, target)
     names = knob_names(jf.fn, args, fixed, space, knobs)
