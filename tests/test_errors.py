@@ -2779,3 +2779,30 @@ def test_dynamic_takes_names_as_tilelang_does(rng):
         b = np.full((m, n), np.nan, np.float32)
         tilec.compile(add1, target=target)(a, b)
         np.testing.assert_allclose(b, a.astype(np.float64) + 1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("'x'", r"T.gemm: wg_wait must be an int >= -1 \(TileLang's count of wgmma groups left in flight\), got 'x'"),
+    ("-2", r"T.gemm: wg_wait must be an int >= -1 .*, got -2"),
+    ("True", r"T.gemm: wg_wait must be an int >= -1 .*, got True"),
+])
+def test_gemm_wg_wait_of_the_wrong_kind_is_refused(tmp_path, value, message):
+    """T.gemm's wg_wait is accepted and needs nothing (tilec places the wgmma waits itself), but any value was:
+    wg_wait='x' parsed silently. A value TileLang would not take is refused at the user's line, naming it."""
+    src = f'''
+import tilec.language as T
+
+
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+    with T.Kernel(1, threads=128) as bx:
+        A_s = T.alloc_shared((16, 16), "float16")
+        C_f = T.alloc_fragment((16, 16), "float32")
+        T.copy(A, A_s)
+        T.gemm(A_s, A_s, C_f, clear_accum=True, wg_wait={value})
+        T.copy(C_f, C)
+'''
+    path = tmp_path / "wgw.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError, match=re.escape(f"{path}:11:9: ") + message):
+        exec(compile(src, str(path), "exec"), {})

@@ -138,6 +138,9 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
         ("transpose_A", transpose_A), ("transpose_B", transpose_B), ("clear_accum", clear_accum)))
     if not isinstance(k_pack, numbers.Integral) or isinstance(k_pack, bool) or k_pack < 1:
         raise TilecTypeError(f"T.gemm: k_pack must be an int >= 1, got {k_pack!r}")
+    if not isinstance(wg_wait, numbers.Integral) or isinstance(wg_wait, (bool, np.bool_)) or wg_wait < -1:
+        raise TilecTypeError(f"T.gemm: wg_wait must be an int >= -1 (TileLang's count of wgmma groups left in "
+                             f"flight), got {wg_wait!r}")
     ra, rb, rc = (as_region(x, f"T.gemm operand {n}") for x, n in ((A, "A"), (B, "B"), (C, "C")))
     for r in (ra, rb, rc):
         _check_static_bounds("T.gemm", r)
