@@ -21,11 +21,12 @@ from tilec.target import Target, parse_target  # noqa: F401
 
 __version__ = "0.1.0"
 
-# the public names (``from tilec import *``): the lazy ones of _LAZY import tilec.tune / tilec.arch when taken
+# the public names (``from tilec import *``): the lazy ones of _LAZY import tilec.tune / tilec.arch when taken;
+# not compile, which would shadow Python's builtin in a star import (tilec.compile stays)
 __all__ = [
     "AutotunedFunction", "DeviceModel", "JITFunction", "JITKernel", "LayoutConflictError", "RaceError",
     "Recommendation", "SourceLoc", "Target", "TilecBoundsError", "TilecError", "TilecRuntimeError", "TilecSyntaxError",
-    "TilecTypeError", "TilecValueError", "TilecVerifyError", "autotune", "compile", "device_model", "dump", "jit",
+    "TilecTypeError", "TilecValueError", "TilecVerifyError", "autotune", "device_model", "dump", "jit",
     "parse_target", "recommend",
 ]
 

@@ -89,10 +89,11 @@ float8_e4m3fn = float8_e4m3
 half = float16
 
 # what ``T.<name>`` offers (``from tilec.language import *`` takes exactly these): the submodules (alloc, annot, loops,
-# math, ops, types) are not part of it
+# math, ops, types) are not part of it, nor the names that would shadow Python's builtins in a star import (abs, bool,
+# max, min, pow, print, round: T.max and the others stay as they are)
 __all__ = [
     # dtypes
-    "bfloat16", "bool", "dtype", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float16", "float32", "float64", "half",
+    "bfloat16", "dtype", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float16", "float32", "float64", "half",
     "int4", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     # parameter annotations and symbolic sizes
     "Buffer", "GemmWarpPolicy", "StridedTensor", "Tensor", "const", "dynamic", "symbolic",
@@ -100,10 +101,10 @@ __all__ = [
     "Kernel", "Parallel", "Pipelined", "alloc_fragment", "alloc_local", "alloc_shared", "alloc_var", "annotate_layout",
     "auto", "empty", "grid", "macro", "prim_func", "serial", "unroll", "use_swizzle", "vectorized",
     # tile ops
-    "atomic_add", "clear", "copy", "cumsum", "fill", "gemm", "print", "reduce_absmax", "reduce_abssum", "reduce_max",
+    "atomic_add", "clear", "copy", "cumsum", "fill", "gemm", "reduce_absmax", "reduce_abssum", "reduce_max",
     "reduce_min", "reduce_sum",
     # scalar math
-    "Cast", "abs", "all_of", "any_of", "cast", "ceil", "ceildiv", "cos", "exp", "exp2", "floor", "floordiv",
-    "floormod", "fma", "if_then_else", "infinity", "isinf", "isnan", "log", "log2", "logical_not", "max",
-    "max_value", "min", "min_value", "nan", "pow", "round", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "truncdiv",
+    "Cast", "all_of", "any_of", "cast", "ceil", "ceildiv", "cos", "exp", "exp2", "floor", "floordiv",
+    "floormod", "fma", "if_then_else", "infinity", "isinf", "isnan", "log", "log2", "logical_not",
+    "max_value", "min_value", "nan", "rsqrt", "sigmoid", "sin", "sqrt", "tanh", "truncdiv",
 ]
