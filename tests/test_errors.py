@@ -2806,3 +2806,71 @@ def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
     path.write_text(src)
     with pytest.raises(TilecTypeError, match=re.escape(f"{path}:11:9: ") + message):
         exec(compile(src, str(path), "exec"), {})
+
+
+# ------------------------------------------------------------------------------------- T.ceildiv, T.macro, tilec.jit
+
+
+def test_ceildiv_of_numbers_takes_integers_only():
+    """``T.ceildiv(16, 2.5)`` returned 7.0 (refused later, far from the call, wherever an int was needed), and
+    ``T.ceildiv(16, 0)`` raised a bare ZeroDivisionError."""
+    assert T.ceildiv(16, 3) == 6 and type(T.ceildiv(np.int64(16), 3)) is int
+    for args, name in (((16, 2.5), "b"), ((16.0, 2), "a"), ((True, 2), "a"), (("16", 2), "a")):
+        bad = args[0] if name == "a" else args[1]
+        msg = rf"T.ceildiv: {name} must be an integer, got \w+ {re.escape(repr(bad))}"
+        with pytest.raises(TilecTypeError, match=msg):
+            T.ceildiv(*args)
+    with pytest.raises(TilecValueError, match=r"T.ceildiv\(16, 0\): b must not be 0"):
+        T.ceildiv(16, 0)
+
+
+def test_ceildiv_of_a_float_variable_in_a_kernel_is_refused_at_its_line():
+    with pytest.raises(TilecTypeError, match="T.ceildiv: a must be an integer") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((16,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                n = T.alloc_var("float32")
+                n = 3.0
+                for i in T.serial(T.ceildiv(n, 2)):  # ceildiv-float-var
+                    A[i] = 1.0
+
+    assert_points_at(ei.value, "ceildiv-float-var")
+
+
+def test_ceildiv_of_an_int_variable_in_a_kernel_runs(rng):
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32"), N: T.int32):
+        with T.Kernel(1, threads=32) as bx:
+            n = T.alloc_var("int32")
+            n = N
+            for i in T.serial(T.ceildiv(n, 2)):
+                A[i] = 1.0
+
+    n = int(rng.integers(1, 32))
+    a = np.full(16, np.nan, np.float32)
+    tilec.JITKernel(main, "cpu")(a, n)
+    ref = np.full(16, np.nan, np.float32)
+    ref[: -(-n // 2)] = 1.0
+    np.testing.assert_array_equal(a, ref)
+
+
+def test_macro_of_something_not_a_function_is_refused():
+    with pytest.raises(TilecTypeError, match=r"T.macro decorates a Python function \(def ...\), got int 3"):
+        T.macro(3)
+
+
+@pytest.mark.parametrize(("target", "err", "match"), [
+    (3, TilecTypeError, r"target must be a string such as 'cpu'.*got int 3"),
+    ("cuda:sm_99", TilecValueError, r"target 'cuda:sm_99': unknown cuda architecture 'sm_99'"),
+    ("gpu", TilecValueError, r"unknown target 'gpu'")])
+def test_jit_refuses_a_wrong_target_at_the_decorator(target, err, match):
+    """A wrong target was refused only at the first call of the kernel factory, far from the decorator."""
+    with pytest.raises(err, match=match):
+
+        @tilec.jit(target=target)
+        def factory(n):
+            return None
+
+    with pytest.raises(err, match=match):
+        tilec.jit(lambda n: None, target=target)

@@ -17,7 +17,7 @@ import numpy as np
 
 from tilec import dtypes as dt
 from tilec.dtypes import DType
-from tilec.errors import TilecTypeError
+from tilec.errors import TilecTypeError, TilecValueError
 
 if TYPE_CHECKING:
     from tilec.ir.buffer import Buffer
@@ -471,8 +471,13 @@ def ceildiv(a: ExprLike, b: ExprLike) -> Any:
     ``a``) it is built as ``a // b + (a % b + b - 1) // b`` (equal under floor division for every ``a`` and ``b``):
     ``a + b - 1`` would wrap in int32 for a size near 2**31 (a loop bound ``T.ceildiv(M, 32)`` of 0 trips, or
     negative); block and loop indices, bounded by the grid, keep the one division."""
-    if not isinstance(a, Expr) and not isinstance(b, Expr):
-        return -(-a // b)
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (a, b)):
+        if b == 0:
+            raise TilecValueError(f"T.ceildiv({a}, {b}): b must not be 0")
+        return -(-int(a) // int(b))
+    for name, v in (("a", a), ("b", b)):  # of a float, 2.5, the result would be 7.0
+        if isinstance(v, (bool, np.bool_, str)) or not as_expr(v).dtype.is_int:
+            raise TilecTypeError(f"T.ceildiv: {name} must be an integer, got {type(v).__name__} {v!r}")
     if _has_size_var(a):
         return binop("+", binop("//", a, b), binop("//", binop("+", binop("%", a, b), binop("-", b, 1)), b))
     return binop("//", binop("+", a, binop("-", b, 1)), b)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import numbers
 from typing import Any
 
@@ -29,6 +30,8 @@ def macro(fn: Any) -> Any:
     """``@T.macro``: a helper parsed inline at each call from a kernel (it may use loops and tile ops)."""
     from tilec.frontend.parser import Macro
 
+    if not inspect.isfunction(fn):  # its source is parsed at each call
+        raise TilecTypeError(f"T.macro decorates a Python function (def ...), got {type(fn).__name__} {fn!r}")
     return Macro(fn)
 
 

@@ -545,6 +545,9 @@ def jit(func: Any = None, *, out_idx: Any = None, target: str | Target | None = 
         near = difflib.get_close_matches(unknown[0], ["out_idx", "target", "pass_configs", *_TILELANG_ONLY], n=1)
         raise TilecTypeError(f"tilec.jit got an unexpected keyword argument {unknown[0]!r}"
                              + (f" (did you mean {near[0]!r}?)" if near else ""))
+    if not (target is None or isinstance(target, Target) or (isinstance(target, str) and target.strip().lower() ==
+                                                                "auto")):
+        parse_target(target)  # a wrong target is refused where the decorator is, not at the first call
     if func is None:
         return functools.partial(jit, out_idx=out_idx, target=target, pass_configs=pass_configs, **tilelang)
     if isinstance(func, PrimFunc):  # @tilec.jit over @T.prim_func (as TileLang's): the kernel itself
