@@ -2874,3 +2874,30 @@ def test_jit_refuses_a_wrong_target_at_the_decorator(target, err, match):
 
     with pytest.raises(err, match=match):
         tilec.jit(lambda n: None, target=target)
+
+
+def test_bool_extremes_and_abs_of_a_string():
+    """``T.max_value('bool')`` raised "Invalid integer data type 'b'" and ``T.abs('a')`` compared a string with 0;
+    the extremes of bool are True and False, and abs of something not a number names what it got."""
+    assert T.max_value("bool").value is True and T.min_value("bool").value is False
+    with pytest.raises(TilecTypeError, match="T.abs.*expected a scalar expression or a number, got str 'a'") as ei:
+
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                A[0] = T.abs("a")  # abs-of-str
+
+    assert_points_at(ei.value, "abs-of-str")
+
+
+def test_max_value_of_bool_in_a_kernel(rng):
+    @T.prim_func
+    def main(A: T.Tensor((4,), "bool")):
+        with T.Kernel(1, threads=32) as bx:
+            for i in T.serial(4):
+                A[i] = T.max_value("bool") if i % 2 == 0 else T.min_value("bool")
+
+    a = rng.integers(0, 2, 4).astype(bool)
+    a[:] = ~a  # whatever it held, the kernel writes every element
+    tilec.JITKernel(main, "cpu")(a)
+    np.testing.assert_array_equal(a, [True, False, True, False])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math as _math
 from typing import Any
 
+import numpy as np
+
 from tilec import dtypes as dt
 from tilec.errors import TilecTypeError
 from tilec.ir.expr import Expr, ExprLike, as_expr, binop, call, const, fit_ints, maximum, minimum, select, unop
@@ -47,8 +49,10 @@ isinf = _unary("isinf")
 
 
 def abs(x: ExprLike) -> Any:  # noqa: A001
-    if not isinstance(x, Expr):
+    if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_)):
         return x if x >= 0 else -x
+    if not isinstance(x, Expr) and not (hasattr(x, "scope") and tuple(x.shape) == ()):  # nor a T.alloc_var
+        raise TilecTypeError(f"T.abs: expected a scalar expression or a number, got {type(x).__name__} {x!r}")
     return call("abs", x)
 
 
@@ -88,6 +92,8 @@ def nan(dtype: Any = "float32") -> Expr:
 
 def max_value(dtype: Any) -> Expr:
     d = dt.dtype(dtype)
+    if d.name == "bool":
+        return const(True, d)
     if d.is_float:
         import ml_dtypes
 
@@ -97,6 +103,8 @@ def max_value(dtype: Any) -> Expr:
 
 def min_value(dtype: Any) -> Expr:
     d = dt.dtype(dtype)
+    if d.name == "bool":
+        return const(False, d)
     if d.is_float:
         import ml_dtypes
 
