@@ -31,7 +31,7 @@ from tilec.ftg.graph import FTG, Access, Dep, LoopCtx
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Load
 from tilec.ir.kernel import PrimFunc
-from tilec.ir.printer import Names, element_str, expr_str, region_str
+from tilec.ir.printer import Names, copy_options_str, element_str, expr_str, region_str
 from tilec.ir.stmt import (
     AsyncCommit,
     AsyncWait,
@@ -116,6 +116,7 @@ class _Collector:
         n = self.names
         if isinstance(s, Copy):
             on = f" on {region_str(s.barrier, n)}{' multicast' * s.multicast}" if isinstance(s, TmaCopy) else ""
+            on += copy_options_str(s)
             return s.kind, f"{region_str(s.src, n)} -> {region_str(s.dst, n)}{on}", (self.acc(s.src),), \
                 (self.acc(s.dst, True),)
         if isinstance(s, Gemm):

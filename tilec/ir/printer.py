@@ -145,6 +145,11 @@ def _is_zero(e: Any) -> bool:
     return isinstance(e, Const) and e.value == 0
 
 
+def copy_options_str(c: Copy) -> str:
+    """The copy's options that differ from their defaults, as keyword arguments (``, disable_tma=True``)."""
+    return "".join(f", {k}={v!r}" for k, v in c.options().items() if v is not None and v is not False)
+
+
 def _shape_str(shape: tuple, names: Names) -> str:
     inner = ", ".join(expr_str(d, names) for d in shape)
     return f"({inner},)" if len(shape) == 1 else f"({inner})"
@@ -272,12 +277,13 @@ class _Printer:
         self.body(s.body, d + 1)
 
     def tile_op(self, s: Stmt) -> str:  # noqa: C901
+        opts = copy_options_str(s) if isinstance(s, Copy) else ""
         if isinstance(s, TmaCopy):
             mc = ", multicast=True" if s.multicast else ""
-            return f"T.tma_copy({self.r(s.src)}, {self.r(s.dst)}, barrier={self.r(s.barrier)}{mc})"
+            return f"T.tma_copy({self.r(s.src)}, {self.r(s.dst)}, barrier={self.r(s.barrier)}{mc}{opts})"
         by = f", by_warpgroup={s.by}" if isinstance(s, (TmaStore, TmaStoreWait)) and s.by is not None else ""
         if isinstance(s, TmaStore):
-            return f"T.tma_store({self.r(s.src)}, {self.r(s.dst)}{'' if s.wait else ', wait=False'}{by})"
+            return f"T.tma_store({self.r(s.src)}, {self.r(s.dst)}{'' if s.wait else ', wait=False'}{by}{opts})"
         if isinstance(s, TmaStoreWait):
             return f"T.tma_store_wait({self.r(s.tile)}{by}{f', pending={s.pending}' if s.pending else ''})"
         if isinstance(s, StageHandoff):
@@ -302,13 +308,13 @@ class _Printer:
         if isinstance(s, BarrierWait):
             return f"T.barrier_wait({self.r(s.barrier)}, parity={self.e(s.parity)})"
         if isinstance(s, AsyncCopy):
-            return f"T.async_copy({self.r(s.src)}, {self.r(s.dst)})"
+            return f"T.async_copy({self.r(s.src)}, {self.r(s.dst)}{opts})"
         if isinstance(s, AsyncCommit):
             return "T.ptx_commit_group()"
         if isinstance(s, AsyncWait):
             return f"T.ptx_wait_group({s.n})"
         if isinstance(s, Copy):
-            return f"T.copy({self.r(s.src)}, {self.r(s.dst)})"
+            return f"T.copy({self.r(s.src)}, {self.r(s.dst)}{opts})"
         if isinstance(s, Gemm):
             opts = [k for k in ("transpose_A", "transpose_B", "clear_accum") if getattr(s, k)]
             extra = [f"{k}=True" for k in opts]

@@ -138,11 +138,19 @@ class Copy(TileOp):
     """``T.copy(src, dst)``: dst = src (with a cast when dtypes differ).
 
     Regions of global tensors are clipped to the tensor: elements outside are read as zero and not written.
+    ``disable_tma``: no pass turns the copy into a TMA copy or store (:class:`TmaCopy`, :class:`TmaStore`); the
+    threads move it.
     """
 
     src: Region
     dst: Region
+    disable_tma: bool = field(default=False, kw_only=True)
     kind = "copy"
+
+    def options(self) -> dict[str, Any]:
+        """The user's options of the copy, for a pass that makes another copy of them (an :class:`AsyncCopy`, a
+        :class:`TmaCopy`, the global side of a staged store)."""
+        return {"disable_tma": self.disable_tma}
 
     def reads(self) -> tuple[Region, ...]:
         return (self.src,)

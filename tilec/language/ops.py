@@ -110,8 +110,9 @@ def copy(src: BufferLike, dst: BufferLike, coalesced_width: int | None = None, d
     outside are dropped.
     """
     b = _builder("T.copy")
+    disable_tma = _flag("T.copy", "disable_tma", disable_tma)
     s, d = _pair_regions("T.copy", src, dst)
-    b.emit(Copy(s, d, loc=b.loc))
+    b.emit(Copy(s, d, disable_tma=disable_tma, loc=b.loc))
 
 
 def _policy(policy: Any) -> str:

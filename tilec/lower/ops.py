@@ -392,7 +392,7 @@ def lower_async_copy(lw: Lowerer, c: AsyncCopy) -> TStmt:
     nbytes = v * c.dst.dtype.bits // 8
     if nbytes < 4:
         lw.notes.append(f"T.copy at {where(c.loc)}: rows too narrow or misaligned for cp.async; a synchronous copy")
-        return lower_copy(lw, Copy(c.src, c.dst, loc=c.loc))
+        return lower_copy(lw, Copy(c.src, c.dst, loc=c.loc, **c.options()))
     return _chunked(lw, c.dst, lambda idx: _copy_value(lw, c.src, c.dst, idx), c.src, asynchronous=nbytes)
 
 

@@ -179,6 +179,10 @@ class _Stager:
         shape = self.eligible(c, before)
         if shape is None or not _tma_storable(g, shape) or c.dst.extents[-1] != shape[-1]:
             return None
+        if c.disable_tma:
+            self.notes.append(f"T.copy at {where(c.loc)}: the accumulator is stored directly: disable_tma=True, and "
+                              "staging it in a loop needs TMA stores")
+            return None
         rows, cols = shape
         panel = (swizzle_bytes(shape, g.dtype) or cols * g.dtype.bits // 8) * 8 // g.dtype.bits
         free = self.smem_limit - SLACK - sum(_bytes(b) for b in self.launch.allocs + tuple(self.own)
@@ -221,14 +225,15 @@ class _Stager:
                               f"barriers (the last issues its TMA stores, waiting for the previous one before its "
                               "last part), not by a barrier of them all")
             return [StageHandoff(mine, "wait_free", groups, loc=c.loc), Copy(c.src, mine, loc=c.loc),
-                    StageHandoff(mine, "written", groups, loc=c.loc), TmaStore(mine, c.dst, False, last, loc=c.loc)]
+                    StageHandoff(mine, "written", groups, loc=c.loc),
+                    TmaStore(mine, c.dst, False, last, loc=c.loc, **c.options())]
         out: list[Stmt] = []
         for j in range(chunks):
             src = Region(f, (const(0), const(j * width)), (rows, width))
             dst = Region(g, c.dst.starts[:-1] + (binop("+", c.dst.starts[-1], j * width),),
                          c.dst.extents[:-1] + (width,))
             out += [TmaStoreWait(part(j), pending=int(double), loc=c.loc), Copy(src, part(j), loc=c.loc),
-                    TmaStore(part(j), dst, wait=False, loc=c.loc)]
+                    TmaStore(part(j), dst, wait=False, loc=c.loc, **c.options())]
         return out
 
     def turns(self, before: list[Stmt]) -> int:
@@ -269,11 +274,12 @@ class _Stager:
                               f"gemm idle after the loop has the {_bytes(stage)} bytes a staging tile needs")
             return None
         self.new.append((stage, tuple(fits)))
-        tma = self.tma and _tma_storable(g, shape)
+        tma = self.tma and _tma_storable(g, shape) and not c.disable_tma
         self.notes.append(f"T.copy at {here}: {f.name} goes out through shared memory ({stage.name}, over "
-                          f"{', '.join(u.name for u in fits)}), " + ("by TMA stores" if tma else "in 16-byte vectors"))
+                          f"{', '.join(u.name for u in fits)}), " + ("by TMA stores" if tma else "in 16-byte vectors")
+                          + (" (disable_tma=True)" if self.tma and c.disable_tma else ""))
         zero = tuple(const(0) for _ in shape)
-        out = (TmaStore if tma else Copy)(Region(stage, zero, shape), c.dst, loc=c.loc)
+        out = (TmaStore if tma else Copy)(Region(stage, zero, shape), c.dst, loc=c.loc, **c.options())
         return [Copy(c.src, Region(stage, zero, shape), loc=c.loc), out]
 
     def taken(self) -> set[int]:

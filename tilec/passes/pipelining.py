@@ -304,7 +304,7 @@ class _Pipeliner:
             j = binop("-", k, stages[i]) if stages[i] else k
             s = self.remap(substitute(body[i], {loop.var: j}), j, versions)
             if stages[i] == 0:
-                s = TmaCopy(s.src, s.dst, slot(k), loc=s.loc)
+                s = TmaCopy(s.src, s.dst, slot(k), loc=s.loc, **s.options())
             elif not any(isinstance(x, BarrierWait) for _, x in items):
                 items.append((_guard(k, stages[i], depth, n), BarrierWait(slot(j), binop("%", binop("//", j, nv), 2),
                                                                          loc=loop.loc)))
@@ -469,7 +469,7 @@ class _Pipeliner:
                 src, cond = binop("min", k, binop("-", n, 1)), None
             s = self.remap(substitute(body[i], {loop.var: src}), j, versions)
             if pos in asynchronous:
-                s = AsyncCopy(s.src, s.dst, loc=s.loc)
+                s = AsyncCopy(s.src, s.dst, loc=s.loc, **s.options())
             guarded.append((cond, s))
             if pos == last_async:
                 guarded.append((None, AsyncCommit(loc=loop.loc)))
@@ -601,7 +601,7 @@ class _Pipeliner:
         for full, empty, mine in rings:
             prod += [BarrierWait(slot(empty, k), binop("-", 1, phase(k)), loc=loop.loc),
                      BarrierArrive(slot(full, k), nbytes(mine), loc=loop.loc)]
-            prod += [TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc) for s in at(mine, k)]
+            prod += [TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc, **s.options()) for s in at(mine, k)]
         lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
         groups = self.func.launch.num_threads // 128
         copies = self.copies > 1  # (persistent: _copies_refusal)
@@ -819,7 +819,7 @@ class _Pipeliner:
         in_loop = False  # whether gemms in the loop read a moved tile
         for i, c in enumerate(stmts[:key]):
             if type(c) is not Copy or c.src.buffer.scope != "global" or c.dst.buffer.scope != "shared" or \
-                    not c.dst.is_full() or c.dst.buffer in self.replaced or tma_box_refusal(c) is not None:
+                    not c.dst.is_full() or c.dst.buffer in self.replaced:
                 continue
             x = c.dst.buffer
             if any(id(v) not in block_vars for e in c.src.starts for v in vars_in(e)) or \
@@ -831,6 +831,11 @@ class _Pipeliner:
             if not readers and not before or \
                     any(type(g) is not Gemm or x not in (g.A.buffer, g.B.buffer) for g in readers) or \
                     any(not _into_fragment(o, x) or not any(o is b for b in stmts[i + 1:key]) for o in before):
+                continue
+            if tma_box_refusal(c) is not None:
+                if c.disable_tma:
+                    self.notes.append(f"T.copy at {where(c.loc)}: the block's threads load {x.name!r}, not the "
+                                      "producer warpgroup by TMA: disable_tma=True")
                 continue
             moved.append(c)
             early += [o for o in before if all(o is not e for e in early)]
@@ -858,7 +863,7 @@ class _Pipeliner:
         pre: list[Stmt] = [BarrierWait(Region(empty, at, one), binop("-", 1, parity), loc=loc)] \
             if self.persistent else []
         pre += [BarrierArrive(Region(full, at, one), tx, loc=loc)]
-        pre += [TmaCopy(c.src, c.dst, Region(full, at, one), loc=c.loc) for c in moved]
+        pre += [TmaCopy(c.src, c.dst, Region(full, at, one), loc=c.loc, **c.options()) for c in moved]
         wait = BarrierWait(Region(full, at, one), parity, loc=loc)
         free = _release(Region(empty, at, one), loc) if self.persistent else None
         kept = [s for s in stmts[:key] if all(s is not c for c in originals)]
@@ -917,6 +922,8 @@ def tma_box_refusal(c: Copy) -> str | None:
     from tilec.lower.layouts import swizzle_bytes
 
     src, dst = c.src.buffer, c.dst.buffer
+    if c.disable_tma:
+        return f"the T.copy at {where(c.loc)} has disable_tma=True"
     if src.dtype is not dst.dtype or src.dtype.bits not in (8, 16, 32):
         return f"{src.name!r}: TMA copies 8-, 16- or 32-bit elements without conversion"
     shape = src.shape
