@@ -590,3 +590,68 @@ def test_atomic_add_of_a_constant_to_an_unsigned_int_compiles(tmp_path, rng):
     tilec.JITKernel(main, "simt:sm_80")(u, v, s)
     for got, w in zip((u, v, s), want):
         np.testing.assert_array_equal(got, w)
+
+
+def _hinted_copies(M, N, dtype, out_dtype, policy):
+    """Global -> shared -> global through T.copy with an eviction policy (a conversion on the way out if the dtypes
+    differ: element by element)."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), out_dtype)):
+        with T.Kernel(T.ceildiv(M, 16), threads=128) as bx:
+            S = T.alloc_shared((16, N), dtype)
+            T.copy(A[bx * 16, 0], S, eviction_policy=policy)
+            T.copy(S, B[bx * 16, 0], eviction_policy=policy)
+
+    return main
+
+
+def _hinted_gemm(M, N, K, block_M=64, block_N=64):
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+            A_s = T.alloc_shared((block_M, 32), "float16")
+            B_s = T.alloc_shared((32, block_N), "float16")
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+                T.copy(A[by * block_M, k * 32], A_s, eviction_policy="evict_first")
+                T.copy(B[k * 32, bx * block_N], B_s, eviction_policy="evict_last")
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * block_M, bx * block_N], eviction_policy="evict_first")
+
+    return main
+
+
+HINTED = {  # name -> (kernel, target, pass configs, what the source must call)
+    "plain 16-byte vectors": (lambda: _hinted_copies(100, 72, "float16", "float16", "evict_first"), "sm_80", {},
+                              ("tl::ld_hint<uint4>(", "tl::st_hint<uint4>(")),
+    "plain bytes, odd rows": (lambda: _hinted_copies(40, 7, "int8", "int8", "evict_last"), "sm_80", {},
+                              ("tl::ld_hint<signed char>(", "tl::st_hint<signed char>(")),
+    "plain 2-, 8-byte elements, converted": (lambda: _hinted_copies(40, 5, "float16", "float64", "evict_first"),
+                                             "sm_80", {}, ("tl::ld_hint<half>(", "tl::st_hint<double>(")),
+    "plain 4-byte words": (lambda: _hinted_copies(40, 6, "float16", "float16", "evict_first"), "sm_80", {},
+                           ("tl::ld_hint<unsigned>(", "tl::st_hint<unsigned>(")),
+    "cp.async": (lambda: _hinted_gemm(256, 256, 256), "sm_80", {}, ("tl::cp_async_hint<16>(",)),
+    "TMA load and store": (lambda: _hinted_gemm(256, 256, 256), "sm_90a", {"wgmma": True, "tma": True},
+                           ("tl::tma_load_2d_hint(", "tl::tma_store_2d_hint(")),
+    "TMA multicast": (lambda: _hinted_gemm(512, 512, 256, 128, 128), "sm_90a",
+                      {"wgmma": True, "tma": True, "warp_specialize": True, "cluster": 2},
+                      ("tl::tma_load_2d_multicast_hint(",)),
+}
+
+
+@pytest.mark.parametrize("case", list(HINTED))
+def test_l2_cache_hints_compile(case, tmp_path):
+    """T.copy(eviction_policy=...) becomes createpolicy and .L2::cache_hint forms of ld/st.global, cp.async and
+    cp.async.bulk.tensor: each path's PTX must assemble (sm_80, and sm_90a for TMA)."""
+    make, arch, configs, calls = HINTED[case]
+    source = tilec.JITKernel(make(), f"cuda:{arch}", pass_configs=configs).get_kernel_source()
+    body = source[source.index('extern "C" __global__'):]
+    for call in calls:
+        assert call in body, (call, body)
+    assert "createpolicy.fractional.L2::evict_" in source
+    compile_cuda(source, tmp_path, arch)

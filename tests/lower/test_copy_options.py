@@ -138,3 +138,115 @@ def test_disable_tma_must_be_a_flag(value):
             with T.Kernel(1, threads=32) as bx:
                 A_s = T.alloc_shared((16, 16), "float16")
                 T.copy(A, A_s, disable_tma=value)
+
+
+# --------------------------------------------------------------------------------------------- eviction_policy
+
+
+def _through_shared(M, N, dtype="float16", policy="evict_first", out_dtype=None):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), out_dtype or dtype)):
+        with T.Kernel(T.ceildiv(M, 64), threads=128) as bx:
+            S = T.alloc_shared((64, N), dtype)
+            F = T.alloc_fragment((64, N), "float32")
+            T.copy(A[bx * 64, 0], S, eviction_policy=policy)  # the load
+            T.copy(S, F, eviction_policy=policy)  # the shared read
+            for i, j in T.Parallel(64, N):
+                F[i, j] = F[i, j] * 2.0
+            T.copy(F, S)
+            T.copy(S, B[bx * 64, 0], eviction_policy=policy)  # the store
+
+    return main
+
+
+def _policy_gemm(M, N, K, policy, bm=64, bn=64, bk=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s, eviction_policy=policy)
+                T.copy(B[k * bk, bx * bn], B_s, eviction_policy="evict_last")
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn], eviction_policy=policy)
+
+    return main
+
+
+@pytest.mark.parametrize("policy", ["evict_first", "evict_last"])
+def test_eviction_policy_hints_plain_loads_and_stores(policy):
+    """eviction_policy was dropped. On CUDA targets the copy's global loads and stores now carry the L2 cache hint
+    (ld/st.global.L2::cache_hint with a createpolicy policy); shared memory and registers get none."""
+    src = tilec.JITKernel(_through_shared(100, 72, policy=policy), "cuda:sm_80").get_kernel_source()
+    assert f"createpolicy.fractional.L2::{policy}.b64" in src
+    assert "ld.global.L2::cache_hint.v4.u32" in src and "st.global.L2::cache_hint.v4.u32" in src
+    body = src[src.index('extern "C" __global__'):]
+    assert body.count("tl::ld_hint<uint4>(") == 1 and body.count("tl::st_hint<uint4>(") == 1, body
+    assert body.count(f"tl::policy_{policy}()") == 2
+    plain = tilec.JITKernel(_through_shared(100, 72, policy=None), "cuda:sm_80").get_kernel_source()
+    assert "cache_hint" not in plain and "createpolicy" not in plain
+    normal = tilec.JITKernel(_through_shared(100, 72, policy="evict_normal"), "cuda:sm_80").get_kernel_source()
+    code = lambda text: [t for t in text.splitlines() if not t.strip().startswith("//")]  # noqa: E731
+    assert code(normal) == code(plain)  # the default priority: no hint (the comments name the option)
+    cast = tilec.JITKernel(_through_shared(100, 72, policy=policy, out_dtype="float32"), "cuda:sm_80")
+    assert "tl::st_hint<float>(&B[" in cast.get_kernel_source()  # a conversion: element by element
+
+
+def test_eviction_policy_hints_cp_async_and_tma():
+    """The pipelined copies carry the hint too: cp.async (sm_80), TMA loads and the epilogue's TMA store (sm_90a)."""
+    g = _policy_gemm(256, 256, 256, "evict_first")
+    src = tilec.JITKernel(g, "cuda:sm_80").get_kernel_source()
+    assert "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" in src
+    body = src[src.index('extern "C" __global__'):]
+    assert "tl::cp_async<" not in body and body.count("tl::cp_async_hint<16>(") == 2
+    assert "tl::policy_evict_first()" in body and "tl::policy_evict_last()" in body
+    src = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=WS).get_kernel_source()
+    assert "mbarrier::complete_tx::bytes.L2::cache_hint" in src and "bulk_group.L2::cache_hint" in src
+    body = src[src.index('extern "C" __global__'):]
+    assert "tl::tma_load_2d_hint(&A_tmap0, " in body and body.count("tl::policy_evict_first());") == 2
+    assert "tl::tma_store_2d_hint(&C_tmap2, " in body and "tl::tma_load_2d_hint(&B_tmap1, " in body
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_eviction_policy_numerics_and_notes_where_not_applied(rng, target):
+    """Where the hint cannot apply (the interpreters, AMD) the results are the same and the report says so, as it does
+    for a copy with no global side."""
+    line = _line(_through_shared, "# the load")
+    kernel = tilec.JITKernel(_through_shared(100, 72), target)
+    notes = _notes(kernel)
+    assert f"T.copy at line {line}: eviction_policy='evict_first' is not applied on target {target}: it is an L2 " \
+        "cache hint of the CUDA backend (the results are the same without it)" in notes, notes
+    assert f"T.copy at line {line + 1}: eviction_policy='evict_first' has no effect: the copy does not read or write " \
+        "global memory" in notes
+    a = randn(rng, (100, 72), "float16")
+    b = poisoned((100, 72), "float16")
+    kernel(a, b)
+    assert_close(b, a.astype(np.float64) * 2, "float16")
+    assert any("not applied on target hip:gfx90a" in n for n in _notes(tilec.JITKernel(_through_shared(100, 72),
+                                                                                           "hip:gfx90a")))
+    cuda = _notes(tilec.JITKernel(_through_shared(100, 72), "cuda:sm_80"))
+    assert not any("not applied" in n for n in cuda)
+
+
+def test_eviction_policy_gemm_numerics(rng):
+    M, N, K = 100, 72, 80
+    g = _policy_gemm(M, N, K, "evict_first")
+    for kernel in (tilec.JITKernel(g, "simt:sm_90a", pass_configs=WS), tilec.JITKernel(g, "cpu")):
+        _run_gemm(kernel, rng, M, N, K)
+
+
+@pytest.mark.parametrize(("value", "error"), [("evict_sometimes", tilec.TilecValueError),
+                                              ("EVICT_FIRST", tilec.TilecValueError), (1, tilec.TilecTypeError),
+                                              (True, tilec.TilecTypeError)])
+def test_eviction_policy_must_be_a_known_name(value, error):
+    with pytest.raises(error, match=r"T.copy: eviction_policy must be None or one of 'evict_normal', 'evict_first', "
+                                    r"'evict_last', got") as ei:
+        @T.prim_func
+        def main(A: T.Tensor((16, 16), "float16")):
+            with T.Kernel(1, threads=32) as bx:
+                A_s = T.alloc_shared((16, 16), "float16")
+                T.copy(A, A_s, eviction_policy=value)
+    assert repr(value) in str(ei.value)

@@ -315,12 +315,13 @@ class CEmitter:
             self.intrinsic(s, d)
 
     def write(self, s: Write, d: int) -> None:
+        if s.hint is not None:
+            self.hinted_write(s, d)
+            return
         if s.lanes == 1:
             self.emit(d, f"{self.names(s.mem)}[{self.e(s.offset)}] = {self.e(s.value)};")
             return
-        nbytes = s.lanes * s.mem.dtype.bits // 8
-        vt = self.t.vector_of.format(t=self.ctype(s.mem.dtype), n=s.lanes) if self.t.vector_of else \
-            self.t.vector_types[nbytes]
+        vt = self.vector_type(s)
         if isinstance(s.value, Const):  # a vector of zeros (T{} is no C++ where T is words: unsigned short)
             zero = f"static_cast<{vt}>(0)" if " " in vt and "<" not in vt else f"{vt}{{}}"
             self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = {zero};")
@@ -333,7 +334,42 @@ class CEmitter:
         assert isinstance(s.value, MemRef) and s.value.lanes == s.lanes
         src = s.value
         self.emit(d, f"*reinterpret_cast<{vt}*>(&{self.names(s.mem)}[{self.e(s.offset)}]) = "
-                     f"*reinterpret_cast<const {vt}*>(&{self.names(src.mem)}[{self.e(src.offset)}]);")
+                     f"{self.vector_load(vt, src)};")
+
+    def vector_type(self, s: Write) -> str:
+        """The C type that moves the ``lanes`` elements of a vector write in one access."""
+        if self.t.vector_of:
+            return self.t.vector_of.format(t=self.ctype(s.mem.dtype), n=s.lanes)
+        return self.t.vector_types[s.lanes * s.mem.dtype.bits // 8]
+
+    def vector_load(self, vt: str, src: MemRef) -> str:
+        """The value of the vector ``src`` as one ``vt`` (with its cache hint, if any)."""
+        addr = f"reinterpret_cast<const {vt}*>(&{self.names(src.mem)}[{self.e(src.offset)}])"
+        if src.hint is not None:
+            from tilec.backends.cuda import cache_hints
+
+            return cache_hints.load(self, vt, addr, src.hint)
+        return f"*{addr}"
+
+    def hinted_write(self, s: Write, d: int) -> None:
+        """A store to global memory with an L2 cache hint (:mod:`tilec.backends.cuda.cache_hints`)."""
+        from tilec.backends.cuda import cache_hints
+
+        at = f"&{self.names(s.mem)}[{self.e(s.offset)}]"
+        if s.lanes == 1:
+            ct = self.ctype(s.mem.dtype)
+            self.emit(d, cache_hints.store(self, ct, at, self.e(s.value), s.hint))
+            return
+        vt = self.vector_type(s)
+        if isinstance(s.value, Const):
+            value = f"static_cast<{vt}>(0)" if " " in vt and "<" not in vt else f"{vt}{{}}"
+        elif isinstance(s.value, VecPack):
+            vt = f"tl::Vec<{self.ctype(s.value.dtype)}, {len(s.value.values)}>"
+            value = f"{vt}{{{{{', '.join(self.e(v) for v in s.value.values)}}}}}"
+        else:
+            assert isinstance(s.value, MemRef) and s.value.lanes == s.lanes
+            value = self.vector_load(vt, s.value)
+        self.emit(d, cache_hints.store(self, vt, f"reinterpret_cast<{vt}*>({at})", value, s.hint))
 
     def intrinsic(self, s: TStmt, d: int) -> None:
         rule = EMIT_RULES.get(type(s))
@@ -350,6 +386,12 @@ class CEmitter:
         elif isinstance(s, LdMatrix):
             fn = f"tl::ldmatrix_x{s.num}{'_trans' if s.trans else ''}"
             self.emit(d, f"{fn}({n(s.dst)} + {s.dst_off}, &{n(s.src)}[{self.e(s.src_off)}]);")
+        elif isinstance(s, CpAsync) and s.hint is not None:
+            from tilec.backends.cuda import cache_hints
+
+            pred = self.e(s.pred) if s.pred is not None else "true"
+            self.emit(d, cache_hints.cp_async(self, s.nbytes, f"&{n(s.dst)}[{self.e(s.dst_off)}]",
+                                              f"&{n(s.src)}[{self.e(s.src_off)}]", pred, s.hint))
         elif isinstance(s, CpAsync):
             pred = self.e(s.pred) if s.pred is not None else "true"
             self.emit(d, f"tl::cp_async<{s.nbytes}>(&{n(s.dst)}[{self.e(s.dst_off)}], "
@@ -433,6 +475,10 @@ class CEmitter:
             return self.const(x)
         if isinstance(x, Var):
             return self.names(x)
+        if isinstance(x, MemRef) and x.hint is not None:
+            from tilec.backends.cuda import cache_hints
+
+            return cache_hints.load(self, self.ctype(x.mem.dtype), f"&{self.names(x.mem)}[{self.e(x.offset)}]", x.hint)
         if isinstance(x, MemRef):
             return f"{self.names(x.mem)}[{self.e(x.offset)}]"
         if isinstance(x, BinOp):

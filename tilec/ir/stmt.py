@@ -18,6 +18,7 @@ LOOP_KINDS = ("serial", "unroll", "pipelined", "vectorized")
 LOOP_ANNOTATIONS = ("num_stages", "order", "stage", "unroll_factor", "explicit", "lets", "tiles", "rotated")
 GEMM_POLICIES = ("Square", "FullRow", "FullCol")
 REDUCE_KINDS = ("sum", "max", "min", "abssum", "absmax")
+EVICTION_POLICIES = ("evict_normal", "evict_first", "evict_last")  # T.copy's (TileLang's) eviction_policy values
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,18 +140,20 @@ class Copy(TileOp):
 
     Regions of global tensors are clipped to the tensor: elements outside are read as zero and not written.
     ``disable_tma``: no pass turns the copy into a TMA copy or store (:class:`TmaCopy`, :class:`TmaStore`); the
-    threads move it.
+    threads move it. ``eviction_policy`` (one of :data:`EVICTION_POLICIES`, or None): the L2 eviction priority of
+    the copy's global accesses, a hint of the CUDA backend.
     """
 
     src: Region
     dst: Region
     disable_tma: bool = field(default=False, kw_only=True)
+    eviction_policy: str | None = field(default=None, kw_only=True)
     kind = "copy"
 
     def options(self) -> dict[str, Any]:
         """The user's options of the copy, for a pass that makes another copy of them (an :class:`AsyncCopy`, a
         :class:`TmaCopy`, the global side of a staged store)."""
-        return {"disable_tma": self.disable_tma}
+        return {"disable_tma": self.disable_tma, "eviction_policy": self.eviction_policy}
 
     def reads(self) -> tuple[Region, ...]:
         return (self.src,)

@@ -12,7 +12,18 @@ from tilec.frontend.builder import Builder, current
 from tilec.ir.affine import constant
 from tilec.ir.buffer import Buffer, Dim, Region, as_region
 from tilec.ir.expr import Expr, Load, as_expr, cast
-from tilec.ir.stmt import GEMM_POLICIES, AtomicAdd, AtomicRMW, Copy, CumSum, Fill, Gemm, Print, Reduce
+from tilec.ir.stmt import (
+    EVICTION_POLICIES,
+    GEMM_POLICIES,
+    AtomicAdd,
+    AtomicRMW,
+    Copy,
+    CumSum,
+    Fill,
+    Gemm,
+    Print,
+    Reduce,
+)
 from tilec.language.types import GemmWarpPolicy
 
 BufferLike = Any  # Buffer | Region | Load
@@ -111,8 +122,13 @@ def copy(src: BufferLike, dst: BufferLike, coalesced_width: int | None = None, d
     """
     b = _builder("T.copy")
     disable_tma = _flag("T.copy", "disable_tma", disable_tma)
+    if eviction_policy is not None and eviction_policy not in EVICTION_POLICIES:
+        allowed = f"T.copy: eviction_policy must be None or one of {', '.join(map(repr, EVICTION_POLICIES))}"
+        if not isinstance(eviction_policy, str):
+            raise TilecTypeError(f"{allowed}, got {type(eviction_policy).__name__} {eviction_policy!r}")
+        raise TilecValueError(f"{allowed}, got {eviction_policy!r}")
     s, d = _pair_regions("T.copy", src, dst)
-    b.emit(Copy(s, d, disable_tma=disable_tma, loc=b.loc))
+    b.emit(Copy(s, d, disable_tma=disable_tma, eviction_policy=eviction_policy, loc=b.loc))
 
 
 def _policy(policy: Any) -> str:

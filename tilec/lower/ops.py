@@ -7,6 +7,7 @@ fragment are guarded). Other ops move memory in chunks of up to 16 bytes, chunk 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -33,7 +34,22 @@ from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.layouts import vector_width
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.symbolic import to_ir
-from tilec.lower.tir import CpAsync, CpAsyncCommit, CpAsyncWait, If, Loop, MemRef, PrintOp, Sync, TStmt, Write, seq
+from tilec.lower.tir import (
+    L2_HINTS,
+    CpAsync,
+    CpAsyncCommit,
+    CpAsyncWait,
+    If,
+    Loop,
+    MemRef,
+    PrintOp,
+    Sync,
+    TmaLoad,
+    TmaStoreBox,
+    TStmt,
+    Write,
+    seq,
+)
 
 
 def _frag_loop(lw: Lowerer, frag_region: Region, body_of: Any, loc: Any) -> TStmt:
@@ -97,6 +113,22 @@ def lower_copy(lw: Lowerer, c: Copy) -> TStmt:
         except TilecError:  # another thread holds the source element: through shared memory
             return _through_shared(lw, c)
     return _chunked(lw, d, lambda idx: _copy_value(lw, s, d, idx), s, every_thread=d.buffer.scope in ("local", "var"))
+
+
+def hint_global_accesses(body: TStmt, c: Copy, lw: Lowerer) -> TStmt:
+    """The lowered copy ``body`` with its global loads and stores (plain, cp.async, TMA) marked with the L2 eviction
+    priority of ``c.eviction_policy`` (CUDA targets; ``evict_normal``, the default priority, marks nothing)."""
+    if c.eviction_policy not in L2_HINTS or lw.target.kind != "cuda":
+        return body
+    from tilec.ir.visit import transform
+
+    def mark(node: Any) -> Any:
+        if isinstance(node, (MemRef, Write)) and node.mem.space == "global" or \
+                isinstance(node, (CpAsync, TmaLoad, TmaStoreBox)):
+            return dataclasses.replace(node, hint=c.eviction_policy)
+        return None
+
+    return transform(body, mark)
 
 
 def _through_shared(lw: Lowerer, c: Copy) -> TStmt:

@@ -21,6 +21,7 @@ from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, Var
 
 SPACES = ("global", "shared", "reg")
+L2_HINTS = ("evict_first", "evict_last")  # T.copy eviction policies that become an L2 cache hint (evict_normal: none)
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,11 +46,13 @@ class Mem:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class MemRef(Expr):
-    """``mem[offset]`` (``lanes`` consecutive elements when > 1: a vector access)."""
+    """``mem[offset]`` (``lanes`` consecutive elements when > 1: a vector access). ``hint``: an L2 eviction
+    priority of a global load (``evict_first`` / ``evict_last``, :data:`L2_HINTS`; CUDA only), or None."""
 
     mem: Mem
     offset: Expr
     lanes: int = 1
+    hint: str | None = None
 
     @property
     def dtype(self) -> DType:  # type: ignore[override]
@@ -131,12 +134,14 @@ class Decl(TStmt):
 
 @dataclass(frozen=True, eq=False)
 class Write(TStmt):
-    """``mem[offset] = value`` (a vector of ``lanes`` elements when > 1; ``value`` is then a MemRef)."""
+    """``mem[offset] = value`` (a vector of ``lanes`` elements when > 1; ``value`` is then a MemRef). ``hint``: as
+    :attr:`MemRef.hint`, for a store to global memory."""
 
     mem: Mem
     offset: Expr
     value: Expr
     lanes: int = 1
+    hint: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -341,6 +346,7 @@ class CpAsync(TStmt):
     src_off: Expr
     nbytes: int
     pred: Expr | None = None
+    hint: str | None = None  # as MemRef.hint, on the global read
 
 
 @dataclass(frozen=True, eq=False)
@@ -386,6 +392,7 @@ class TmaLoad(TStmt):
     bar: Mem
     bar_off: Expr
     multicast: int = 0
+    hint: str | None = None  # as MemRef.hint, on the global read
 
 
 @dataclass(frozen=True, eq=False)
@@ -399,6 +406,7 @@ class TmaStoreBox(TStmt):
     src: Mem
     src_off: Expr
     dst: Mem
+    hint: str | None = None  # as MemRef.hint, on the global write
 
 
 @dataclass(frozen=True, eq=False)

@@ -328,32 +328,53 @@ def _emit_tma_load(e: CEmitter, s: TmaLoad, d: int) -> None:
     rank = len(s.coords)
     cs, params, ins = _coord_operands(rank, 3)
     mc, name = (".multicast::cluster", f"tma_load_{rank}d_multicast") if s.multicast else ("", f"tma_load_{rank}d")
+    hint, pol = _hint_operand(s.hint, rank + 3 + bool(s.multicast))
+    name += "_hint" if s.hint else ""
+    op = f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes{mc}{hint}"
     fn = e.helper(name, (
         f"__device__ __forceinline__ void {name}(const void* map, void* dst, void* bar, {params}"
-        + (", unsigned short mask" if s.multicast else "") + ") {\n"
-        f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes{mc} "\n'
-        f'               "[%0], [%1, {{{cs}}}], [%2]' + (f", %{rank + 3}" if s.multicast else "") + ';"\n'
+        + (", unsigned short mask" if s.multicast else "") + (", unsigned long long pol" if s.hint else "") + ") {\n"
+        f'  asm volatile("{op} "\n'
+        f'               "[%0], [%1, {{{cs}}}], [%2]' + (f", %{rank + 3}" if s.multicast else "") + pol[0] + ';"\n'
         f'               :: "r"({_SMEM.format("dst")}), "l"(map), "r"({_SMEM.format("bar")}), {ins}'
-        + (', "h"(mask)' if s.multicast else "") + ' : "memory");\n'
+        + (', "h"(mask)' if s.multicast else "") + pol[1] + ' : "memory");\n'
         "}\n"))
     coords = ", ".join(e.e(c) for c in s.coords)
     mask = f", {s.multicast}" if s.multicast else ""
     e.emit(d, f"{fn}(&{e.names(s.tmap)}, {e.names(s.dst)} + {e.e(s.dst_off)}, {e.names(s.bar)} + {e.e(s.bar_off)}, "
-              f"{coords}{mask});")
+              f"{coords}{mask}{_policy_arg(e, s.hint)});")
+
+
+def _hint_operand(hint: str | None, index: int) -> tuple[str, tuple[str, str]]:
+    """A TMA helper's L2 cache hint: the qualifier, and the asm operand text and input of its policy (``%index``)."""
+    if hint is None:
+        return "", ("", "")
+    return ".L2::cache_hint", (f", %{index}", ', "l"(pol)')
+
+
+def _policy_arg(e: CEmitter, hint: str | None) -> str:
+    if hint is None:
+        return ""
+    from tilec.backends.cuda.cache_hints import policy
+
+    return f", {policy(e, hint)}"
 
 
 @emit_rule(TmaStoreBox)
 def _emit_tma_store(e: CEmitter, s: TmaStoreBox, d: int) -> None:
     rank = len(s.coords)
     cs, params, ins = _coord_operands(rank, 2)
-    name = f"tma_store_{rank}d"
+    hint, pol = _hint_operand(s.hint, rank + 2)
+    name = f"tma_store_{rank}d" + ("_hint" if s.hint else "")
     fn = e.helper(name, (
-        f"__device__ __forceinline__ void {name}(const void* map, const void* src, {params}) {{\n"
-        f'  asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group [%0, {{{cs}}}], [%1];"\n'
-        f'               :: "l"(map), "r"({_SMEM.format("src")}), {ins} : "memory");\n'
+        f"__device__ __forceinline__ void {name}(const void* map, const void* src, {params}"
+        + (", unsigned long long pol" if s.hint else "") + ") {\n"
+        f'  asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group{hint} [%0, {{{cs}}}], [%1]'
+        + pol[0] + ';"\n'
+        f'               :: "l"(map), "r"({_SMEM.format("src")}), {ins}' + pol[1] + ' : "memory");\n'
         "}\n"))
     coords = ", ".join(e.e(c) for c in s.coords)
-    e.emit(d, f"{fn}(&{e.names(s.tmap)}, {e.names(s.src)} + {e.e(s.src_off)}, {coords});")
+    e.emit(d, f"{fn}(&{e.names(s.tmap)}, {e.names(s.src)} + {e.e(s.src_off)}, {coords}{_policy_arg(e, s.hint)});")
 
 
 asm_rule(BulkCommit, "cp.async.bulk.commit_group;")

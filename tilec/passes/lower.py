@@ -19,6 +19,7 @@ from tilec.ir.expr import Expr, Load, Var, binop, const
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import (
     AtomicRMW,
+    Copy,
     For,
     Gemm,
     IfThenElse,
@@ -33,6 +34,7 @@ from tilec.ir.stmt import (
 from tilec.ir.visit import loads_in, transform, vars_in, walk
 from tilec.lower import gemm, mfma, ops, reduce, stream_k, tma, wgmma  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
+from tilec.lower.ops import hint_global_accesses
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.tir import (
     AtomicAddOp,
@@ -218,6 +220,8 @@ class _Driver:
             if rule is None:
                 raise TilecError(f"T.{s.kind} has no lowering for target {lw.target}", s.loc)
             body = rule(lw, s)
+            if isinstance(s, Copy):
+                body = hint_global_accesses(body, s, lw)
             if _needs_proxy_fence(lw, s):
                 body = seq([body, FenceProxyAsync()])
             return Group(body, _label(s), loc=s.loc)

@@ -47,8 +47,27 @@ class Stage:
 
 def _verify(state: CompileState) -> CompileState:
     verify(state.func, "parse")
-    notes = _inert_options(state.func)
+    notes = _inert_options(state.func) + _copy_hints(state.func, state.target)
     return state.with_(report=state.report + notes) if notes else state
+
+
+def _copy_hints(func: PrimFunc, target: Target) -> tuple[str, ...]:
+    """A note for each T.copy whose ``eviction_policy`` has no effect: the copy touches no global memory, or the
+    target does not take the hint (it is emitted on CUDA targets only; results are the same without it)."""
+    from tilec.ir.stmt import Copy
+    from tilec.ir.visit import walk
+
+    notes = []
+    for s in walk(func.launch.body):
+        if not isinstance(s, Copy) or s.eviction_policy is None:
+            continue
+        at = f"T.copy at {where(s.loc)}: eviction_policy={s.eviction_policy!r}"
+        if "global" not in (s.src.buffer.scope, s.dst.buffer.scope):
+            notes.append(f"{at} has no effect: the copy does not read or write global memory")
+        elif s.eviction_policy != "evict_normal" and target.kind != "cuda":
+            notes.append(f"{at} is not applied on target {target}: it is an L2 cache hint of the CUDA backend "
+                         "(the results are the same without it)")
+    return tuple(notes)
 
 
 # loop options of TileLang's that tilec keeps on the loop but has no use for (the compiler's own are not the user's)
