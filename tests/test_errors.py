@@ -1906,6 +1906,8 @@ def test_tilelang_keywords_that_need_nothing_are_accepted():
             T.atomic_add(C, C_f, use_tma=False)
 
     assert "T.gemm(A_s, A_s, C_f, clear_accum=True)" in str(main)
+    # T.copy's options are kept (tests/lower/test_copy_options.py: what each does)
+    assert "T.copy(A, A_s, coalesced_width=8, disable_tma=True, eviction_policy='evict_first')" in str(main)
     with pytest.raises(TilecTypeError, match="mbar="):
         T.gemm(None, None, None, mbar=object())
 

@@ -655,3 +655,27 @@ def test_l2_cache_hints_compile(case, tmp_path):
         assert call in body, (call, body)
     assert "createpolicy.fractional.L2::evict_" in source
     compile_cuda(source, tmp_path, arch)
+
+
+@pytest.mark.parametrize(("width", "arch", "configs"), [(2, "sm_80", {}), (16, "sm_80", {}), (4, "sm_90a", {}),
+                                                         (4, "sm_90a", {"wgmma": True, "tma": True})])
+def test_coalesced_copies_compile(width, arch, configs, tmp_path):
+    """T.copy(coalesced_width=...): runs of elements a thread moves in narrower or several accesses (plain stores,
+    cp.async of 4 or 8 bytes) compile, beside the copies' other options (B's disable_tma keeps the loop on
+    cp.async with the tma pass config)."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((200, 72), "float16"), B: T.Tensor((72, 136), "float16"), C: T.Tensor((200, 136), "float16")):
+        with T.Kernel(T.ceildiv(136, 64), T.ceildiv(200, 64), threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(72, 32), num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s, coalesced_width=width, eviction_policy="evict_first")
+                T.copy(B[k * 32, bx * 64], B_s, coalesced_width=2, disable_tma=True)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 64, bx * 64], coalesced_width=width)
+
+    compile_cuda(tilec.JITKernel(main, f"cuda:{arch}", pass_configs=configs).get_kernel_source(), tmp_path, arch)

@@ -250,3 +250,135 @@ def test_eviction_policy_must_be_a_known_name(value, error):
                 A_s = T.alloc_shared((16, 16), "float16")
                 T.copy(A, A_s, eviction_policy=value)
     assert repr(value) in str(ei.value)
+
+
+# --------------------------------------------------------------------------------------------- coalesced_width
+
+
+def _copies(M, N, width, dtype="float16", out_dtype=None, block=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, N), dtype), B: T.Tensor((M, N), out_dtype or dtype)):
+        with T.Kernel(T.ceildiv(M, block), threads=128) as bx:
+            S = T.alloc_shared((block, N), dtype)
+            T.copy(A[bx * block, 0], S, coalesced_width=width)
+            T.copy(S, B[bx * block, 0], coalesced_width=width)  # the store
+
+    return main
+
+
+def _body(kernel: tilec.JITKernel) -> str:
+    src = kernel.get_kernel_source()
+    return src[src.index('extern "C" __global__'):]
+
+
+@pytest.mark.parametrize(("width", "load"), [
+    (1, "S[tx % 64 + (q_1 * 2 + tx / 64) * 64] = "),  # one element a thread
+    (2, "*reinterpret_cast<unsigned*>(&S[tx * 2 % 64 + (q_1 * 4 + tx * 2 / 64) * 64]) = "),
+    (4, "*reinterpret_cast<uint2*>(&S[tx * 4 % 64 + (q_1 * 8 + tx * 4 / 64) * 64]) = "),
+    (16, "*reinterpret_cast<uint4*>(&S[tx * 16 % 64 + 8 + tx * 16 / 64 % 32 * 64]) = "),  # two 16-byte accesses
+])
+def test_coalesced_width_sets_the_run_a_thread_moves(rng, width, load):
+    """coalesced_width was dropped: a float16 copy always moved 8 elements a thread (16-byte vectors). It is now the
+    run of consecutive elements each thread moves, in accesses as wide as divide it (several for runs over 16 bytes),
+    on the GPU targets; the thread interpreter's results and the tile interpreter's match numpy."""
+    kernel = tilec.JITKernel(_copies(100, 64, width), "cuda:sm_80")
+    body = _body(kernel)
+    assert load in body, body
+    assert "uint4" in _body(tilec.JITKernel(_copies(100, 64, None), "cuda:sm_80"))
+    assert not any("coalesced_width" in n for n in _notes(kernel))
+    a = randn(rng, (100, 64), "float16")
+    for target in ("simt:sm_80", "simt:gfx90a", "cpu"):
+        b = poisoned((100, 64), "float16")
+        tilec.JITKernel(_copies(100, 64, width), target)(a, b)
+        np.testing.assert_array_equal(b, a)
+
+
+def test_coalesced_width_of_an_odd_run(rng):
+    """A run of 3 float32 elements (12 bytes) moves element by element; a conversion too."""
+    kernel = tilec.JITKernel(_copies(50, 48, 3, "float32", "float16"), "simt:sm_80")
+    a = randn(rng, (50, 48), "float32")
+    b = poisoned((50, 48), "float16")
+    kernel(a, b)
+    assert_close(b, a.astype(np.float64), "float16")
+    loop = "for (int q_1 = 0; q_1 < 4; ++q_1)"  # 32 x 48 / 3 = 512 runs: 4 rounds of 128 threads
+    assert loop in _body(tilec.JITKernel(_copies(50, 48, 3, "float32", "float16"), "cuda:sm_80"))
+
+
+def test_coalesced_width_in_a_cp_async_pipeline(rng):
+    """The pipeline's cp.async copies move the runs too: 8-byte cp.async for runs of 4 float16; a run of one
+    float16 (2 bytes) is too narrow for cp.async, which the report says (a synchronous copy)."""
+    M, N, K = 100, 72, 80
+    for width, want, note in ((4, "tl::cp_async<8>(", None),
+                              (1, None, "coalesced_width=1 leaves accesses of 2 bytes, and cp.async moves 4, 8 or 16; "
+                                        "a synchronous copy")):
+        g = _coalesced_gemm(M, N, K, width)
+        kernel = tilec.JITKernel(g, "cuda:sm_80")
+        body = _body(kernel)
+        if want:
+            assert body.count(want) == 1 and "tl::cp_async<16>(" in body, body  # B keeps 16-byte copies
+        if note:
+            line = _line(_coalesced_gemm, "# the A copy")
+            assert f"T.copy at line {line}: {note}" in _notes(kernel), kernel.report()
+        _run_gemm(tilec.JITKernel(g, "simt:sm_80"), rng, M, N, K)
+        _run_gemm(tilec.JITKernel(g, "cpu"), rng, M, N, K)
+
+
+def _coalesced_gemm(M, N, K, width, bm=64, bn=64, bk=32):
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s, coalesced_width=width)  # the A copy
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn], coalesced_width=width)  # the C store
+
+    return main
+
+
+def test_coalesced_width_where_it_cannot_apply_is_noted(rng):
+    """A copy that TMA does, or whose elements a fragment's layout places, keeps its mapping; the report says why."""
+    M, N, K = 100, 72, 80
+    g = _coalesced_gemm(M, N, K, 4)
+    a_line, c_line = _line(_coalesced_gemm, "# the A copy"), _line(_coalesced_gemm, "# the C store")
+    tma = tilec.JITKernel(g, "simt:sm_90a", pass_configs=TMA)
+    notes = _notes(tma)
+    assert f"T.copy at line {a_line}: coalesced_width=4 has no effect: the tensor-memory accelerator moves the tile " \
+        "(disable_tma=True keeps the copy on the threads)" in notes, notes
+    _run_gemm(tma, rng, M, N, K)
+    plain = tilec.JITKernel(g, "simt:sm_80", pass_configs={"stage_epilogue": False})
+    assert f"T.copy at line {c_line}: coalesced_width=4 has no effect: the layout of fragment 'C_f' places its " \
+        "elements on the threads" in _notes(plain), plain.report()
+    _run_gemm(plain, rng, M, N, K)
+
+
+@pytest.mark.parametrize(("value", "error", "message"), [
+    (0, tilec.TilecTypeError, "T.copy: coalesced_width must be an int >= 1, got 0"),
+    (2.0, tilec.TilecTypeError, "T.copy: coalesced_width must be an int >= 1, got 2.0"),
+    (True, tilec.TilecTypeError, "T.copy: coalesced_width must be an int >= 1, got True"),
+    (3, tilec.TilecValueError, "T.copy(coalesced_width=3): runs of 3 consecutive elements need 3 to divide the "
+                               "innermost extent 16 of the destination A_s"),
+    (32, tilec.TilecValueError, "T.copy(coalesced_width=32): runs of 32 consecutive elements need 32 to divide "
+                                "the innermost extent 16"),
+])
+def test_coalesced_width_must_divide_the_innermost_extent(tmp_path, value, error, message):
+    src = f'''
+import tilec.language as T
+
+
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16")):
+    with T.Kernel(1, threads=32) as bx:
+        A_s = T.alloc_shared((16, 16), "float16")
+        T.copy(A, A_s, coalesced_width={value!r})
+'''
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(error) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    assert message in str(ei.value), str(ei.value)
+    assert ei.value.loc.file == str(path) and ei.value.loc.line == 9

@@ -141,19 +141,22 @@ class Copy(TileOp):
     Regions of global tensors are clipped to the tensor: elements outside are read as zero and not written.
     ``disable_tma``: no pass turns the copy into a TMA copy or store (:class:`TmaCopy`, :class:`TmaStore`); the
     threads move it. ``eviction_policy`` (one of :data:`EVICTION_POLICIES`, or None): the L2 eviction priority of
-    the copy's global accesses, a hint of the CUDA backend.
+    the copy's global accesses, a hint of the CUDA backend. ``coalesced_width`` (None: the compiler's choice): the
+    run of consecutive innermost elements each thread moves where the threads share the copy out in chunks.
     """
 
     src: Region
     dst: Region
     disable_tma: bool = field(default=False, kw_only=True)
     eviction_policy: str | None = field(default=None, kw_only=True)
+    coalesced_width: int | None = field(default=None, kw_only=True)
     kind = "copy"
 
     def options(self) -> dict[str, Any]:
         """The user's options of the copy, for a pass that makes another copy of them (an :class:`AsyncCopy`, a
         :class:`TmaCopy`, the global side of a staged store)."""
-        return {"disable_tma": self.disable_tma, "eviction_policy": self.eviction_policy}
+        return {"coalesced_width": self.coalesced_width, "disable_tma": self.disable_tma,
+                "eviction_policy": self.eviction_policy}
 
     def reads(self) -> tuple[Region, ...]:
         return (self.src,)

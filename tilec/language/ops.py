@@ -128,7 +128,21 @@ def copy(src: BufferLike, dst: BufferLike, coalesced_width: int | None = None, d
             raise TilecTypeError(f"{allowed}, got {type(eviction_policy).__name__} {eviction_policy!r}")
         raise TilecValueError(f"{allowed}, got {eviction_policy!r}")
     s, d = _pair_regions("T.copy", src, dst)
-    b.emit(Copy(s, d, disable_tma=disable_tma, eviction_policy=eviction_policy, loc=b.loc))
+    if coalesced_width is not None:
+        coalesced_width = _coalesced_width(coalesced_width, d)
+    b.emit(Copy(s, d, disable_tma=disable_tma, eviction_policy=eviction_policy, coalesced_width=coalesced_width,
+                loc=b.loc))
+
+
+def _coalesced_width(width: Any, d: Region) -> int:
+    """T.copy's ``coalesced_width``: a positive int dividing the destination's innermost extent (when static)."""
+    if isinstance(width, (bool, np.bool_)) or not isinstance(width, numbers.Integral) or width < 1:
+        raise TilecTypeError(f"T.copy: coalesced_width must be an int >= 1, got {width!r}")
+    inner = constant(d.extents[-1]) if d.extents else 1
+    if inner is not None and int(inner) % int(width):
+        raise TilecValueError(f"T.copy(coalesced_width={width}): runs of {width} consecutive elements need {width} to "
+                              f"divide the innermost extent {inner} of the destination {d}")
+    return int(width)
 
 
 def _policy(policy: Any) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tilec import dtypes as dt
-from tilec.errors import TilecError, where
+from tilec.errors import TilecError, TilecValueError, where
 from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Expr, Load, Var, as_expr, binop, cast, const, select
 from tilec.ir.stmt import (
@@ -112,7 +112,9 @@ def lower_copy(lw: Lowerer, c: Copy) -> TStmt:
             return _frag_loop(lw, side, body, c.loc)
         except TilecError:  # another thread holds the source element: through shared memory
             return _through_shared(lw, c)
-    return _chunked(lw, d, lambda idx: _copy_value(lw, s, d, idx), s, every_thread=d.buffer.scope in ("local", "var"))
+    every = d.buffer.scope in ("local", "var")
+    return _chunked(lw, d, lambda idx: _copy_value(lw, s, d, idx), s, every_thread=every,
+                    run=None if every else c.coalesced_width)
 
 
 def hint_global_accesses(body: TStmt, c: Copy, lw: Lowerer) -> TStmt:
@@ -131,6 +133,26 @@ def hint_global_accesses(body: TStmt, c: Copy, lw: Lowerer) -> TStmt:
     return transform(body, mark)
 
 
+def coalesced_note(lw: Lowerer, c: Copy) -> None:
+    """A report note for a copy whose ``coalesced_width`` has no effect: TMA moves it, or a fragment's layout
+    places its elements, or each thread copies all of it (a T.alloc_local side)."""
+    if c.coalesced_width is None:
+        return
+    from tilec.ir.stmt import TmaCopy, TmaStore
+
+    scopes = (c.src.buffer.scope, c.dst.buffer.scope)
+    if isinstance(c, (TmaCopy, TmaStore)):
+        why = "the tensor-memory accelerator moves the tile (disable_tma=True keeps the copy on the threads)"
+    elif "fragment" in scopes:
+        frag = c.src.buffer if scopes[0] == "fragment" else c.dst.buffer
+        why = f"the layout of fragment {frag.name!r} places its elements on the threads"
+    elif c.dst.buffer.scope in ("local", "var"):
+        why = f"each thread copies all of it ({c.dst.buffer.name!r} is private to each thread)"
+    else:
+        return
+    lw.notes.append(f"T.copy at {where(c.loc)}: coalesced_width={c.coalesced_width} has no effect: {why}")
+
+
 def _through_shared(lw: Lowerer, c: Copy) -> TStmt:
     """A copy between parts of two fragments whose elements lie on different threads: the source part into a shared
     scratch tile of its shape and type, then the scratch into the destination part."""
@@ -147,22 +169,42 @@ def _copy_value(lw: Lowerer, s: Region, d: Region, didx: list[Expr]) -> tuple[li
 
 
 def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr | None = None,
-             asynchronous: int = 0, every_thread: bool = False) -> TStmt:
+             asynchronous: int = 0, every_thread: bool = False, run: int | None = None) -> TStmt:
     """Write region ``d`` chunk by chunk: from ``s`` (a copy, possibly vectorized; with cp.async of
-    ``asynchronous`` bytes per chunk when that is set) or with ``fill``. The block's threads share the chunks out,
-    or with ``every_thread`` each thread writes all of them (a T.alloc_local destination: each thread has its own)."""
+    ``asynchronous`` bytes per access when that is set) or with ``fill``. The block's threads share the chunks out,
+    or with ``every_thread`` each thread writes all of them (a T.alloc_local destination: each thread has its own).
+    A chunk is one access, or with ``run`` (a copy's ``coalesced_width``, dividing the last extent) ``run``
+    consecutive elements of a row moved by accesses as wide as divide it."""
     ext = [int(e) if isinstance(e, int) else None for e in d.extents]
     if any(e is None for e in ext):
         raise TilecError(f"region {d} needs static extents on the GPU targets", lw.loc)
     n = math.prod(ext)
-    v = _vector(lw, d, s, ext) if s is not None else 1
-    chunks = n // v
+    if run is not None and ext[-1] % run:
+        raise TilecValueError(f"T.copy(coalesced_width={run}): runs of {run} consecutive elements need {run} to divide "
+                              f"the innermost extent {ext[-1]} of {d}", lw.loc)
+    v = _vector(lw, d, s, ext, run) if s is not None else 1
+    w = run or v  # elements of a chunk
+    chunks = n // w
     T, tx = (1, const(0)) if every_thread else (lw.T, lw.tx)
     q = Var(lw.fresh("q"))
     c = binop("+", binop("*", q, T), tx)
-    didx = [binop("+", st, x) for st, x in zip(d.starts, _chunk_coords(ext, v, T, q, tx))]
+    first = [binop("+", st, x) for st, x in zip(d.starts, _chunk_coords(ext, w, T, q, tx))]
     lw.ranges[q] = (0, -(-chunks // T) - 1)
     lw.ranges[lw.tx] = (0, lw.T - 1)
+    parts = []
+    for k in range(w // v):  # the chunk's accesses, along the last dimension
+        didx = first if not k else first[:-1] + [binop("+", first[-1], k * v)]
+        parts.append(_access(lw, d, didx, src_of, s, fill, v, asynchronous))
+    stmt = seq(parts)
+    if chunks % T:
+        stmt = If(binop("<", c, chunks), stmt)
+    trips = -(-chunks // T)
+    return Loop(q, const(trips), stmt, unroll=trips <= 16 or every_thread) if trips > 1 else _subst_q(stmt, q)
+
+
+def _access(lw: Lowerer, d: Region, didx: list[Expr], src_of: Any, s: Region | None, fill: Expr | None, v: int,
+            asynchronous: int) -> TStmt:
+    """One access of :func:`_chunked`: ``v`` elements of ``d`` from ``didx`` on, clipped to a global tensor."""
     dmem = lw.mem_of(d.buffer)
     dpred = lw.in_bounds(d.buffer, didx) if d.buffer.scope == "global" else None
     doff = _offset(lw, d.buffer, didx)
@@ -185,12 +227,7 @@ def _chunked(lw: Lowerer, d: Region, src_of: Any, s: Region | None, fill: Expr |
             ref = MemRef(smem, select(spred, soff, 0) if spred is not None else soff)
             val = cast(d.dtype, ref if spred is None else select(spred, ref, cast(sbuf.dtype, 0)))
             stmt = Write(dmem, doff, val)
-    if dpred is not None:
-        stmt = If(dpred, stmt)
-    if chunks % T:
-        stmt = If(binop("<", c, chunks), stmt)
-    trips = -(-chunks // T)
-    return Loop(q, const(trips), stmt, unroll=trips <= 16 or every_thread) if trips > 1 else _subst_q(stmt, q)
+    return stmt if dpred is None else If(dpred, stmt)
 
 
 def _unravel(flat: Expr, ext: list[int]) -> list[Expr]:
@@ -238,13 +275,13 @@ def _offset(lw: Lowerer, buf: Buffer, idx: list[Expr]) -> Expr:
     return lw.private_offset(buf, idx)
 
 
-def _vector(lw: Lowerer, d: Region, s: Region, ext: list[int]) -> int:
-    """The widest chunk (elements) both sides can move as one 16/8/4-byte access."""
+def _vector(lw: Lowerer, d: Region, s: Region, ext: list[int], run: int | None = None) -> int:
+    """The widest chunk (elements) both sides can move as one 16/8/4-byte access (dividing ``run`` if given)."""
     if s.dtype is not d.dtype or d.dtype.bits < 8 or d.buffer.scope in ("local", "var") or \
             s.buffer.scope in ("local", "var"):
         return 1
     v = vector_width(d.dtype, ext[-1])
-    while v > 1 and not (_contiguous(lw, d, v) and _contiguous(lw, s, v)):
+    while v > 1 and not ((run or v) % v == 0 and _contiguous(lw, d, v) and _contiguous(lw, s, v)):
         v //= 2
     nbytes = v * d.dtype.bits // 8
     for r in (s, d):
@@ -420,12 +457,15 @@ def _block_expr(lw: Lowerer, e: Expr) -> Expr:
 def lower_async_copy(lw: Lowerer, c: AsyncCopy) -> TStmt:
     """cp.async in 4/8/16-byte chunks; narrower chunks fall back to an ordinary copy (reported)."""
     ext = [int(e) for e in c.dst.extents]
-    v = _vector(lw, c.dst, c.src, ext)
+    v = _vector(lw, c.dst, c.src, ext, c.coalesced_width)
     nbytes = v * c.dst.dtype.bits // 8
     if nbytes < 4:
-        lw.notes.append(f"T.copy at {where(c.loc)}: rows too narrow or misaligned for cp.async; a synchronous copy")
+        why = "rows too narrow or misaligned for cp.async" if not (c.coalesced_width or 0) * c.dst.dtype.bits % 32 \
+            else f"coalesced_width={c.coalesced_width} leaves accesses of {nbytes} bytes, and cp.async moves 4, 8 or 16"
+        lw.notes.append(f"T.copy at {where(c.loc)}: {why}; a synchronous copy")
         return lower_copy(lw, Copy(c.src, c.dst, loc=c.loc, **c.options()))
-    return _chunked(lw, c.dst, lambda idx: _copy_value(lw, c.src, c.dst, idx), c.src, asynchronous=nbytes)
+    return _chunked(lw, c.dst, lambda idx: _copy_value(lw, c.src, c.dst, idx), c.src, asynchronous=nbytes,
+                    run=c.coalesced_width)
 
 
 @lower_rule(AsyncCommit)

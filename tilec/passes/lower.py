@@ -34,7 +34,7 @@ from tilec.ir.stmt import (
 from tilec.ir.visit import loads_in, transform, vars_in, walk
 from tilec.lower import gemm, mfma, ops, reduce, stream_k, tma, wgmma  # noqa: F401 - register the lowering rules
 from tilec.lower.context import LOWER_RULES, Lowerer
-from tilec.lower.ops import hint_global_accesses
+from tilec.lower.ops import coalesced_note, hint_global_accesses
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.tir import (
     AtomicAddOp,
@@ -222,6 +222,7 @@ class _Driver:
             body = rule(lw, s)
             if isinstance(s, Copy):
                 body = hint_global_accesses(body, s, lw)
+                coalesced_note(lw, s)
             if _needs_proxy_fence(lw, s):
                 body = seq([body, FenceProxyAsync()])
             return Group(body, _label(s), loc=s.loc)
