@@ -382,3 +382,17 @@ def main(A: T.Tensor((16, 16), "float16")):
         exec(compile(src, str(path), "exec"), {})
     assert message in str(ei.value), str(ei.value)
     assert ei.value.loc.file == str(path) and ei.value.loc.line == 9
+
+
+def test_disable_tma_keeps_a_persistent_kernels_store_direct(rng):
+    """In a persistent kernel's tile loop the accumulator is staged only for TMA stores: with disable_tma=True it is
+    stored directly (noted) and no TMA store is emitted."""
+    M, N, K = 200, 136, 96
+    configs = {**WS, "persistent": True}
+    kernel = tilec.JITKernel(_gemm(M, N, K, disable_c=True), "simt:sm_90a", pass_configs=configs)
+    line = _line(_gemm, "# the C store")
+    assert f"T.copy at line {line}: the accumulator is stored directly: disable_tma=True, and staging it in a loop " \
+        "needs TMA stores" in _notes(kernel), kernel.report()
+    _run_gemm(kernel, rng, M, N, K)
+    src = tilec.JITKernel(_gemm(M, N, K, disable_c=True), "cuda:sm_90a", pass_configs=configs).get_kernel_source()
+    assert "bulk_group" not in src
