@@ -195,14 +195,19 @@ def test_eviction_policy_hints_plain_loads_and_stores(policy):
     assert "tl::st_hint<float>(&B[" in cast.get_kernel_source()  # a conversion: element by element
 
 
-def test_eviction_policy_hints_cp_async_and_tma():
-    """The pipelined copies carry the hint too: cp.async (sm_80), TMA loads and the epilogue's TMA store (sm_90a)."""
+def test_eviction_policy_hints_tma_not_cp_async():
+    """The pipelined copies carry the hint where TMA moves them (loads and the epilogue's TMA store, sm_90a). cp.async
+    copies (sm_80) go without it, and the report says why: their hinted form made a kernel that traps on an H100
+    (ptxas drops the createpolicy the hint reads: 'an illegal instruction was encountered'); the epilogue's plain
+    stores keep it."""
     g = _policy_gemm(256, 256, 256, "evict_first")
-    src = tilec.JITKernel(g, "cuda:sm_80").get_kernel_source()
-    assert "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" in src
+    k = tilec.JITKernel(g, "cuda:sm_80")
+    src = k.get_kernel_source()
     body = src[src.index('extern "C" __global__'):]
-    assert "tl::cp_async<" not in body and body.count("tl::cp_async_hint<16>(") == 2
-    assert "tl::policy_evict_first()" in body and "tl::policy_evict_last()" in body
+    assert "cp.async.cg.shared.global.L2::cache_hint" not in src and body.count("tl::cp_async<16>(") == 2
+    notes = [n for n in k.report().splitlines() if "not applied to its cp.async copies" in n]
+    assert len(notes) == 2 and all("illegal instruction" in n for n in notes), k.report()
+    assert "tl::st_hint<" in body and "tl::policy_evict_first()" in body
     src = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=WS).get_kernel_source()
     assert "mbarrier::complete_tx::bytes.L2::cache_hint" in src and "bulk_group.L2::cache_hint" in src
     body = src[src.index('extern "C" __global__'):]

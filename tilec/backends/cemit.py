@@ -386,12 +386,6 @@ class CEmitter:
         elif isinstance(s, LdMatrix):
             fn = f"tl::ldmatrix_x{s.num}{'_trans' if s.trans else ''}"
             self.emit(d, f"{fn}({n(s.dst)} + {s.dst_off}, &{n(s.src)}[{self.e(s.src_off)}]);")
-        elif isinstance(s, CpAsync) and s.hint is not None:
-            from tilec.backends.cuda import cache_hints
-
-            pred = self.e(s.pred) if s.pred is not None else "true"
-            self.emit(d, cache_hints.cp_async(self, s.nbytes, f"&{n(s.dst)}[{self.e(s.dst_off)}]",
-                                              f"&{n(s.src)}[{self.e(s.src_off)}]", pred, s.hint))
         elif isinstance(s, CpAsync):
             pred = self.e(s.pred) if s.pred is not None else "true"
             self.emit(d, f"tl::cp_async<{s.nbytes}>(&{n(s.dst)}[{self.e(s.dst_off)}], "

@@ -136,9 +136,10 @@ def copy(src: BufferLike, dst: BufferLike, coalesced_width: int | None = None, d
         a TMA store. Each is noted in the report.
     eviction_policy : {None, "evict_normal", "evict_first", "evict_last"}
         The L2 eviction priority of the copy's global loads and stores on CUDA targets (``.L2::cache_hint`` with a
-        ``createpolicy`` policy on ld/st.global, cp.async and TMA). ``"evict_normal"`` is the default priority and
-        emits no hint. Other targets (HIP, the interpreters) ignore the hint, which changes no result, and the
-        report says so.
+        ``createpolicy`` policy on ld/st.global and TMA). ``"evict_normal"`` is the default priority and emits no
+        hint. cp.async copies (a pipeline without TMA) take none: ptxas of CUDA 13 can drop the policy their hint
+        reads, and the kernel traps (illegal instruction). Other targets (HIP, the interpreters) ignore the hint,
+        which changes no result. The report says where the hint is not applied.
 
     Raises
     ------

@@ -118,18 +118,25 @@ def lower_copy(lw: Lowerer, c: Copy) -> TStmt:
 
 
 def hint_global_accesses(body: TStmt, c: Copy, lw: Lowerer) -> TStmt:
-    """The lowered copy ``body`` with its global loads and stores (plain, cp.async, TMA) marked with the L2 eviction
-    priority of ``c.eviction_policy`` (CUDA targets; ``evict_normal``, the default priority, marks nothing)."""
+    """The lowered copy ``body`` with its global loads and stores (plain and TMA) marked with the L2 eviction priority
+    of ``c.eviction_policy`` (CUDA targets; ``evict_normal``, the default priority, marks nothing).
+
+    cp.async copies go unmarked, with a note: ptxas of CUDA 13 can drop the ``createpolicy`` whose policy
+    ``cp.async ... .L2::cache_hint`` reads (IST-DASLab/marlin#44 on sm_90; Triton stopped emitting it too), leaving
+    an instruction that traps at run time (illegal instruction), as seen on an H100 with tilec's own kernels."""
     if c.eviction_policy not in L2_HINTS or lw.target.kind != "cuda":
         return body
-    from tilec.ir.visit import transform
+    from tilec.ir.visit import transform, walk
 
     def mark(node: Any) -> Any:
-        if isinstance(node, (MemRef, Write)) and node.mem.space == "global" or \
-                isinstance(node, (CpAsync, TmaLoad, TmaStoreBox)):
+        if isinstance(node, (MemRef, Write)) and node.mem.space == "global" or isinstance(node, (TmaLoad, TmaStoreBox)):
             return dataclasses.replace(node, hint=c.eviction_policy)
         return None
 
+    if any(isinstance(n, CpAsync) for n in walk(body)):
+        lw.notes.append(f"T.copy at {where(c.loc)}: eviction_policy={c.eviction_policy!r} is not applied to its "
+                        "cp.async copies: ptxas (CUDA 13) can drop the cache policy that cp.async's L2 hint reads, "
+                        "an illegal instruction at run time (plain loads and stores and TMA copies take the hint)")
     return transform(body, mark)
 
 

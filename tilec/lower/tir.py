@@ -346,7 +346,6 @@ class CpAsync(TStmt):
     src_off: Expr
     nbytes: int
     pred: Expr | None = None
-    hint: str | None = None  # as MemRef.hint, on the global read
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,11 +1,12 @@
 """L2 cache-eviction hints of ``T.copy(..., eviction_policy=...)`` in CUDA source (sm_80 and up).
 
 The lowering marks a hinted copy's global accesses (:attr:`~tilec.lower.tir.MemRef.hint`, ``Write.hint``,
-``CpAsync.hint``, ``TmaLoad.hint``, ``TmaStoreBox.hint``); they are emitted with the PTX ``.L2::cache_hint``
-qualifier and a 64-bit cache policy made by ``createpolicy.fractional.L2::<priority>.b64 policy, 1.0`` (every line
-the access touches gets the priority). The device functions are printed on first use, so kernels without hints
-keep their source. Loads and stores are ``asm volatile`` with a memory clobber: the compiler keeps them where the
-plain accesses were, ordered against barriers and other memory operations.
+``TmaLoad.hint``, ``TmaStoreBox.hint``; cp.async copies take none, :func:`tilec.lower.ops.hint_global_accesses`
+says why); they are emitted with the PTX ``.L2::cache_hint`` qualifier and a 64-bit cache policy made by
+``createpolicy.fractional.L2::<priority>.b64 policy, 1.0`` (every line the access touches gets the priority). The
+device functions are printed on first use, so kernels without hints keep their source. Loads and stores are ``asm
+volatile`` with a memory clobber: the compiler keeps them where the plain accesses were, ordered against barriers
+and other memory operations.
 """
 
 from __future__ import annotations
@@ -78,20 +79,6 @@ _ST = """template <class T> __device__ __forceinline__ void st_hint(T* p, T v, u
 }
 """
 
-_CP_ASYNC = """template <int N>
-__device__ __forceinline__ void cp_async_hint(void* dst, const void* src, bool pred, unsigned long long pol) {
-  const int src_size = pred ? N : 0;
-  if (N == 16) {
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\\n" :: "r"(smem_addr(dst)),
-                 "l"(src), "r"(src_size), "l"(pol));
-  } else {
-    asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], %2, %3, %4;\\n" :: "r"(smem_addr(dst)),
-                 "l"(src), "n"(N), "r"(src_size), "l"(pol));
-  }
-}
-"""
-
-
 def policy(e: Any, hint: str) -> str:
     """The C expression of the cache policy of ``hint`` (``evict_first`` / ``evict_last``)."""
     return e.helper(f"policy_{hint}", _POLICY.format(h=hint)) + "()"
@@ -106,7 +93,3 @@ def store(e: Any, ctype: str, address: str, value: str, hint: str) -> str:
     """The statement storing ``value`` (a ``ctype``) to global ``address`` with the hint."""
     return f"{e.helper('st_hint', _ST)}<{ctype}>({address}, {value}, {policy(e, hint)});"
 
-
-def cp_async(e: Any, nbytes: int, dst: str, src: str, pred: str, hint: str) -> str:
-    """``cp.async`` of ``nbytes`` with the hint on its global read."""
-    return f"{e.helper('cp_async_hint', _CP_ASYNC)}<{nbytes}>({dst}, {src}, {pred}, {policy(e, hint)});"
