@@ -666,6 +666,21 @@ def test_a_kernel_over_the_targets_shared_memory_is_refused_at_compile_time():
         assert_points_at(ei.value, "big-smem")
 
 
+@pytest.mark.parametrize("target", ["simt:sm_90a", "cuda:sm_90a"])
+def test_shared_memory_refusal_lists_the_lowering_scratch_too(target):
+    """MLA decode with three TMA stages needs 304160 bytes; its shared memory also holds the reductions' scratch
+    (no Tile IR buffer of its own), and listing the largest buffers raised a bare AttributeError ('NoneType' object
+    has no attribute 'name') instead of the refusal naming the kernel's line."""
+    from conftest import EXAMPLES, example_line, load_example
+
+    g = load_example("07_mla_decode").mla_decode(1, 128, 2, 65, num_stages=3).prim_func
+    with pytest.raises(TilecValueError, match=r"needs 304160 bytes of shared memory; a block on sm_90a may have at "
+                                              r"most 232448 \(largest buffers, bytes: KV_s 196608, Q_s 65536, "
+                                              r"O_f_stage 65536, Kpe_s 24576, Qpe_s 8192, P_s 8192\)") as ei:
+        tilec.JITKernel(g, target, [4], pass_configs={"wgmma": True, "tma": True}).report()
+    assert f"{EXAMPLES / '07_mla_decode.py'}:{example_line('07_mla_decode', 'with T.Kernel')}:" in str(ei.value)
+
+
 def test_copy_gemm_reduce_shape_mismatches():
     with pytest.raises(TilecValueError, match=r"T.copy: operand shapes differ: s has extents \(16, 16\), "
                                               r"A\[:8, :16\] has \(8, 16\)") as ei:

@@ -328,7 +328,7 @@ def _check_shared(nbytes: int, target: Target, launch: KernelLaunch, shared: tup
 
     limit = table_model(target.arch).smem_per_block
     if nbytes > limit:
-        sizes = sorted(((int(m.size) * m.dtype.bits // 8, m.buffer.name) for m, _ in shared), reverse=True)
+        sizes = sorted(((int(m.size) * m.dtype.bits // 8, m.name) for m, _ in shared), reverse=True)
         largest = ", ".join(f"{name} {size}" for size, name in sizes[:6])
         raise TilecValueError(f"the kernel needs {nbytes} bytes of shared memory; a block on {target.arch} may have "
                               f"at most {limit} (largest buffers, bytes: {largest}): use smaller tiles or fewer "
