@@ -218,10 +218,45 @@ def test_a_strided_output_keeps_the_staged_stores(rng, configs):
             T.copy(C_f, C[by * 128, bx * 128])
 
     kernel = tilec.JITKernel(main, "simt:sm_90a", pass_configs=configs)
-    assert "tma_store" not in kernel.report() and "by TMA stores" not in kernel.report()
+    report = kernel.report()
+    assert "tma_store" not in report and "not by TMA stores: 'C' is a T.StridedTensor" in report
+    assert all("not by TMA stores" in line for line in report.splitlines() if "by TMA stores" in line)
     assert "C_tmap" not in tilec.JITKernel(main, "cuda:sm_90a", pass_configs=configs).get_kernel_source()
     a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
     full = np.full((M, 2 * N), np.nan, np.float16)
     kernel(a, b, full[:, :N])
     assert_close(full[:, :N], a.astype(np.float64) @ b.astype(np.float64), "float16")
     assert np.isnan(full[:, N:]).all()  # the rows' gaps untouched
+
+
+@pytest.mark.parametrize("configs", [{"wgmma": True, "tma": True}, {**TMA_WS, "persistent": 2}])
+def test_an_output_without_a_tensor_map_says_why_it_has_no_tma_stores(rng, configs):
+    """C of 68 float16 columns (rows of 136 bytes): no tensor map can describe it, so its tile leaves by plain
+    stores, staged through shared memory or (in a persistent kernel's tile loop) directly from the registers. The
+    report said nothing of it in the persistent kernel, and only "in 16-byte vectors" otherwise; each note now says
+    why no TMA store. Ragged M and N, the last column tile 4 wide."""
+    import tilec.language as T
+
+    M, N, K = 136, 68, 88
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((64, 32), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[bx * 64, k * 32], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=True)
+            T.copy(C_f, C[by * 64, bx * 64])  # no-tma-store
+
+    line = next(i + 1 for i, t in enumerate(open(__file__).read().splitlines()) if t.endswith("# no-tma-store"))
+    kernel = tilec.JITKernel(main, "simt:sm_90a", [-1], pass_configs=configs)
+    how = "the accumulator is stored directly" if configs.get("persistent") else \
+        "C_f goes out through shared memory (C_f_stage, over A_s, B_s), in 16-byte vectors"
+    assert (f"T.copy at line {line}: {how}, not by TMA stores: 'C' has rows of 136 bytes, not a "
+            "multiple of 16 (a tensor map's row pitch)") in kernel.report()
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (N, K), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64).T, "float16")

@@ -104,12 +104,21 @@ def _whole(b: Buffer) -> Region:
     return Region(b, tuple(const(0) for _ in b.shape), tuple(int(d) for d in b.shape))
 
 
-def _tma_storable(g: Buffer, tile: tuple[int, ...]) -> bool:
-    """Whether a tensor map can describe ``g`` (static shape, contiguous: the map's strides are the row-major ones,
-    every row stride a multiple of 16 bytes) with a box of the tile's rows (at most 256). A ``T.StridedTensor``
-    keeps the staged stores, which follow its strides."""
+def _tma_refusal(g: Buffer, tile: tuple[int, ...]) -> str | None:
+    """Why no tensor map can describe ``g`` (static shape, contiguous: the map's strides are the row-major ones,
+    every row stride a multiple of 16 bytes) with a box of the tile's rows (at most 256), or None where one can. A
+    ``T.StridedTensor`` keeps the staged stores, which follow its strides."""
     shape = g.static_shape
-    return shape is not None and g.strides is None and shape[-1] * g.dtype.bits // 8 % 16 == 0 and tile[0] <= 256
+    if shape is None:
+        return f"'{g.name}' has a symbolic shape (a tensor map's sizes are fixed at compile time)"
+    if g.strides is not None:
+        return f"'{g.name}' is a T.StridedTensor (a tensor map's rows would be row-major)"
+    row = shape[-1] * g.dtype.bits // 8
+    if row % 16:
+        return f"'{g.name}' has rows of {row} bytes, not a multiple of 16 (a tensor map's row pitch)"
+    if tile[0] > 256:
+        return f"the tile's {tile[0]} rows pass a TMA box's 256"
+    return None
 
 
 SLACK = 2048  # bytes kept free for the arena's 1024-byte alignment and the mbarriers
@@ -177,7 +186,11 @@ class _Stager:
         of the tile waits for (see the module docstring)."""
         f, g = c.src.buffer, c.dst.buffer
         shape = self.eligible(c, before)
-        if shape is None or not _tma_storable(g, shape) or c.dst.extents[-1] != shape[-1]:
+        if shape is None or c.dst.extents[-1] != shape[-1]:
+            return None
+        why = _tma_refusal(g, shape)
+        if why is not None:
+            self.notes.append(f"T.copy at {where(c.loc)}: the accumulator is stored directly, not by TMA stores: {why}")
             return None
         if c.disable_tma:
             self.notes.append(f"T.copy at {where(c.loc)}: the accumulator is stored directly: disable_tma=True, and "
@@ -274,10 +287,12 @@ class _Stager:
                               f"gemm idle after the loop has the {_bytes(stage)} bytes a staging tile needs")
             return None
         self.new.append((stage, tuple(fits)))
-        tma = self.tma and _tma_storable(g, shape) and not c.disable_tma
+        why = _tma_refusal(g, shape) if self.tma else None
+        tma = self.tma and why is None and not c.disable_tma
         self.notes.append(f"T.copy at {here}: {f.name} goes out through shared memory ({stage.name}, over "
                           f"{', '.join(u.name for u in fits)}), " + ("by TMA stores" if tma else "in 16-byte vectors")
-                          + (" (disable_tma=True)" if self.tma and c.disable_tma else ""))
+                          + (f", not by TMA stores: {why}" if why else " (disable_tma=True)" if self.tma and
+                             c.disable_tma else ""))
         zero = tuple(const(0) for _ in shape)
         out = (TmaStore if tma else Copy)(Region(stage, zero, shape), c.dst, loc=c.loc, **c.options())
         return [Copy(c.src, Region(stage, zero, shape), loc=c.loc), out]
