@@ -966,3 +966,34 @@ def test_wgmma_group_waits_where_an_operand_is_rewritten_in_place(rng, configs, 
     assert "overlaps the next trip" not in report and "wgmma (m64n64k16, 2 warpgroup(s) along M)" in report
     a, b = randn(rng, (200, 160), "float16"), randn(rng, (160, 136), "float16")
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float32")
+
+
+def test_every_note_on_the_persistent_kernel_names_its_line(monkeypatch):
+    """The notes of the persistent schedule on T.Kernel (refused for want of a TMA pipeline or for a tile without
+    trips; clusters and consumer copies dropped, the balanced or serpentine tile order of causal attention) said
+    "T.Kernel: ..." without the line of the T.Kernel, unlike the others ("T.Kernel at line N: ...")."""
+    from tilec.passes import tile_order
+
+    gemm = load_example("01_gemm").matmul(130, 70, 96, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    fa = load_example("03_flash_attention")
+    causal = fa.flash_attention(1, 2, 256, 64, True, block_M=64, block_N=64, num_stages=2).prim_func
+    cases = [  # (kernel, its T.Kernel's line, pass configs, a note it must give)
+        (gemm, example_line("01_gemm", "with T.Kernel"), {**WS, "persistent": 3},
+         "not persistent: that needs a warp-specialized TMA pipeline"),
+        (_first_by_k_tiles, _first_by_k_tiles.launch.loc.line, {**WS, "persistent": 2},
+         "not persistent: the trip count of the T.Pipelined loop at line"),
+        (causal, example_line("03_flash_attention", "with T.Kernel"),
+         {**WS, "persistent": 2, "cluster": 2, "consumers": 2}, "persistent blocks not in clusters: the trip count"),
+        (causal, example_line("03_flash_attention", "with T.Kernel"), {**WS, "persistent": 2, "consumers": 2},
+         "one copy of the consumer threads: the trip count"),
+        (causal, example_line("03_flash_attention", "with T.Kernel"), {**WS, "persistent": 2},
+         "persistent blocks take tiles in a balanced order"),
+    ]
+    for g, line, configs, note in cases:
+        report = tilec.JITKernel(g, "simt:sm_90a", None, pass_configs=configs).report()
+        assert f"T.Kernel at line {line}: {note}" in report, report
+        assert all(f"T.Kernel at line {line}: " in t for t in report.splitlines() if "note: T.Kernel" in t), report
+    monkeypatch.setattr(tile_order, "MAX_ENTRIES", 3)
+    report = tilec.JITKernel(causal, "simt:sm_90a", None, pass_configs={**WS, "persistent": 2}).report()
+    assert f"T.Kernel at line {example_line('03_flash_attention', 'with T.Kernel')}: persistent blocks take tiles " \
+           "in serpentine order: a table of 8 tiles on 2 blocks would pass 3 entries" in report

@@ -692,18 +692,18 @@ class _Pipeliner:
         if low is None or low[0] < 1:
             # what needs a persistent kernel goes too (its ring counter and tile loop are never made)
             self.persistent, self.stream_k, self.copies = 0, False, 1
-            self.notes.append(f"T.Kernel: not persistent: the trip count of the T.Pipelined loop at "
-                              f"{where(loop.loc)} depends on the tile and may be zero")
+            self.notes.append(f"T.Kernel at {where(launch.loc)}: not persistent: the trip count of the T.Pipelined "
+                              f"loop at {where(loop.loc)} depends on the tile and may be zero")
             return
         if self.cluster > 1:
             self.cluster, self.cluster_dim = 1, None
-            self.notes.append(f"T.Kernel: persistent blocks not in clusters: the trip count of the T.Pipelined loop "
-                              f"at {where(loop.loc)} depends on the tile (a cluster's blocks "
+            self.notes.append(f"T.Kernel at {where(launch.loc)}: persistent blocks not in clusters: the trip count of "
+                              f"the T.Pipelined loop at {where(loop.loc)} depends on the tile (a cluster's blocks "
                               "would run different numbers of trips over the stages they share)")
         if self.copies > 1:
             self.copies = 1
-            self.notes.append(f"T.Kernel: one copy of the consumer threads: the trip count of the T.Pipelined loop at "
-                              f"{where(loop.loc)} depends on the tile (each copy would have to "
+            self.notes.append(f"T.Kernel at {where(launch.loc)}: one copy of the consumer threads: the trip count of "
+                              f"the T.Pipelined loop at {where(loop.loc)} depends on the tile (each copy would have to "
                               "count the other's trips)")
         ring = Buffer("ring_base", (), dt.int32, "var", loc=loop.loc)
         self.new_allocs.append(ring)
@@ -725,8 +725,8 @@ class _Pipeliner:
             trips = evaluate(substitute(loop.extent, _tile_coords(launch, list(launch.grid), lin)),
                              {lin: np.arange(tiles)}) if tiles <= tile_order.MAX_ENTRIES else None
         except NotStatic as e:
-            self.notes.append(f"T.Kernel: persistent blocks take tiles in serpentine order: the trip counts of the "
-                              f"T.Pipelined loop at {here} are not known at compile time ({e})")
+            self.notes.append(f"T.Kernel at {where(launch.loc)}: persistent blocks take tiles in serpentine order: the "
+                              f"trip counts of the T.Pipelined loop at {here} are not known at compile time ({e})")
             return None
         blocks = min(tiles, self.persistent)
         if trips is not None:
@@ -734,14 +734,15 @@ class _Pipeliner:
             schedule = tile_order.balanced_schedule(trips, blocks)
             table = tile_order.order_table(schedule, tiles)
         if trips is None or len(table) > tile_order.MAX_ENTRIES:
-            self.notes.append(f"T.Kernel: persistent blocks take tiles in serpentine order: a table of {tiles} tiles "
-                              f"on {blocks} blocks would pass {tile_order.MAX_ENTRIES} entries")
+            self.notes.append(f"T.Kernel at {where(launch.loc)}: persistent blocks take tiles in serpentine order: a "
+                              f"table of {tiles} tiles on {blocks} blocks would pass {tile_order.MAX_ENTRIES} entries")
             return None
         top, mean = tile_order.busiest(trips, schedule)
-        self.notes.append(f"T.Kernel: persistent blocks take tiles in a balanced order (longest first within windows "
-                          f"of {tile_order.WINDOW_ROUNDS} rounds, each to the least busy block; a table in constant "
-                          f"memory): the busiest block has {top:g} trips of the T.Pipelined loop at {here} "
-                          f"against a mean of {mean:.1f}, counting {tile_order.TILE_OVERHEAD:g} a tile")
+        self.notes.append(f"T.Kernel at {where(launch.loc)}: persistent blocks take tiles in a balanced order "
+                          f"(longest first within windows of {tile_order.WINDOW_ROUNDS} rounds, each to the least "
+                          f"busy block; a table in constant memory): the busiest block has {top:g} trips of the "
+                          f"T.Pipelined loop at {here} against a mean of {mean:.1f}, counting "
+                          f"{tile_order.TILE_OVERHEAD:g} a tile")
         self.order_blocks = blocks
         return table
 
@@ -1054,7 +1055,8 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
     body = rewrite(launch.body)
     grid, block_vars = launch.grid, launch.block_vars
     if p.persistent and not p.roles:
-        p.notes.append("T.Kernel: not persistent: that needs a warp-specialized TMA pipeline (see the notes above)")
+        p.notes.append(f"T.Kernel at {where(launch.loc)}: not persistent: that needs a warp-specialized TMA pipeline "
+                       "(see the notes above)")
     else:
         p.notes[:0] = p.cluster_notes
     if p.copies > 1 and not (p.persistent and p.roles):
