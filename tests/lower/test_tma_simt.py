@@ -997,3 +997,29 @@ def test_every_note_on_the_persistent_kernel_names_its_line(monkeypatch):
     report = tilec.JITKernel(causal, "simt:sm_90a", None, pass_configs={**WS, "persistent": 2}).report()
     assert f"T.Kernel at line {example_line('03_flash_attention', 'with T.Kernel')}: persistent blocks take tiles " \
            "in serpentine order: a table of 8 tiles on 2 blocks would pass 3 entries" in report
+
+
+@pytest.mark.parametrize("kernel", ["rows of 140 bytes", "a tile without trips"])
+def test_a_refused_persistent_kernel_says_stream_k_and_copies_go_with_it(rng, kernel):
+    """stream_k and consumers need a persistent kernel: where persistent is refused for want of a TMA pipeline (B's
+    rows of 140 bytes) or for a tile that may run no trip, they were dropped without a word (persistent without
+    warp_specialize notes both); each now says why. The kernel still runs right."""
+    if kernel == "a tile without trips":
+        g, line, M, N, K = _first_by_k_tiles, _first_by_k_tiles.launch.loc.line, 192, 64, 192
+    else:
+        M, N, K = 130, 70, 96
+        g = load_example("01_gemm").matmul(M, N, K, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+        line = example_line("01_gemm", "with T.Kernel")
+    configs = {**WS, "persistent": 2, "stream_k": True, "consumers": 2}
+    k = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs=configs)
+    report = k.report()
+    assert f"T.Kernel at line {line}: not persistent: " in report
+    assert f"T.Kernel at line {line}: not stream-K: pass config 'stream_k' needs a persistent kernel" in report
+    assert f"T.Kernel at line {line}: one copy of the consumer threads, not 2: pass config 'consumers' needs a " \
+           "persistent kernel" in report
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    if kernel == "a tile without trips":
+        ref = np.concatenate([a[r * 64:r * 64 + 64, :r * 64].astype(np.float64) @ b[:r * 64].astype(np.float64)
+                              for r in range(3)])
+    assert_close(k(a, b), ref, "float16" if g is not _first_by_k_tiles else "float32")

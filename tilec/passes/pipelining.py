@@ -691,9 +691,10 @@ class _Pipeliner:
         low = bounds(loop.extent, ranges)
         if low is None or low[0] < 1:
             # what needs a persistent kernel goes too (its ring counter and tile loop are never made)
-            self.persistent, self.stream_k, self.copies = 0, False, 1
+            self.persistent = 0
             self.notes.append(f"T.Kernel at {where(launch.loc)}: not persistent: the trip count of the T.Pipelined "
                               f"loop at {where(loop.loc)} depends on the tile and may be zero")
+            _drop_what_needs_persistent(launch, self)
             return
         if self.cluster > 1:
             self.cluster, self.cluster_dim = 1, None
@@ -1057,10 +1058,9 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
     if p.persistent and not p.roles:
         p.notes.append(f"T.Kernel at {where(launch.loc)}: not persistent: that needs a warp-specialized TMA pipeline "
                        "(see the notes above)")
+        _drop_what_needs_persistent(launch, p)
     else:
         p.notes[:0] = p.cluster_notes
-    if p.copies > 1 and not (p.persistent and p.roles):
-        p.copies = 1  # (the note above says why not persistent)
     if p.roles:  # the barrier inits, then the producer warpgroup beside the block running everything else
         stmts = list(body.stmts) if isinstance(body, SeqStmt) else [body]
         key = next(i for i, s in enumerate(stmts) if id(s) in p.roles)
@@ -1239,6 +1239,18 @@ def _copies_refusal(launch: KernelLaunch, p: _Pipeliner) -> None:
         p.notes.append(f"T.Kernel at {where(launch.loc)}: one copy of the consumer threads, "
                        f"not {p.copies}: {why}")
         p.copies = 1
+
+
+def _drop_what_needs_persistent(launch: KernelLaunch, p: _Pipeliner) -> None:
+    """Turns off the pass configs that need a persistent kernel (stream_k, consumers) once it is refused, with a
+    note for each that was on."""
+    at = f"T.Kernel at {where(launch.loc)}"
+    if p.stream_k:
+        p.notes.append(f"{at}: not stream-K: pass config 'stream_k' needs a persistent kernel")
+    if p.copies > 1:
+        p.notes.append(f"{at}: one copy of the consumer threads, not {p.copies}: pass config 'consumers' needs a "
+                       "persistent kernel")
+    p.stream_k, p.copies = False, 1
 
 
 def _private_copies(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: Stmt) -> Stmt:
