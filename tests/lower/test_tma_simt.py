@@ -1023,3 +1023,24 @@ def test_a_refused_persistent_kernel_says_stream_k_and_copies_go_with_it(rng, ke
         ref = np.concatenate([a[r * 64:r * 64 + 64, :r * 64].astype(np.float64) @ b[:r * 64].astype(np.float64)
                               for r in range(3)])
     assert_close(k(a, b), ref, "float16" if g is not _first_by_k_tiles else "float32")
+
+
+@pytest.mark.parametrize(("M", "N", "K", "empty"), [(64, 64, 0, "A"), (0, 64, 64, "A"), (64, 0, 64, "B")])
+@pytest.mark.parametrize("configs", [TMA, {**WS, "persistent": 2}], ids=["tma", "persistent"])
+def test_an_empty_tensor_gets_no_tensor_map(rng, M, N, K, empty, configs):
+    """A size of 0 (K = 0: the sums are empty; M or N = 0: no tile) got TMA loads and stores all the same, whose
+    tensor maps cuTensorMapEncodeTiled refuses (its sizes start at 1): the GPU launch raised "tensor map A_tmap0:
+    globalDim[0] = 0" for a kernel the thread interpreter and sm_80 run. The empty tensors now keep cp.async and
+    plain stores, with a note, and every tensor map of the CUDA kernel is one the driver takes."""
+    from tilec.runtime.tensor_map import check
+
+    g = load_example("01_gemm").matmul(M, N, K, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    for t in tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs=configs).state.artifacts["thread_ir"].tensor_maps:
+        check(t)
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs=configs)
+    line = example_line("01_gemm", "for k in T.Pipelined")
+    assert f"T.Pipelined at line {line}: cp.async, not TMA: '{empty}': it has a dimension of size 0 (a tensor " \
+           "map's sizes start at 1)" in kernel.report()
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    out = kernel(a, b)
+    assert out.shape == (M, N) and (out == 0).all()  # NaN-poisoned before the run: K = 0 writes zeros

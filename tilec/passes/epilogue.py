@@ -105,14 +105,16 @@ def _whole(b: Buffer) -> Region:
 
 
 def _tma_refusal(g: Buffer, tile: tuple[int, ...]) -> str | None:
-    """Why no tensor map can describe ``g`` (static shape, contiguous: the map's strides are the row-major ones,
-    every row stride a multiple of 16 bytes) with a box of the tile's rows (at most 256), or None where one can. A
-    ``T.StridedTensor`` keeps the staged stores, which follow its strides."""
+    """Why no tensor map can describe ``g`` (static shape, no size 0, contiguous: the map's strides are the
+    row-major ones, every row stride a multiple of 16 bytes) with a box of the tile's rows (at most 256), or None
+    where one can. A ``T.StridedTensor`` keeps the staged stores, which follow its strides."""
     shape = g.static_shape
     if shape is None:
         return f"'{g.name}' has a symbolic shape (a tensor map's sizes are fixed at compile time)"
     if g.strides is not None:
         return f"'{g.name}' is a T.StridedTensor (a tensor map's rows would be row-major)"
+    if 0 in shape:
+        return f"'{g.name}' has a dimension of size 0 (a tensor map's sizes start at 1)"
     row = shape[-1] * g.dtype.bits // 8
     if row % 16:
         return f"'{g.name}' has rows of {row} bytes, not a multiple of 16 (a tensor map's row pitch)"

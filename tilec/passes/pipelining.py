@@ -919,8 +919,8 @@ class _Pipeliner:
 
 def tma_box_refusal(c: Copy) -> str | None:
     """Why TMA cannot do copy ``c`` (a global->shared tile), or None: the source a contiguous tensor of
-    compile-time shape (rank <= 5, 16-byte row strides), the tile 2-D with the tensor's innermost dimension as its
-    columns, boxes of at most 256 rows, each 16-byte-multiple panel (or row) one box."""
+    compile-time shape (rank <= 5, no size 0, 16-byte row strides), the tile 2-D with the tensor's innermost
+    dimension as its columns, boxes of at most 256 rows, each 16-byte-multiple panel (or row) one box."""
     from tilec.lower.layouts import swizzle_bytes
 
     src, dst = c.src.buffer, c.dst.buffer
@@ -931,6 +931,8 @@ def tma_box_refusal(c: Copy) -> str | None:
     shape = src.shape
     if src.strides is not None or not all(isinstance(d, int) for d in shape) or not 1 <= len(shape) <= 5:
         return f"{src.name!r}: TMA here needs a contiguous tensor of rank 1-5 with compile-time sizes"
+    if 0 in shape:
+        return f"{src.name!r}: it has a dimension of size 0 (a tensor map's sizes start at 1)"
     eb = src.dtype.bits // 8
     if len(shape) > 1 and int(shape[-1]) * eb % 16:  # every row stride is a multiple of the innermost one
         return f"{src.name!r}: its rows of {int(shape[-1]) * eb} bytes are not a multiple of 16"
