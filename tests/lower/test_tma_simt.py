@@ -776,7 +776,8 @@ def test_persistent_launch_grid_is_the_lowered_one():
 
     g = load_example("01_gemm").matmul(1024, 1024, 512, block_M=128, block_N=256, block_K=64, threads=256).prim_func
     kernel = tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs={**WS, "persistent": True})
-    assert "persistent, 132 blocks loop over the tiles of the grid" in kernel.report()
+    assert "persistent, 32 blocks loop over the tiles of the grid (the grid has 32 tiles, fewer than the 132 " \
+           "blocks of pass config 'persistent')" in kernel.report()
     tk = kernel.state.artifacts["thread_ir"]
     assert _grid_fn(grid_code(tk.grid, tk.dyn_vars))() == (32, 1, 1)  # 4 x 8 tiles on 32 of the 132 blocks
     assert _grid_fn(grid_code(g.launch.grid, g.dyn_vars))() == (4, 8, 1)
@@ -1044,3 +1045,21 @@ def test_an_empty_tensor_gets_no_tensor_map(rng, M, N, K, empty, configs):
     a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
     out = kernel(a, b)
     assert out.shape == (M, N) and (out == 0).all()  # NaN-poisoned before the run: K = 0 writes zeros
+
+
+@pytest.mark.parametrize(("M", "blocks", "cluster", "launched"), [(130, 11, 0, 9), (130, 3, 0, 3), (200, 12, 2, 8)])
+def test_persistent_with_fewer_tiles_than_blocks_names_the_blocks_launched(rng, M, blocks, cluster, launched):
+    """9 tiles (8 in clusters of 2: 4 groups) on 11 (12) persistent blocks: the kernel launches one block a tile (a
+    cluster a group), but the note said "persistent, 11 blocks loop over the tiles of the grid"; it now names the
+    blocks launched and why fewer than asked. Every tile once, against numpy (outputs start as NaN)."""
+    N, K = 136 if not cluster else 128, 96
+    g = load_example("01_gemm").matmul(M, N, K, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": blocks, "cluster": cluster})
+    tiles = -(-M // 64) * -(-N // 64)
+    note = f"persistent, {launched} blocks loop over the tiles of the grid"
+    fewer = f"the grid has {tiles} tiles, fewer than the {blocks} blocks of pass config 'persistent'"
+    report = kernel.report()
+    assert note in report and (fewer in report) == (launched < blocks), report
+    assert [int(d.value) for d in kernel.state.artifacts["thread_ir"].grid] == [launched]
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")

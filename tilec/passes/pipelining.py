@@ -1134,8 +1134,12 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
                                                                               loc=s.loc),
                              (("tiles", True), ("lets", ((var, Load(ring, ())),))), loc=s.loc)), loc=s.loc)
                 for s in (producer, consumer)]
-    p.notes.append(f"T.Kernel at {here}: persistent, {P} blocks loop over the tiles of the grid{order}")
     blocks = binop("min", tiles, P) if n == 1 else binop("*", binop("min", tiles, P // n), n)
+    launched = blocks.value if isinstance(blocks, Const) else P  # one block a tile where tiles are fewer
+    if launched < P:
+        order += f" (the grid has {int(_product(list(launch.grid)).value)} tiles, fewer than the {P} blocks of " \
+                 "pass config 'persistent')"
+    p.notes.append(f"T.Kernel at {here}: persistent, {launched} blocks loop over the tiles of the grid{order}")
     return (blocks,), (pid,), wrap[0], wrap[1]
 
 
