@@ -123,6 +123,12 @@ def test_the_cuda_source_owns_its_workspace():
     ({"persistent": 4}, {"M": 256, "N": 256}, "the 16 tiles fill whole rounds of 4 blocks"),
     ({"persistent": 6, "cluster": 2}, {"M": 320, "N": 256}, "in clusters"),
     ({"persistent": 5}, {"K": 64}, "2 iterations of the pipelined loop a tile are too few to share out"),
+    ({"persistent": 5}, {"K": 32}, "1 iteration of the pipelined loop a tile is too few to share out (at least 8)"),
+    # fewer tiles than blocks: it said "the 9 tiles fill whole rounds of 9 blocks" (or "the 1 tiles ... of 1 blocks")
+    ({"persistent": 11}, {"M": 130, "N": 136}, "9 tiles in the grid, fewer than the 11 blocks of pass config "
+     "'persistent' (one tile a block, none to share out)"),
+    ({"persistent": 2}, {"M": 64, "N": 64}, "1 tile in the grid, fewer than the 2 blocks of pass config "
+     "'persistent' (one tile a block, none to share out)"),
 ])
 def test_refusals(configs, kw, why):
     k = _gemm(kw.get("M", 256), kw.get("N", 192), kw.get("K", 256), {**configs, "stream_k": True}, block_M=64,

@@ -1158,6 +1158,9 @@ def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[S
         tiles, n = int(_product(dims).value), int(loop.extent.value)
         schedule = stream_k.plan(tiles, n, min(tiles, p.persistent))
         why = schedule if isinstance(schedule, str) else None
+        if tiles < p.persistent:  # a block a tile: the plan saw whole rounds of as many blocks
+            why = f"{tiles} tile{'s' * (tiles != 1)} in the grid, fewer than the {p.persistent} blocks of pass " \
+                  "config 'persistent' (one tile a block, none to share out)"
     if why is not None:
         p.notes.append(f"T.Kernel at {here}: not stream-K: {why}")
         return None

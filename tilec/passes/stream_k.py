@@ -46,7 +46,9 @@ def plan(tiles: int, trips: int, blocks: int) -> Plan | str:
     if rem == 0:
         return f"the {tiles} tiles fill whole rounds of {blocks} blocks"
     if trips < MIN_TRIPS:
-        return f"{trips} iterations of the pipelined loop a tile are too few to share out (at least {MIN_TRIPS})"
+        some = f"{trips} iteration of the pipelined loop a tile is" if trips == 1 else \
+            f"{trips} iterations of the pipelined loop a tile are"
+        return f"{some} too few to share out (at least {MIN_TRIPS})"
     shared = rem if 2 * rem >= blocks else rem + blocks  # each block at least half a tile: at most 3 parts a tile
     return Plan(blocks, trips, (tiles - shared) // blocks, shared)
 
