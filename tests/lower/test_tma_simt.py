@@ -1047,17 +1047,20 @@ def test_an_empty_tensor_gets_no_tensor_map(rng, M, N, K, empty, configs):
     assert out.shape == (M, N) and (out == 0).all()  # NaN-poisoned before the run: K = 0 writes zeros
 
 
-@pytest.mark.parametrize(("M", "blocks", "cluster", "launched"), [(130, 11, 0, 9), (130, 3, 0, 3), (200, 12, 2, 8)])
+@pytest.mark.parametrize(("M", "blocks", "cluster", "launched"), [(130, 11, 0, 9), (130, 3, 0, 3), (200, 12, 2, 8),
+                                                              (40, 2, 0, 1)])
 def test_persistent_with_fewer_tiles_than_blocks_names_the_blocks_launched(rng, M, blocks, cluster, launched):
-    """9 tiles (8 in clusters of 2: 4 groups) on 11 (12) persistent blocks: the kernel launches one block a tile (a
-    cluster a group), but the note said "persistent, 11 blocks loop over the tiles of the grid"; it now names the
-    blocks launched and why fewer than asked. Every tile once, against numpy (outputs start as NaN)."""
-    N, K = 136 if not cluster else 128, 96
+    """9 tiles (8 in clusters of 2: 4 groups; or 1) on 11 (12; 2) persistent blocks: the kernel launches one block a
+    tile (a cluster a group), but the note said "persistent, 11 blocks loop over the tiles of the grid"; it now names
+    the blocks launched and why fewer than asked. Every tile once, against numpy (outputs start as NaN)."""
+    N, K = (136 if not cluster else 128) if M > 64 else 40, 96
     g = load_example("01_gemm").matmul(M, N, K, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
     kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": blocks, "cluster": cluster})
     tiles = -(-M // 64) * -(-N // 64)
-    note = f"persistent, {launched} blocks loop over the tiles of the grid"
-    fewer = f"the grid has {tiles} tiles, fewer than the {blocks} blocks of pass config 'persistent'"
+    note = f"persistent, {launched} blocks loop over the tiles of the grid" if launched > 1 else \
+        "persistent, 1 block loops over the tiles of the grid"
+    fewer = f"the grid has {tiles} tile{'s' * (tiles > 1)}, fewer than the {blocks} blocks of pass config " \
+        "'persistent'"
     report = kernel.report()
     assert note in report and (fewer in report) == (launched < blocks), report
     assert [int(d.value) for d in kernel.state.artifacts["thread_ir"].grid] == [launched]

@@ -1137,9 +1137,11 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
     blocks = binop("min", tiles, P) if n == 1 else binop("*", binop("min", tiles, P // n), n)
     launched = blocks.value if isinstance(blocks, Const) else P  # one block a tile where tiles are fewer
     if launched < P:
-        order += f" (the grid has {int(_product(list(launch.grid)).value)} tiles, fewer than the {P} blocks of " \
-                 "pass config 'persistent')"
-    p.notes.append(f"T.Kernel at {here}: persistent, {launched} blocks loop over the tiles of the grid{order}")
+        tiles_all = int(_product(list(launch.grid)).value)
+        order += f" (the grid has {tiles_all} tile{'s' * (tiles_all != 1)}, fewer than the {P} blocks of pass " \
+                 "config 'persistent')"
+    who = "1 block loops" if launched == 1 else f"{launched} blocks loop"
+    p.notes.append(f"T.Kernel at {here}: persistent, {who} over the tiles of the grid{order}")
     return (blocks,), (pid,), wrap[0], wrap[1]
 
 
