@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import assert_close, example_line, load_example, randn
+from conftest import assert_close, example_line, load_example, poisoned, randn
 
 import tilec
 from tilec.ir.visit import transform
@@ -58,7 +58,7 @@ def test_tma_store_needs_a_tensor_map_and_the_barrier_before_it(rng):
 
     tiles = {"block_M": 64, "block_N": 128, "block_K": 32, "threads": 128, "num_stages": 3}
     odd = _gemm(100, 1001, 96, "simt:sm_90a", {"wgmma": True, "tma": True}, **tiles)
-    assert "goes out through shared memory (C_f_stage, over A_s, B_s), in 16-byte vectors" in odd.report()
+    assert "goes out through shared memory (C_f_stage, over A_s, B_s), one element (2 bytes) a store" in odd.report()
     k = _gemm(100, 200, 96, "simt:sm_90a", {"wgmma": True, "tma": True}, **tiles)
     tk = k.state.artifacts["thread_ir"]
 
@@ -229,6 +229,47 @@ def test_a_strided_output_keeps_the_staged_stores(rng, configs):
     assert np.isnan(full[:, N:]).all()  # the rows' gaps untouched
 
 
+@pytest.mark.parametrize(("N", "dtype", "configs", "width"), [
+    (68, "float16", {"wgmma": True, "tma": True}, 8), (1001, "float16", {"wgmma": True, "tma": True}, 2),
+    (66, "float16", {"wgmma": True, "tma": False}, 4), (200, "float16", MMA, 16),
+    (200, "float16", {**MMA, "coalesced_width": 2}, 4)])
+def test_the_staged_store_note_names_the_vectors_the_cuda_stores(rng, N, dtype, configs, width):
+    """The staged epilogue's note said "in 16-byte vectors" whatever the CUDA stored: C of 68 float16 columns
+    (136-byte rows) goes out in 8-byte uint2 vectors, 1001 columns element by element, 66 in 4-byte ones. The note
+    now names the width of the stores the CUDA makes (the tensor's rows, the tile's columns, coalesced_width)."""
+    import tilec.language as T
+
+    M, K = 72, 64
+    configs = dict(configs)
+    run = configs.pop("coalesced_width", None)
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(N, 64), T.ceildiv(M, 64), threads=128) as (bx, by):
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((64, 32), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, 32), num_stages=2):
+                T.copy(A[by * 64, k * 32], A_s)
+                T.copy(B[bx * 64, k * 32], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=True)
+            T.copy(C_f, C[by * 64, bx * 64], coalesced_width=run)  # staged-store
+
+    line = next(i + 1 for i, t in enumerate(open(__file__).read().splitlines()) if t.endswith("# staged-store"))
+    kind = {16: "uint4", 8: "uint2", 4: "unsigned"}.get(width)
+    how = f"in {width}-byte vectors" if kind else f"one element ({width} bytes) a store"
+    src = tilec.JITKernel(main, "cuda:sm_90a", pass_configs=configs).get_kernel_source()
+    store = next(t for t in src.splitlines() if "C[(" in t and "C_f_stage[" in t)  # the staged tile's store
+    assert (f"*reinterpret_cast<{kind}*>(&C[" in store) if kind else store.lstrip().startswith("C[")
+    kernel = tilec.JITKernel(main, "simt:sm_90a", pass_configs=configs)
+    assert f"T.copy at line {line}: C_f goes out through shared memory (C_f_stage, over A_s, B_s), {how}" \
+        in kernel.report()
+    a, b, c = randn(rng, (M, K), "float16"), randn(rng, (N, K), "float16"), poisoned((M, N), dtype)
+    kernel(a, b, c)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64).T, dtype)
+
+
 @pytest.mark.parametrize("configs", [{"wgmma": True, "tma": True}, {**TMA_WS, "persistent": 2}])
 def test_an_output_without_a_tensor_map_says_why_it_has_no_tma_stores(rng, configs):
     """C of 68 float16 columns (rows of 136 bytes): no tensor map can describe it, so its tile leaves by plain
@@ -255,7 +296,7 @@ def test_an_output_without_a_tensor_map_says_why_it_has_no_tma_stores(rng, confi
     line = next(i + 1 for i, t in enumerate(open(__file__).read().splitlines()) if t.endswith("# no-tma-store"))
     kernel = tilec.JITKernel(main, "simt:sm_90a", [-1], pass_configs=configs)
     how = "the accumulator is stored directly" if configs.get("persistent") else \
-        "C_f goes out through shared memory (C_f_stage, over A_s, B_s), in 16-byte vectors"
+        "C_f goes out through shared memory (C_f_stage, over A_s, B_s), in 8-byte vectors"
     assert (f"T.copy at line {line}: {how}, not by TMA stores: 'C' has rows of 136 bytes, not a "
             "multiple of 16 (a tensor map's row pitch)") in kernel.report()
     a, b = randn(rng, (M, K), "float16"), randn(rng, (N, K), "float16")

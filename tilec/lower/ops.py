@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -287,9 +288,7 @@ def _vector(lw: Lowerer, d: Region, s: Region, ext: list[int], run: int | None =
     if s.dtype is not d.dtype or d.dtype.bits < 8 or d.buffer.scope in ("local", "var") or \
             s.buffer.scope in ("local", "var"):
         return 1
-    v = vector_width(d.dtype, ext[-1])
-    while v > 1 and not ((run or v) % v == 0 and _contiguous(lw, d, v) and _contiguous(lw, s, v)):
-        v //= 2
+    v = widest_vector(d.dtype, ext[-1], run, lambda v: _contiguous(lw, d, v) and _contiguous(lw, s, v))
     nbytes = v * d.dtype.bits // 8
     for r in (s, d):
         if v > 1 and r.buffer.scope == "global":  # the launch checks that the tensor's data is this aligned
@@ -297,21 +296,43 @@ def _vector(lw: Lowerer, d: Region, s: Region, ext: list[int], run: int | None =
     return v
 
 
+def widest_vector(dtype: dt.DType, inner: int, run: int | None, ok: Callable[[int], bool]) -> int:
+    """The widest access (elements, 16 bytes down to one element) dividing the innermost extent ``inner`` and
+    ``run`` (a copy's ``coalesced_width``, if given) for which ``ok`` holds (both sides contiguous)."""
+    v = vector_width(dtype, inner)
+    while v > 1 and not ((run or v) % v == 0 and ok(v)):
+        v //= 2
+    return v
+
+
+def global_contiguous(r: Region, v: int) -> bool:
+    """Chunks of ``v`` elements along the last dimension of region ``r`` of a global tensor are contiguous and
+    ``v``-aligned in memory (the staged epilogue's note names the width this allows, :mod:`tilec.passes.epilogue`)."""
+    if not _start_aligned(r, v):
+        return False
+    buf = r.buffer
+    if buf.strides is not None and not (buf.strides[-1] == 1 and all(isinstance(x, int) and x % v == 0
+                                                                       for x in buf.strides[:-1])):
+        return False
+    inner = buf.shape[-1]
+    return isinstance(inner, int) and inner % v == 0 and all(isinstance(x, int) for x in buf.shape[1:])
+
+
+def _start_aligned(r: Region, v: int) -> bool:
+    from tilec.ir.affine import linear
+
+    form = linear(as_expr(r.starts[-1]))
+    return form is not None and not any(k is not None and c % v for k, c in form.items()) and \
+        not form.get(None, 0) % v
+
+
 def _contiguous(lw: Lowerer, r: Region, v: int) -> bool:
     """Chunks of ``v`` elements along the region's last dimension are contiguous and ``v``-aligned in memory."""
     buf = r.buffer
-    last_start = as_expr(r.starts[-1])
-    from tilec.ir.affine import linear
-
-    form = linear(last_start)
-    if form is None or any(k is not None and c % v for k, c in form.items()) or form.get(None, 0) % v:
-        return False
     if buf.scope == "global":
-        if buf.strides is not None and not (buf.strides[-1] == 1 and all(isinstance(x, int) and x % v == 0
-                                                                           for x in buf.strides[:-1])):
-            return False
-        inner = buf.shape[-1]
-        return isinstance(inner, int) and inner % v == 0 and all(isinstance(x, int) for x in buf.shape[1:])
+        return global_contiguous(r, v)
+    if not _start_aligned(r, v):
+        return False
     table = lw.shared_layout(buf).eval_table().reshape(tuple(int(x) for x in buf.shape))
     rows = table.reshape(-1, table.shape[-1])
     if rows.shape[1] % v:

@@ -123,6 +123,18 @@ def _tma_refusal(g: Buffer, tile: tuple[int, ...]) -> str | None:
     return None
 
 
+def _vectors(c: Copy) -> str:
+    """The stores of the staged tile to ``c``'s destination, in words: as wide as the lowering makes them
+    (:func:`tilec.lower.ops.widest_vector`; the staging tile's swizzle keeps 16-byte runs of a row contiguous, so
+    the global side and ``coalesced_width`` decide)."""
+    from tilec.lower.ops import global_contiguous, widest_vector
+
+    g = c.dst.buffer
+    v = widest_vector(g.dtype, int(c.dst.extents[-1]), c.coalesced_width, lambda v: global_contiguous(c.dst, v))
+    nbytes = v * g.dtype.bits // 8
+    return f"in {nbytes}-byte vectors" if v > 1 else f"one element ({nbytes} bytes) a store"
+
+
 SLACK = 2048  # bytes kept free for the arena's 1024-byte alignment and the mbarriers
 
 
@@ -292,7 +304,7 @@ class _Stager:
         why = _tma_refusal(g, shape) if self.tma else None
         tma = self.tma and why is None and not c.disable_tma
         self.notes.append(f"T.copy at {here}: {f.name} goes out through shared memory ({stage.name}, over "
-                          f"{', '.join(u.name for u in fits)}), " + ("by TMA stores" if tma else "in 16-byte vectors")
+                          f"{', '.join(u.name for u in fits)}), " + ("by TMA stores" if tma else _vectors(c))
                           + (f", not by TMA stores: {why}" if why else " (disable_tma=True)" if self.tma and
                              c.disable_tma else ""))
         zero = tuple(const(0) for _ in shape)
