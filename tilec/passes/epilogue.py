@@ -62,10 +62,10 @@ from tilec.target import Target
 
 def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
     """``func`` with its accumulator stores staged (the same object when none is)."""
-    if not target.arch.startswith("sm_") or not (options or {}).get("stage_epilogue", True):
-        return func, []
     launch = func.launch
     opts = options or {}
+    if not target.arch.startswith("sm_") or not opts.get("stage_epilogue", True):
+        return func, _inert(launch, opts, None)
     tma = bool(opts.get("tma")) and opts.get("tma_store", True) and target.arch == "sm_90a"
     from tilec.passes.pipelining import smem_limit
 
@@ -73,10 +73,26 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None)
                  opts.get("store_buffers", 2))
     body = st.seq(launch.body, top=True)
     if not st.new and not st.own:
-        return func, st.notes
+        return func, st.notes + _inert(launch, opts, st)
     new = dataclasses.replace(launch, body=body, allocs=launch.allocs + tuple(b for b, _ in st.new) + tuple(st.own),
                               overlays=launch.overlays + tuple(st.new))
-    return dataclasses.replace(func, body=new), st.notes
+    return dataclasses.replace(func, body=new), st.notes + _inert(launch, opts, st)
+
+
+def _inert(launch: KernelLaunch, opts: dict, st: _Stager | None) -> list[str]:
+    """A note for each of pass configs ``store_buffers`` and ``stage_handoff`` the user gave where no staged tile
+    gave it a choice (:meth:`_Stager.stage_in_loop`)."""
+    at = f"T.Kernel at {where(launch.loc)}"
+    notes = []
+    if "store_buffers" in opts and (st is None or not st.chunked):
+        why = st.unchunked if st is not None and st.unchunked else \
+            "no accumulator is staged in a persistent kernel's tile loop"
+        notes.append(f"{at}: pass config 'store_buffers' has no effect: it alternates the column chunks of an "
+                     f"accumulator staged by TMA stores in a persistent kernel's tile loop, and {why}")
+    if "stage_handoff" in opts and (st is None or not st.handed):
+        notes.append(f"{at}: pass config 'stage_handoff' has no effect: it hands a one-chunk staged tile between "
+                     "the consumer warpgroups of a rotated loop taking turns, and no staged tile follows such a loop")
+    return notes
 
 
 def _after_rotated(stmts: list[Stmt], early: list[Stmt]) -> list[Stmt]:
@@ -167,6 +183,9 @@ class _Stager:
         self.copies: tuple[int, Any] = (1, None)  # the consumers' copies (WarpRoles.copies) and their index var
         self.by: dict[int, int] = {}  # staging tiles (id) whose stores a warpgroup issues -> that warpgroup
         self.early: list[Stmt] = []  # a handoff's first statements, for the rotated loop's last part (stage_in_loop)
+        # whether pass configs store_buffers and stage_handoff had a choice to make (stage_in_loop), and why not
+        self.chunked = self.handed = False
+        self.unchunked = ""
 
     def seq(self, s: Stmt, top: bool = False, looped: bool = False) -> Stmt:
         """The statement sequence ``s`` with its eligible stores staged (recursing into the consumers' part and into
@@ -227,7 +246,13 @@ class _Stager:
                               + f", {max(free, 0)} are free")
             return None
         # chunks in two buffers of half the width, in turn: a chunk's write waits for the store two chunks back
-        double = self.buffers == 2 and copies == 1 and cols // width >= 2 and width % (2 * panel) == 0
+        halves = copies == 1 and cols // width >= 2 and width % (2 * panel) == 0
+        self.chunked |= halves
+        self.unchunked = self.unchunked or ("" if halves else f"each of the {copies} copies of the consumers stages "
+                                            "in a tile of its own" if copies > 1 else f"{f.name}_stage is written in "
+                                            "one chunk" if width == cols else f"{f.name}_stage's chunks are one "
+                                            "swizzle panel wide")
+        double = self.buffers == 2 and halves
         width //= 2 if double else 1
         lead = (copies,) if copies > 1 else (2,) if double else ()
         stage = Buffer(f"{f.name}_stage", lead + (rows, width), g.dtype, "shared", loc=c.loc)
@@ -244,8 +269,10 @@ class _Stager:
                           f"{f', {chunks} chunks' if chunks > 1 else ''}{' in turn' if double else ''}"
                           f"{f', one for each of {copies} copies of the consumers' if copies > 1 else ''}) by TMA "
                           "stores that overlap what follows")
-        groups = self.turns(before) if self.handoff else 0
-        if chunks == 1 and groups > 1:  # warpgroups taking turns hand the tile on without a barrier of them all
+        groups = self.turns(before)
+        self.handed |= chunks == 1 and groups > 1
+        # warpgroups taking turns hand the tile on without a barrier of them all
+        if chunks == 1 and groups > 1 and self.handoff:
             self.by[id(stage)] = last = groups - 1
             self.early = [TmaStoreWait(mine, last, loc=c.loc), StageHandoff(mine, "freed", groups, loc=c.loc)]
             self.notes.append(f"T.copy at {here}: the {groups} consumer warpgroups hand {stage.name} on by named "

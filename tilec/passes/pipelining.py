@@ -1038,7 +1038,7 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
     the pass configs (with ``wgmma``, wgmma groups overlap the next trip unless ``wgmma_overlap`` is False)."""
     launch = func.launch
     if not any(isinstance(n, For) and n.kind == "pipelined" for n in walk(launch.body)):
-        return func, []
+        return func, _tile_order_inert(launch, options, None)
     p = _Pipeliner(func, target, options)
 
     top = set(map(id, launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)))
@@ -1083,7 +1083,18 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
     overlays = tuple((b, tuple(p.replaced.get(u, u) for u in under)) for b, under in launch.overlays)
     new_launch: KernelLaunch = dataclasses.replace(launch, body=body, allocs=allocs, layout_map=layout_map, grid=grid,
                                                    block_vars=block_vars, overlays=overlays)
-    return dataclasses.replace(func, body=new_launch), p.notes
+    return dataclasses.replace(func, body=new_launch), p.notes + _tile_order_inert(launch, options, p)
+
+
+def _tile_order_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) -> list[str]:
+    """A note when the user gave pass config ``tile_order`` and no tile loop counts its trips (:meth:`_Pipeliner.
+    count_trips`): the kernel is not persistent, or its loop's trip count does not depend on the tile."""
+    if "tile_order" not in (options or {}) or (p is not None and p.persistent and p.roles and p.base is not None):
+        return []
+    why = "the kernel is not persistent" if p is None or not (p.persistent and p.roles) else \
+        "the trip count of no T.Pipelined loop depends on the tile"
+    return [f"T.Kernel at {where(launch.loc)}: pass config 'tile_order' has no effect: it orders the tiles of a "
+            f"persistent kernel whose T.Pipelined loop's trip count depends on the tile, and {why}"]
 
 
 def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: Stmt) -> tuple:
