@@ -110,7 +110,8 @@ def test_the_cuda_source_owns_its_workspace():
               block_K=64, threads=256, panel=8)
     assert "15 rounds of whole tiles, then the last 68 tiles shared out by iterations of the T.Pipelined loop at " \
            "line" in k.report()
-    assert "65.9 of 128 a block" in k.report() and "launches of this kernel must not overlap" in k.report()
+    assert "65.9 k-iterations a block, of 128 a tile" in k.report()
+    assert "launches of this kernel must not overlap" in k.report()
     src = k.get_kernel_source()
     assert "__device__ __align__(16) float sk_partials[4325376];" in src  # 132 slots of 128 x 256
     assert "__device__ __align__(16) int sk_flags[132];" in src
@@ -155,3 +156,19 @@ def test_a_part_that_saves_nothing_is_named(rng, monkeypatch):
     a, b = randn(rng, (300, 256), "float16"), randn(rng, (256, 184), "float16")
     with pytest.raises(RaceError, match=r"a wait for flag sk_flags\[0\], which no block has set"):
         k(a, b)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_persistent_note_of_panels_of_one_row_and_of_stream_k_reads_in_words(rng, stream):
+    """T.use_swizzle(1) read "in panels of 1 rows", and stream-K's share "(stream-K: 6.0 of 8 a block" named
+    neither number; now "in panels of 1 row" and "6.0 k-iterations a block, of 8 a tile" (5 x 3 tiles on 4 blocks,
+    the last 3 tiles of 8 iterations shared out: 24 / 4)."""
+    M, N, K = 300, 184, 256
+    g = load_example("01_gemm").matmul(M, N, K, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
+    g = dataclasses.replace(g, body=dataclasses.replace(g.launch, swizzle=(1, "row")))
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 4, "stream_k": stream})
+    report = kernel.report()
+    assert "persistent, 4 blocks loop over the tiles of the grid in panels of 1 row (T.use_swizzle)" in report
+    assert ("(stream-K: 6.0 k-iterations a block, of 8 a tile; " in report) is stream
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")

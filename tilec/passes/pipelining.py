@@ -1123,7 +1123,7 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
         sub[v] = binop("+", binop("*", sub[v], n), binop("%", pid, n))
     here = where(launch.loc)
     order = "" if launch.swizzle is None or len(dims) < 2 else \
-        f" in panels of {launch.swizzle[0]} {'columns' if launch.swizzle[1] == 'column' else 'rows'} (T.use_swizzle)"
+        f" in {_panels(launch.swizzle)} (T.use_swizzle)"
     if n > 1:
         order += f", in clusters of {n} blocks whose tiles neighbour along grid dimension {dim} ({'xyz'[dim]})"
     if p.base is None:
@@ -1207,17 +1207,16 @@ def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[S
                       loc=s.loc)] if schedule.dp_rounds else []
         roles.append(SeqStmt((*rounds, For(j, part.count, "serial", substitute(sk, shared), (("tiles", True),) + lets,
                                            loc=s.loc))))
-    order = "" if launch.swizzle is None else f" in panels of {launch.swizzle[0]} " \
-        f"{'columns' if launch.swizzle[1] == 'column' else 'rows'} (T.use_swizzle)"
+    order = "" if launch.swizzle is None else f" in {_panels(launch.swizzle)} (T.use_swizzle)"
     def count(n: int, what: str) -> str:
         return f"{n} {what}{'s' * (n != 1)}"
 
     p.notes.append(f"T.Kernel at {here}: persistent, {P} blocks loop over the tiles of the grid{order}: "
                    f"{count(schedule.dp_rounds, 'round')} of whole tiles, then the last "
                    f"{count(schedule.sk_tiles, 'tile')} shared out by iterations of the T.Pipelined loop at "
-                   f"{where(loop.loc)} (stream-K: {schedule.span / P:.1f} of {n} a block; a block's "
-                   f"partial sums of {acc.name!r} go through a workspace of {P * acc.numel * 4 // 1024} KB the module "
-                   "owns, so launches of this kernel must not overlap)")
+                   f"{where(loop.loc)} (stream-K: {schedule.span / P:.1f} k-iterations a block, of {n} a tile; a "
+                   f"block's partial sums of {acc.name!r} go through a workspace of {P * acc.numel * 4 // 1024} KB the "
+                   "module owns, so launches of this kernel must not overlap)")
     return (const(P),), (p.pid,), roles[0], roles[1]
 
 
@@ -1261,6 +1260,12 @@ def _copies_refusal(launch: KernelLaunch, p: _Pipeliner) -> None:
         p.notes.append(f"T.Kernel at {where(launch.loc)}: one copy of the consumer threads, "
                        f"not {p.copies}: {why}")
         p.copies = 1
+
+
+def _panels(swizzle: tuple[int, str]) -> str:
+    """``T.use_swizzle``'s panels in words: "panels of 4 rows", "panels of 1 column"."""
+    size, order = swizzle
+    return f"panels of {size} {'column' if order == 'column' else 'row'}{'s' * (size != 1)}"
 
 
 def _drop_what_needs_persistent(launch: KernelLaunch, p: _Pipeliner) -> None:
