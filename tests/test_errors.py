@@ -935,6 +935,38 @@ def test_a_parameter_default_the_call_cannot_pass_is_refused_at_its_line(default
     assert_points_at(ei.value, "tensor-default" if default == "tensor" else "scalar-default")
 
 
+@pytest.mark.parametrize("bad", ["x", "square", 3])
+def test_a_gemm_warp_policy_that_is_none_names_the_policies(bad):
+    """T.GemmWarpPolicy("x") raised the enum's own "'x' is not a valid GemmWarpPolicy", naming none of the
+    policies; it is a TilecValueError (still a ValueError) that names them."""
+    with pytest.raises(TilecValueError, match=rf"T.GemmWarpPolicy: {re.escape(repr(bad))} is not a policy; expected "
+                       "one of 'Square', 'FullRow', 'FullCol'") as ei:
+        T.GemmWarpPolicy(bad)
+    assert isinstance(ei.value, ValueError)
+    assert T.GemmWarpPolicy("FullRow") is T.GemmWarpPolicy.FullRow
+
+
+@pytest.mark.parametrize(("kind", "arch", "message"), [
+    ("bogus", "x", "unknown target 'bogus:x'; expected 'auto', 'cpu'"),
+    ("cuda", "sm_70", "target 'cuda:sm_70': unknown cuda architecture 'sm_70'; expected one of sm_80"),
+    ("hip", "sm_90a", "target 'hip:sm_90a': unknown hip architecture 'sm_90a'; expected one of gfx90a, gfx942"),
+    ("simt", "gfx1100", "target 'simt:gfx1100': unknown architecture 'gfx1100' for simt"),
+    ("simt", "", "target 'simt': unknown architecture '' for simt"),
+    ("cpu", "sm_80", "unknown target 'cpu:sm_80'"),
+])
+def test_a_target_built_directly_is_checked_like_a_parsed_one(kind, arch, message):
+    """tilec.Target("bogus", "x") built a target with no check (a kernel for it failed later, far from the cause);
+    its constructor now refuses what parse_target refuses, with the same message."""
+    with pytest.raises(TilecValueError, match=re.escape(message)):
+        tilec.Target(kind, arch)
+    if kind != "simt" or arch:
+        with pytest.raises(TilecValueError, match=re.escape(message)):
+            tilec.target.parse_target(f"{kind}:{arch}")
+    assert tilec.Target("cuda", "sm_90a") == tilec.target.parse_target("cuda:sm_90a")
+    assert tilec.Target("simt", "gfx90a") == tilec.target.parse_target("simt:gfx90a")
+    assert tilec.Target("cuda") == tilec.target.parse_target("cuda") and tilec.Target("cpu") == tilec.Target("cpu", "")
+
+
 def test_bad_primitive_arguments():
     with pytest.raises(TilecTypeError, match="T.Kernel: at most 1024 threads per block, got 2048"):
         T.Kernel(4, threads=2048)

@@ -45,6 +45,11 @@ class Target:
     kind: str
     arch: str = ""
 
+    def __post_init__(self) -> None:
+        why = _refusal(str(self), self.kind, self.arch)
+        if why is not None:
+            raise TilecValueError(why)
+
     @property
     def backend(self) -> str:
         """The backend whose instructions the kernel is lowered for: ``cpu``, ``cuda`` or ``hip``."""
@@ -93,20 +98,28 @@ def parse_target(value: str | Target | None) -> Target:
             return Target("cuda")
         return Target("hip") if amd_gpu_available() else Target("cpu")
     kind, _, arch = text.partition(":")
-    if kind == "cpu" and not arch:
-        return Target("cpu")
-    if kind in ("cuda", "hip"):
-        if arch and arch not in _ARCHS[kind]:
-            raise TilecValueError(f"target {value!r}: unknown {kind} architecture {arch!r}; expected one of "
-                                  f"{', '.join(_ARCHS[kind])}")
-        return Target(kind, arch)
     if kind == "simt":
         arch = arch or "sm_80"
-        if arch not in _ARCHS["cuda"] + _ARCHS["hip"]:
-            raise TilecValueError(f"target {value!r}: unknown architecture {arch!r} for simt")
-        return Target("simt", arch)
-    raise TilecValueError(f"unknown target {value!r}; expected 'auto', 'cpu', 'cuda', 'cuda:sm_80', 'cuda:sm_90a', "
-                          f"'hip:gfx90a', 'hip:gfx942' or 'simt:<arch>'")
+    why = _refusal(value, kind, arch)
+    if why is not None:
+        raise TilecValueError(why)
+    return Target(kind, arch)
+
+
+def _refusal(value: str, kind: str, arch: str) -> str | None:
+    """Why ``kind`` and ``arch`` (written ``value``) name no target, or None (parse_target and Target's
+    constructor, which say the same)."""
+    if kind == "cpu" and not arch:
+        return None
+    if kind in ("cuda", "hip"):
+        if arch and arch not in _ARCHS[kind]:
+            return f"target {value!r}: unknown {kind} architecture {arch!r}; expected one of {', '.join(_ARCHS[kind])}"
+        return None
+    if kind == "simt":
+        return None if arch in _ARCHS["cuda"] + _ARCHS["hip"] else \
+            f"target {value!r}: unknown architecture {arch!r} for simt"
+    return (f"unknown target {value!r}; expected 'auto', 'cpu', 'cuda', 'cuda:sm_80', 'cuda:sm_90a', 'hip:gfx90a', "
+            "'hip:gfx942' or 'simt:<arch>'")
 
 
 @functools.lru_cache(maxsize=1)

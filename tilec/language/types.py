@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from tilec import dtypes as dt
-from tilec.errors import TilecTypeError
+from tilec.errors import TilecTypeError, TilecValueError
 from tilec.ir.expr import Expr, SizeVar
 
 
@@ -134,3 +134,8 @@ class GemmWarpPolicy(Enum):
     Square = "Square"
     FullRow = "FullRow"
     FullCol = "FullCol"
+
+    @classmethod
+    def _missing_(cls, value: object) -> None:
+        raise TilecValueError(f"T.GemmWarpPolicy: {value!r} is not a policy; expected one of "
+                              f"{', '.join(repr(p.value) for p in cls)}")
