@@ -2950,3 +2950,23 @@ def test_max_value_of_bool_in_a_kernel(rng):
     a[:] = ~a  # whatever it held, the kernel writes every element
     tilec.JITKernel(main, "cpu")(a)
     np.testing.assert_array_equal(a, [True, False, True, False])
+
+
+@pytest.mark.parametrize("arch", ["sm_70", "sm_100"])
+def test_a_gpu_tilec_does_not_target_is_named(monkeypatch, arch):
+    """target='cuda' takes the device's architecture; one outside tilec's list (since Target's constructor checks
+    it) failed with 'target 'cuda:sm_100': unknown cuda architecture', which reads as if the user had asked for it.
+    The error now says the GPU is not one tilec's CUDA backend targets, and what runs instead."""
+    import tilec.backends.cuda.runtime as rt
+    from tilec.errors import TilecRuntimeError
+
+    monkeypatch.setattr(rt, "device_arch", lambda device=0: arch)
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    with pytest.raises(TilecRuntimeError, match=rf"the GPU is {arch}, which tilec's CUDA backend does not target "
+                                                r"\(it builds for sm_80, .*sm_90a\); target='cpu' runs the kernel"):
+        tilec.JITKernel(main, "cuda").build_target()

@@ -122,6 +122,11 @@ def _refusal(value: str, kind: str, arch: str) -> str | None:
             "'hip:gfx942' or 'simt:<arch>'")
 
 
+def archs(kind: str) -> tuple[str, ...]:
+    """The architectures of ``cuda`` or ``hip`` targets."""
+    return _ARCHS[kind]
+
+
 @functools.lru_cache(maxsize=1)
 def gpu_available() -> bool:
     """True when the driver sees an NVIDIA GPU and CuPy (tilec's NVRTC) is installed; imports neither CuPy nor

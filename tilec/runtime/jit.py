@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tilec.errors import TilecError, TilecTypeError, TilecValueError
+from tilec.errors import TilecError, TilecRuntimeError, TilecTypeError, TilecValueError
 from tilec.ir.kernel import PrimFunc
 from tilec.runtime.arrays import array_info, named_array_info
 from tilec.target import Target, parse_target
@@ -78,8 +78,14 @@ class JITKernel:
         """The target the kernel is built for: ``cuda`` naming no architecture takes the device's (read once)."""
         if self.target.kind == "cuda" and not self.target.arch:
             from tilec.backends.cuda.runtime import device_arch
+            from tilec.target import archs
 
-            self.target = Target("cuda", device_arch())
+            arch = device_arch()
+            if arch not in archs("cuda"):  # older than Ampere, or newer than tilec's device models and tests
+                raise TilecRuntimeError(f"the GPU is {arch}, which tilec's CUDA backend does not target (it builds "
+                                        f"for {', '.join(archs('cuda'))}); target='cpu' runs the kernel on the CPU "
+                                        "interpreter")
+            self.target = Target("cuda", arch)
         return self.target
 
     @property
