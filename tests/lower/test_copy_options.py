@@ -32,7 +32,10 @@ def _line(kernel_fn, text: str) -> int:
 # ------------------------------------------------------------------------------------------------- disable_tma
 
 
-def _gemm(M, N, K, disable_a=False, disable_c=False, bm=64, bn=64, bk=32):
+def _gemm(M, N, K, a=None, b=None, c=None, bm=64, bn=64, bk=32):
+    """A pipelined GEMM whose A copy, B copy and C store take the options ``a``, ``b`` and ``c``."""
+    a, b, c = a or {}, b or {}, c or {}
+
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
@@ -41,12 +44,20 @@ def _gemm(M, N, K, disable_a=False, disable_c=False, bm=64, bn=64, bk=32):
             C_f = T.alloc_fragment((bm, bn), "float32")
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s, disable_tma=disable_a)  # the A copy
-                T.copy(B[k * bk, bx * bn], B_s)
+                T.copy(A[by * bm, k * bk], A_s, **a)  # the A copy
+                T.copy(B[k * bk, bx * bn], B_s, **b)
                 T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * bm, bx * bn], disable_tma=disable_c)  # the C store
+            T.copy(C_f, C[by * bm, bx * bn], **c)  # the C store
 
     return main
+
+
+def _policy_gemm(M, N, K, policy):
+    return _gemm(M, N, K, {"eviction_policy": policy}, {"eviction_policy": "evict_last"}, {"eviction_policy": policy})
+
+
+def _coalesced_gemm(M, N, K, width):
+    return _gemm(M, N, K, {"coalesced_width": width}, c={"coalesced_width": width})
 
 
 def _run_gemm(kernel, rng, M, N, K):
@@ -61,7 +72,7 @@ def test_disable_tma_keeps_the_pipeline_on_cp_async(rng, configs):
     """disable_tma=True was dropped: the pipelined loop still loaded the tile by TMA. The loop now stays a cp.async
     pipeline (its note naming the copy's line), the generated CUDA has no TMA load, and the results are right."""
     M, N, K = 100, 72, 80
-    g = _gemm(M, N, K, disable_a=True)
+    g = _gemm(M, N, K, a={"disable_tma": True})
     line = _line(_gemm, "# the A copy")
     kernel = tilec.JITKernel(g, "simt:sm_90a", pass_configs=configs)
     assert f"T.Pipelined at line {line - 1}: cp.async, not TMA: the T.copy at line {line} has disable_tma=True" \
@@ -80,7 +91,7 @@ def test_disable_tma_keeps_the_epilogue_store_on_threads(rng):
     """The accumulator's store went out by TMA stores whatever the copy said; with disable_tma=True the staged tile
     goes to global memory by the threads' 16-byte stores."""
     M, N, K = 100, 72, 80
-    g = _gemm(M, N, K, disable_c=True)
+    g = _gemm(M, N, K, c={"disable_tma": True})
     kernel = tilec.JITKernel(g, "simt:sm_90a", pass_configs=TMA)
     line = _line(_gemm, "# the C store")
     assert f"T.copy at line {line}: C_f goes out through shared memory (C_f_stage, over A_s, B_s), in 16-byte " \
@@ -155,23 +166,6 @@ def _through_shared(M, N, dtype="float16", policy="evict_first", out_dtype=None)
                 F[i, j] = F[i, j] * 2.0
             T.copy(F, S)
             T.copy(S, B[bx * 64, 0], eviction_policy=policy)  # the store
-
-    return main
-
-
-def _policy_gemm(M, N, K, policy, bm=64, bn=64, bk=32):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s, eviction_policy=policy)
-                T.copy(B[k * bk, bx * bn], B_s, eviction_policy="evict_last")
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * bm, bx * bn], eviction_policy=policy)
 
     return main
 
@@ -322,34 +316,17 @@ def test_coalesced_width_in_a_cp_async_pipeline(rng):
         if want:
             assert body.count(want) == 1 and "tl::cp_async<16>(" in body, body  # B keeps 16-byte copies
         if note:
-            line = _line(_coalesced_gemm, "# the A copy")
+            line = _line(_gemm, "# the A copy")
             assert f"T.copy at line {line}: {note}" in _notes(kernel), kernel.report()
         _run_gemm(tilec.JITKernel(g, "simt:sm_80"), rng, M, N, K)
         _run_gemm(tilec.JITKernel(g, "cpu"), rng, M, N, K)
-
-
-def _coalesced_gemm(M, N, K, width, bm=64, bn=64, bk=32):
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((K, N), "float16"), C: T.Tensor((M, N), "float16")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float16")
-            B_s = T.alloc_shared((bk, bn), "float16")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=2):
-                T.copy(A[by * bm, k * bk], A_s, coalesced_width=width)  # the A copy
-                T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f)
-            T.copy(C_f, C[by * bm, bx * bn], coalesced_width=width)  # the C store
-
-    return main
 
 
 def test_coalesced_width_where_it_cannot_apply_is_noted(rng):
     """A copy that TMA does, or whose elements a fragment's layout places, keeps its mapping; the report says why."""
     M, N, K = 100, 72, 80
     g = _coalesced_gemm(M, N, K, 4)
-    a_line, c_line = _line(_coalesced_gemm, "# the A copy"), _line(_coalesced_gemm, "# the C store")
+    a_line, c_line = _line(_gemm, "# the A copy"), _line(_gemm, "# the C store")
     tma = tilec.JITKernel(g, "simt:sm_90a", pass_configs=TMA)
     notes = _notes(tma)
     assert f"T.copy at line {a_line}: coalesced_width=4 has no effect: the tensor-memory accelerator moves the tile " \
@@ -394,10 +371,11 @@ def test_disable_tma_keeps_a_persistent_kernels_store_direct(rng):
     stored directly (noted) and no TMA store is emitted."""
     M, N, K = 200, 136, 96
     configs = {**WS, "persistent": True}
-    kernel = tilec.JITKernel(_gemm(M, N, K, disable_c=True), "simt:sm_90a", pass_configs=configs)
+    kernel = tilec.JITKernel(_gemm(M, N, K, c={"disable_tma": True}), "simt:sm_90a", pass_configs=configs)
     line = _line(_gemm, "# the C store")
     assert f"T.copy at line {line}: the accumulator is stored directly: disable_tma=True, and staging it in a loop " \
         "needs TMA stores" in _notes(kernel), kernel.report()
     _run_gemm(kernel, rng, M, N, K)
-    src = tilec.JITKernel(_gemm(M, N, K, disable_c=True), "cuda:sm_90a", pass_configs=configs).get_kernel_source()
+    g = _gemm(M, N, K, c={"disable_tma": True})
+    src = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=configs).get_kernel_source()
     assert "bulk_group" not in src
