@@ -950,3 +950,31 @@ def test_copy_between_parts_of_fragments_held_by_other_threads(rng, target):
     ref = np.ones((3, 8, 16))
     ref[:, 1:8, 3:5] = x[:, 1:8, 14:16].astype(np.float16)
     assert_close(y, ref.sum(axis=0), "float32")
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
+@pytest.mark.parametrize("red", ["sum", "max", "abssum"])
+def test_reduction_of_a_long_line_held_by_one_thread(rng, target, red):
+    """A 1 x 1000 fragment is held whole by every thread (one row: nothing to spread), so a thread folds 1000 registers
+    into its partial: the fold is written in statements of a bounded length (it was one expression 1000 terms deep,
+    and emitting or interpreting it raised RecursionError from inside tilec)."""
+    import tilec
+
+    N = 1000
+
+    @T.prim_func
+    def main(X: T.Tensor((1, N), "float32"), Y: T.Tensor((1,), "float32")):
+        with T.Kernel(1, threads=64) as bx:
+            x = T.alloc_fragment((1, N), "float32")
+            y = T.alloc_fragment((1,), "float32")
+            T.copy(X, x)
+            getattr(T, f"reduce_{red}")(x, y, dim=1)
+            T.copy(y, Y)
+
+    x, y = randn(rng, (1, N), "float32"), poisoned((1,), "float32")
+    kernel = tilec.JITKernel(main, target)
+    kernel(x, y)
+    x64 = x.astype(np.float64)
+    assert_close(y, _NP_REDUCE[red](x64, 1), "float32", scale=float(np.abs(x64).sum()))
+    source = tilec.JITKernel(main, target.replace("simt", "hip" if "gfx" in target else "cuda")).get_kernel_source()
+    assert "main_kernel" in source

@@ -70,6 +70,23 @@ def _chains(red: str, terms: list[Expr], work: dt.DType) -> Expr:
     return parts[0]
 
 
+# a thread's fold of more terms than this is written as several statements, each adding the next terms to the
+# partial: the emitters and the thread interpreter recurse over an expression, and one chain of 1000 terms (a 1 x 1000
+# fragment every thread holds whole) raised RecursionError; the terms are folded in the same order
+FOLD_TERMS = 256
+
+
+def _fold_into(acc: Any, dl: int, red: str, terms: list[Expr], work: dt.DType) -> list[TStmt]:
+    """Writes of register ``dl`` of ``acc``: the fold of ``terms`` (:func:`_chains`), in pieces of ``FOLD_TERMS``."""
+    out: list[TStmt] = [Write(acc, const(dl), _chains(red, terms[:FOLD_TERMS], work))]
+    for start in range(FOLD_TERMS, len(terms), FOLD_TERMS):
+        e: Expr = MemRef(acc, const(dl))
+        for t in terms[start : start + FOLD_TERMS]:
+            e = _fold(red, e, t)
+        out.append(Write(acc, const(dl), e))
+    return out
+
+
 def _holders(D: Fragment) -> np.ndarray:
     threads, _ = D.eval_tables()
     return threads.reshape(-1, threads.shape[-1])
@@ -128,8 +145,7 @@ def lower_reduce(lw: Lowerer, r: Reduce) -> TStmt:
     src = lw.mem_of(r.src.buffer)
     out: list[TStmt] = []
     for dl, members in enumerate(groups):
-        out.append(Write(acc, const(dl), _chains(r.red, [_source(lw, F, r.red, src, sl, work) for sl in members],
-                                                 work)))
+        out += _fold_into(acc, dl, r.red, [_source(lw, F, r.red, src, sl, work) for sl in members], work)
     ws = lw.target.warp_size  # thread-id bits below it are lanes of one warp (wavefront): shuffles reach them
     for m in (m for m in masks if m < ws):
         for dl in range(D.num_locals):
