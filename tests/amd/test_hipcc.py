@@ -1,7 +1,8 @@
 """The HIP source emitted for every example compiles offline with hipcc for gfx90a (device code only, to AMDGPU
 assembly), uses MFMA where it has a gemm, and keeps its registers out of scratch memory; the registers and scratch
-bytes are printed at the end of the run. One kernel is also compiled for gfx940, the CDNA3 target the installed
-clang knows (gfx942, the MI300X, has the same MFMA set and needs a newer clang). Skipped where hipcc is absent."""
+bytes are printed at the end of the run. The kernels of target hip:gfx942 are compiled for gfx940, the CDNA3 target
+the installed clang knows (gfx942, the MI300X, has the same MFMA set and needs a newer clang); the CUDA side's kernels
+(tests/backends/test_nvcc.py) are all compiled here or refused with a reason. Skipped where hipcc is absent."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ HIPCC = shutil.which("hipcc")
 pytestmark = pytest.mark.skipif(HIPCC is None, reason="hipcc is not on PATH")
 
 CASES = {  # name -> (example, factory, args, kwargs)
+    "gemm 1024^3 64x64x32": ("01_gemm", "matmul", (1024, 1024, 1024), {"block_M": 64, "block_N": 64}),
     "gemm 1000^3 64x64x32 (ragged)": ("01_gemm", "matmul", (1000, 1000, 1000), {"block_M": 64, "block_N": 64}),
     "gemm 4096^3 128x128x32": ("01_gemm", "matmul", (4096, 4096, 4096), {}),
     "gemm 4096^3 128x128x32 bf16 256 threads": ("01_gemm", "matmul", (4096, 4096, 4096),
@@ -31,6 +33,8 @@ CASES = {  # name -> (example, factory, args, kwargs)
     "flash attention 1x8x1000x64": ("03_flash_attention", "flash_attention", (1, 8, 1000, 64, False), {}),
     "flash attention 1x8x1000x128 causal": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, True),
                                             {"num_stages": 2}),
+    "flash attention 1x8x1000x128 causal 1 stage": ("03_flash_attention", "flash_attention",
+                                                    (1, 8, 1000, 128, True), {}),
     "mla decode 64x128x1x8192 16x32": ("07_mla_decode", "mla_decode", (64, 128, 1, 8192),
                                        {"block_H": 16, "block_N": 32, "threads": 128}),  # 64 KB of LDS a block
 }
@@ -74,18 +78,47 @@ def test_every_example_is_compiled():
     assert {c[0] for c in CASES.values()} == {p.stem for p in EXAMPLES.glob("*.py")} - {"04_recommend", "06_fp8_gemm"}
 
 
+ARCHS = {"hip:gfx90a": "gfx90a", "hip:gfx942": "gfx940"}  # target -> --offload-arch (see the module docstring)
+
+
+@pytest.mark.parametrize("target", list(ARCHS))
 @pytest.mark.parametrize("case", list(CASES))
-def test_example_compiles_with_hipcc(case, tmp_path):
-    source = source_of(case)
+def test_example_compiles_with_hipcc(case, target, tmp_path):
+    source = source_of(case, target)
     assert 'extern "C" __global__' in source
-    info = compile_hip(source, "gfx90a", tmp_path)
-    line = f"{case:<42} {info['vgpr']:>3} VGPRs, {info['agpr']:>3} AGPRs, {info['scratch']} B scratch, " \
-           f"{info['mfma']} MFMA"
+    info = compile_hip(source, ARCHS[target], tmp_path)
+    line = f"{case:<42} {ARCHS[target]} {info['vgpr']:>3} VGPRs, {info['agpr']:>3} AGPRs, {info['scratch']} B " \
+           f"scratch, {info['mfma']} MFMA"
     print(line)
     HIPCC_INFO.append(line)
     assert (info["mfma"] > 0) == case.startswith(("gemm", "flash", "mla")), line  # the kernels with a T.gemm
     if case.startswith(("gemm", "softmax")):
         assert info["scratch"] == 0, line
+
+
+# the CUDA side's kernels (tests/backends/test_nvcc.py) that HIP cannot take, and why (the rest are in CASES)
+LDS = "bytes of shared memory; a block on {arch} may have at most 65536"
+REFUSED = {
+    "mla decode 64x128x1x8192": "needs 155648 " + LDS,
+    "mla decode 64x128x1x8191 2 stages": "needs 114688 " + LDS,
+    "fp8 gemm 1000^3 64x64x64 (sm_89)": "dtype float8_e4m3 (of parameter 'A') is not supported by the hip backend",
+}
+
+
+@pytest.mark.parametrize("target", list(ARCHS))
+def test_the_cuda_sides_kernels_compile_or_are_refused_with_the_reason(target):
+    """Every kernel test_nvcc.py compiles for CUDA is compiled here too (in CASES: same example, sizes and tiles),
+    or refused with the reason in REFUSED."""
+    from backends.test_nvcc import CASES as NVCC_CASES
+
+    compiled = list(CASES.values())
+    for name, (example, factory, args, kwargs) in NVCC_CASES.items():
+        if name not in REFUSED:
+            assert (example, factory, args, kwargs) in compiled, name
+            continue
+        kernel = getattr(load_example(example), factory)(*args, **kwargs)
+        with pytest.raises(tilec.TilecError, match=re.escape(REFUSED[name].format(arch=target[4:]))):
+            tilec.JITKernel(kernel.prim_func, target).get_kernel_source()
 
 
 def test_bf16_gemm_compiles_for_cdna3(tmp_path):
