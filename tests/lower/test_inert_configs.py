@@ -92,3 +92,21 @@ def test_stage_handoff_off_in_rotated_attention_says_nothing():
     func = fa.flash_attention(1, 1, 300, 64, False, block_M=128, block_N=64, threads=256, num_stages=2).prim_func
     k = tilec.JITKernel(func, "simt:sm_90a", [3], pass_configs={**TMA_WS, "persistent": 2, "stage_handoff": False})
     assert "hand O_f_stage on by named barriers" not in k.report() and not _inert(k.report(), "stage_handoff")
+
+
+@pytest.mark.parametrize(("target", "configs"), [
+    ("simt:sm_90a", {"wgmma": True, "tma": True}),  # TMA without a producer warpgroup
+    ("simt:sm_80", {}),
+])
+def test_configs_of_a_specialized_pipeline_without_one_are_noted_as_inert(rng, target, configs):
+    """rotate, split_rings, pingpong, preload and producer_regs shape a warp-specialized pipeline; given where no
+    loop becomes one (no warp_specialize, or no TMA), they changed nothing and the report said nothing."""
+    given = {"rotate": False, "split_rings": False, "pingpong": False, "preload": False, "producer_regs": 48}
+    kernel = _gemm(130, 136, 96, {**configs, **given}, target=target)
+    for name in given:
+        assert _inert(kernel.report(), name) == [
+            f"  note: T.Kernel at line {KERNEL}: pass config {name!r} has no effect: it shapes a warp-specialized "
+            "pipeline (pass config 'warp_specialize', with TMA on sm_90a), and the kernel has none"], kernel.report()
+    _check_gemm(rng, kernel, 130, 136, 96)
+    specialized = _gemm(130, 136, 96, {**TMA_WS, **given})
+    assert not any(_inert(specialized.report(), name) for name in given)

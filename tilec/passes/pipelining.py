@@ -1038,7 +1038,7 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
     the pass configs (with ``wgmma``, wgmma groups overlap the next trip unless ``wgmma_overlap`` is False)."""
     launch = func.launch
     if not any(isinstance(n, For) and n.kind == "pipelined" for n in walk(launch.body)):
-        return func, _tile_order_inert(launch, options, None)
+        return func, _tile_order_inert(launch, options, None) + _ws_inert(launch, options, None)
     p = _Pipeliner(func, target, options)
 
     top = set(map(id, launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)))
@@ -1083,7 +1083,8 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) 
     overlays = tuple((b, tuple(p.replaced.get(u, u) for u in under)) for b, under in launch.overlays)
     new_launch: KernelLaunch = dataclasses.replace(launch, body=body, allocs=allocs, layout_map=layout_map, grid=grid,
                                                    block_vars=block_vars, overlays=overlays)
-    return dataclasses.replace(func, body=new_launch), p.notes + _tile_order_inert(launch, options, p)
+    return dataclasses.replace(func, body=new_launch), p.notes + _tile_order_inert(launch, options, p) + \
+        _ws_inert(launch, options, p)
 
 
 def _tile_order_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) -> list[str]:
@@ -1095,6 +1096,19 @@ def _tile_order_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner 
         "the trip count of no T.Pipelined loop depends on the tile"
     return [f"T.Kernel at {where(launch.loc)}: pass config 'tile_order' has no effect: it orders the tiles of a "
             f"persistent kernel whose T.Pipelined loop's trip count depends on the tile, and {why}"]
+
+
+_WS_ONLY = ("rotate", "split_rings", "pingpong", "preload", "producer_regs")  # configs of a specialized pipeline
+
+
+def _ws_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) -> list[str]:
+    """A note for each pass config of :data:`_WS_ONLY` the user gave where no loop became a warp-specialized
+    pipeline (no producer warpgroup: nothing for them to shape)."""
+    if p is not None and p.roles:
+        return []
+    return [f"T.Kernel at {where(launch.loc)}: pass config {name!r} has no effect: it shapes a warp-specialized "
+            "pipeline (pass config 'warp_specialize', with TMA on sm_90a), and the kernel has none"
+            for name in _WS_ONLY if name in (options or {})]
 
 
 def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: Stmt) -> tuple:
