@@ -107,7 +107,7 @@ def test_configs_of_a_specialized_pipeline_without_one_are_noted_as_inert(rng, t
     for name in given:
         assert _inert(kernel.report(), name) == [
             f"  note: T.Kernel at line {KERNEL}: pass config {name!r} has no effect: it shapes a warp-specialized "
-            "pipeline (pass config 'warp_specialize', with TMA on sm_90a), and the kernel has none"], kernel.report()
+            "pipeline (pass configs 'tma' and 'warp_specialize' on sm_90a), and the kernel has none"], kernel.report()
     _check_gemm(rng, kernel, 130, 136, 96)
     specialized = _gemm(130, 136, 96, {**TMA_WS, **given})
     assert not any(_inert(specialized.report(), name) for name in given)

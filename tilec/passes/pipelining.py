@@ -1107,7 +1107,7 @@ def _ws_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) 
     if p is not None and p.roles:
         return []
     return [f"T.Kernel at {where(launch.loc)}: pass config {name!r} has no effect: it shapes a warp-specialized "
-            "pipeline (pass config 'warp_specialize', with TMA on sm_90a), and the kernel has none"
+            "pipeline (pass configs 'tma' and 'warp_specialize' on sm_90a), and the kernel has none"
             for name in _WS_ONLY if name in (options or {})]
 
 
