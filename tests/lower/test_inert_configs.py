@@ -106,8 +106,33 @@ def test_configs_of_a_specialized_pipeline_without_one_are_noted_as_inert(rng, t
     kernel = _gemm(130, 136, 96, {**configs, **given}, target=target)
     for name in given:
         assert _inert(kernel.report(), name) == [
-            f"  note: T.Kernel at line {KERNEL}: pass config {name!r} has no effect: it shapes a warp-specialized "
-            "pipeline (pass configs 'tma' and 'warp_specialize' on sm_90a), and the kernel has none"], kernel.report()
+            f"  note: T.Kernel at line {KERNEL}: pass config {name!r} has no effect: it shapes a pipeline with a "
+            "producer warpgroup (pass configs 'tma' and 'warp_specialize' on sm_90a), and the kernel has none"], \
+            kernel.report()
     _check_gemm(rng, kernel, 130, 136, 96)
     specialized = _gemm(130, 136, 96, {**TMA_WS, **given})
     assert not any(_inert(specialized.report(), name) for name in given)
+
+
+@pytest.mark.parametrize(("target", "configs"), [
+    ("simt:sm_80", {}),
+    ("simt:sm_90a", {"wgmma": False, "tma": False}),
+    ("simt:gfx90a", {}),
+])
+def test_configs_refining_wgmma_or_tma_where_those_do_not_run_are_noted(rng, target, configs):
+    """wgmma_overlap and wgmma_wait_anchor refine wgmma gemms, tma_store the TMA path: given on sm_80, AMD, or on
+    sm_90a with wgmma / tma off, they changed nothing and the report said nothing (only 'wgmma' and 'tma' themselves
+    were noted)."""
+    given = {"wgmma_overlap": False, "wgmma_wait_anchor": True, "tma_store": False}
+    kernel = _gemm(130, 136, 96, {**configs, **given}, target=target)
+    lines = kernel.report().splitlines()
+    for name, what in (("wgmma_overlap", "it shapes the pipelining of wgmma gemms, which run on sm_90a with pass "
+                                         "config 'wgmma'"),
+                       ("wgmma_wait_anchor", "it places the waits of wgmma gemms, which run on sm_90a with pass "
+                                             "config 'wgmma'"),
+                       ("tma_store", "it picks how staged accumulators leave by TMA, which runs on sm_90a with pass "
+                                     "config 'tma'")):
+        assert f"  note: pass config {name!r} has no effect: {what}" in lines, kernel.report()
+    _check_gemm(rng, kernel, 130, 136, 96)
+    hopper = _gemm(130, 136, 96, {"wgmma": True, "tma": True, **given})
+    assert not any(_inert(hopper.report(), name) for name in given), hopper.report()

@@ -111,3 +111,24 @@ def check_pass_configs(configs: dict | None) -> dict:
         if not c.ok(value):
             raise TilecValueError(f"pass config {name!r} takes {c.takes}, got {value!r}")
     return dict(configs or {})
+
+
+# pass configs that act only on sm_90a's Hopper path: name -> (whether the kernel's configs let it act there, why not)
+_HOPPER_ONLY: dict[str, tuple[Any, str]] = {
+    "wgmma_overlap": (lambda c: c.get("wgmma"), "it shapes the pipelining of wgmma gemms, which run on sm_90a "
+                      "with pass config 'wgmma'"),
+    "wgmma_wait_anchor": (lambda c: c.get("wgmma"), "it places the waits of wgmma gemms, which run on sm_90a "
+                          "with pass config 'wgmma'"),
+    "tma_store": (lambda c: c.get("tma"), "it picks how staged accumulators leave by TMA, which runs on sm_90a "
+                  "with pass config 'tma'"),
+}
+
+
+def hopper_inert(target: Any, asked: dict, configs: dict) -> list[str]:
+    """Report notes for the Hopper-path configs the user gave (``asked``) that cannot act on ``target``: another
+    architecture than sm_90a, or without the config they refine (``configs``: the kernel's, defaults included)."""
+    arch = target.arch
+    notes = [f"pass config {k!r} has no effect on {target}: wgmma and TMA need sm_90a"
+             for k in ("wgmma", "tma") if asked.get(k) and arch != "sm_90a"]
+    return notes + [f"pass config {k!r} has no effect: {why}" for k, (acts, why) in _HOPPER_ONLY.items()
+                    if k in asked and not (arch == "sm_90a" and acts(configs))]

@@ -1106,8 +1106,8 @@ def _ws_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) 
     pipeline (no producer warpgroup: nothing for them to shape)."""
     if p is not None and p.roles:
         return []
-    return [f"T.Kernel at {where(launch.loc)}: pass config {name!r} has no effect: it shapes a warp-specialized "
-            "pipeline (pass configs 'tma' and 'warp_specialize' on sm_90a), and the kernel has none"
+    return [f"T.Kernel at {where(launch.loc)}: pass config {name!r} has no effect: it shapes a pipeline with a "
+            "producer warpgroup (pass configs 'tma' and 'warp_specialize' on sm_90a), and the kernel has none"
             for name in _WS_ONLY if name in (options or {})]
 
 

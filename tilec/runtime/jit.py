@@ -69,9 +69,10 @@ class JITKernel:
 
             target = self.build_target()
             state = run_pipeline(self.prim_func, target, options=self.pass_configs)
-            unused = [k for k in ("wgmma", "tma") if self.asked.get(k) and target.arch != "sm_90a"]
-            self._state = state.with_(report=self.notes + tuple(f"pass config {k!r} has no effect on {target}: wgmma "
-                                                                "and TMA need sm_90a" for k in unused) + state.report)
+            from tilec.passes.configs import hopper_inert
+
+            inert = hopper_inert(target, self.asked, self.pass_configs)
+            self._state = state.with_(report=self.notes + tuple(inert) + state.report)
         return self._state
 
     def build_target(self) -> Target:
