@@ -384,6 +384,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=float, default=None, help="each timing's warm-up in ms (run.py's WARMUP_MS)")
     ap.add_argument("--sustain", type=float, default=0.0,
                     help="also run each implementation back to back for this many seconds: TFLOP/s, SM clock, power")
+    ap.add_argument("--rounds", type=int, default=None, help="timed rounds (run.py's --rounds)")
+    ap.add_argument("--no-flush", action="store_true",
+                    help="a probe of the timing method: do_bench without its L2 flush between repetitions (the "
+                         "rotated input sets still span twice the L2); not how run.py times")
     args = ap.parse_args(argv)
     variants = gemm_variants()
     # a label that names no variant would otherwise drop it without a word: checked before anything runs
@@ -397,6 +401,8 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--attention-only picks among the flash-attention variants, which run with --attention")
     if args.dtype not in ("float16", "bfloat16"):
         ap.error(f"--dtype: expected float16 or bfloat16, got {args.dtype!r}")
+    if args.rounds is not None and args.rounds < 1:
+        ap.error(f"--rounds: expected at least 1, got {args.rounds}")
     if args.only:
         variants = {k: v for k, v in variants.items() if k in args.only.split(",")}
 
@@ -407,6 +413,13 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.warmup is not None:
         run.WARMUP_MS = args.warmup
+    if args.rounds is not None:
+        run.ROUNDS = args.rounds
+    if args.no_flush:
+        import triton
+
+        driver = triton.runtime.driver.active.get_empty_cache_for_benchmark.__self__  # the proxy's real driver
+        driver.get_empty_cache_for_benchmark = lambda: torch.empty(0, dtype=torch.int, device="cuda")
     tdt = getattr(torch, args.dtype)
     rows: list = []
     steady: list[dict] = []

@@ -6,7 +6,8 @@
 Timing: CUDA events through ``triton.testing.do_bench`` (L2 flushed before every repetition), median of the
 repetitions after a warm-up of 200 ms of the same implementation (``WARMUP_MS``), fresh random inputs rotated
 between calls (enough sets that they span twice the L2, at most 8); the implementations of a case take turns over a
-warm-up round and three timed rounds (``--rounds``), and a row's time is the median of its rounds (``_measure``). Every
+warm-up round and three timed rounds (``--rounds``), and a row's time is the median of its rounds (``_measure``),
+each round's time and SM clock (NVML) kept in the row's ``extra`` (``rounds_ms``, ``rounds_mhz``). Every
 implementation's output is compared with a float64 reference on the first set. ``--impls`` keeps the
 implementations whose label contains one of its strings (more rounds of fewer rows narrow a ratio's median where
 a target is near). Each tilec kernel is built twice,
@@ -65,6 +66,51 @@ def _bench(fn: Callable, quick: bool, warming: bool = False) -> float:
                     return_mode="median")
 
 
+class _Clocks:
+    """NVML's SM clock, sampled every 5 ms on a thread while a timing runs: the mean in MHz over the last 30 % of
+    one timing (``stop``), or None without pynvml or a GPU it can read. A round's rows then say at what clock each
+    ran, so a ratio splits into work a cycle and clock (under the 700 W cap the clock moves with what a kernel
+    moves through memory: perf notes, sixteenth session)."""
+
+    def __init__(self) -> None:
+        self.handle: Any = None
+        try:
+            import pynvml
+            import torch
+
+            pynvml.nvmlInit()
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+            self.nvml = pynvml
+        except Exception:  # noqa: BLE001 - no NVML here: timings carry no clock
+            self.handle = None
+        self.samples: list[int] = []
+        self.thread: Any = None
+
+    def start(self) -> None:
+        import threading
+
+        if self.handle is None:
+            return
+        self.samples, self.stopping = [], threading.Event()
+
+        def sample() -> None:
+            while not self.stopping.is_set():
+                self.samples.append(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
+                self.stopping.wait(0.005)
+
+        self.thread = threading.Thread(target=sample, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> float | None:
+        if self.handle is None or self.thread is None:
+            return None
+        self.stopping.set()
+        self.thread.join()
+        self.thread = None
+        tail = self.samples[len(self.samples) * 7 // 10:]  # ~ the timed repetitions (80 ms after 200 of warm-up)
+        return round(sum(tail) / len(tail), 1) if tail else None
+
+
 LABELS: set[str] = set()  # every implementation label the cases offered to wanted() (to check --impls against)
 
 
@@ -114,19 +160,25 @@ def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable
             row.note = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
     names = list(calls)
     times: dict[str, list[float]] = {n: [] for n in names}
+    clocks = _Clocks()
+    mhz: dict[str, list[float | None]] = {n: [] for n in names}
     rounds = 1 if quick else ROUNDS + 1
     for r in range(rounds):
         for name in names[r % max(1, len(names)):] + names[:r % max(1, len(names))]:
             if name not in calls:
                 continue
+            clocks.start()
             try:
                 t = _bench(calls[name], quick, warming=not quick and r == 0)
             except Exception as e:  # noqa: BLE001
                 out_rows[name].note = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
                 del calls[name]
                 continue
+            finally:
+                clock = clocks.stop()
             if quick or r > 0:
                 times[name].append(t)
+                mhz[name].append(clock)
     for name in calls:
         row, ts = out_rows[name], sorted(times[name])
         row.ms = ts[len(ts) // 2]
@@ -134,6 +186,8 @@ def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable
         row.gbs = nbytes / row.ms / 1e6 if nbytes else None
         if len(ts) > 1:
             row.extra["rounds_ms"] = [round(t, 5) for t in times[name]]
+        if any(c is not None for c in mhz[name]):
+            row.extra["rounds_mhz"] = mhz[name]
     rows.extend(out_rows.values())
     if CHECKPOINT is not None:
         CHECKPOINT(rows)

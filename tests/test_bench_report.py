@@ -191,3 +191,33 @@ def test_impls_and_only_typos_are_errors(harness, monkeypatch, capsys):
             harness.main(argv)
         assert e.value.code == 2
         assert says in capsys.readouterr().err, argv
+
+
+def test_rounds_carry_the_sm_clock(harness, monkeypatch):
+    """Each timed round's SM clock (NVML, sampled while the timing runs) goes in the row beside its time; without
+    NVML the rows carry no clock rather than a made-up one."""
+    import threading
+    import types
+
+    clock = iter(range(1000, 100000, 10))
+    fake = types.SimpleNamespace(nvmlInit=lambda: None, nvmlDeviceGetHandleByIndex=lambda i: "h", NVML_CLOCK_SM=0,
+                                 nvmlDeviceGetClockInfo=lambda h, kind: next(clock))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(
+        current_device=lambda: 0)))
+    busy = threading.Event()
+
+    def bench(fn, quick, warming=False):  # noqa: ANN001, ANN202
+        busy.wait(0.03)  # long enough for a few samples
+        return 1.0
+
+    monkeypatch.setattr(harness, "_bench", bench)
+    rows: list = []
+    harness._measure(rows, "k", "s", {"a": lambda t: t}, [(_FakeTensor(1, 0),)], None, 1e9, 0, False)
+    mhz = rows[0].extra["rounds_mhz"]
+    assert len(mhz) == len(rows[0].extra["rounds_ms"]) == harness.ROUNDS
+    assert all(isinstance(m, float) and m >= 1000 for m in mhz) and mhz == sorted(mhz) and mhz[0] < mhz[-1]
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails: no clock
+    rows = []
+    harness._measure(rows, "k", "s", {"a": lambda t: t}, [(_FakeTensor(1, 0),)], None, 1e9, 0, False)
+    assert "rounds_mhz" not in rows[0].extra and len(rows[0].extra["rounds_ms"]) == harness.ROUNDS

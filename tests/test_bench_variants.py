@@ -59,6 +59,7 @@ def test_attention_q_probe_applies(hv, dim, causal, configs):
     (["--attention", "--attention-only", "128x128 ws persistant"], "--attention-only: unknown variant(s)"),
     (["--attention-only", "128x128 ws persistent"], "which run with --attention"),
     (["--dtype", "fp16"], "--dtype: expected float16 or bfloat16"),
+    (["--rounds", "0"], "--rounds: expected at least 1, got 0"),
 ])
 def test_misspelt_variants_are_errors_before_anything_runs(hv, argv, says, capsys):
     """A label that names no variant was dropped without a word; now a usage error before torch is imported."""
