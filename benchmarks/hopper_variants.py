@@ -385,6 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sustain", type=float, default=0.0,
                     help="also run each implementation back to back for this many seconds: TFLOP/s, SM clock, power")
     ap.add_argument("--rounds", type=int, default=None, help="timed rounds (run.py's --rounds)")
+    ap.add_argument("--interleave", action="store_true", help="run.py's --interleave")
     ap.add_argument("--no-flush", action="store_true",
                     help="a probe of the timing method: do_bench without its L2 flush between repetitions (the "
                          "rotated input sets still span twice the L2); not how run.py times")
@@ -415,6 +416,7 @@ def main(argv: list[str] | None = None) -> None:
         run.WARMUP_MS = args.warmup
     if args.rounds is not None:
         run.ROUNDS = args.rounds
+    run.INTERLEAVE = args.interleave
     if args.no_flush:
         import triton
 

@@ -1,7 +1,7 @@
 """tilec's benchmark suite: tilec against torch (cuBLAS, SDPA), Triton and TileLang, side by side in one run.
 
     python benchmarks/run.py [--quick] [--only gemm,attention,...] [--impls persistent,torch,...] [--rounds N]
-        [--json PATH]
+        [--interleave] [--json PATH]
 
 Timing: CUDA events through ``triton.testing.do_bench`` (L2 flushed before every repetition), median of the
 repetitions after a warm-up of 200 ms of the same implementation (``WARMUP_MS``), fresh random inputs rotated
@@ -53,6 +53,7 @@ class Row:
 
 
 ROUNDS = 3  # timed rounds per group of implementations (after one that warms the GPU up); --rounds
+INTERLEAVE = False  # --interleave: the implementations of a group alternate call by call (_interleaved)
 SELECT: tuple[str, ...] = ()  # --impls: an implementation runs when its label contains one of these (all when empty)
 # each timing's warm-up (do_bench's), ms: long enough that the clock under the 700 W cap has settled for that
 # implementation, whatever ran before it (perf notes AS: 10 ms left a round's spread at 2-9 % at 8192³, 200 ms 0.4-2 %)
@@ -146,7 +147,8 @@ def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable
     tilec kernels' compile times. The time is the median of ``ROUNDS`` rounds, each timing every implementation in
     turn (each round starting one implementation further on), after a first round that only brings the GPU to the
     clocks it holds under load: an H200 starting cool runs its first ~0.1 s at up to 1.98 GHz and then settles near
-    1.6 GHz at its 700 W cap, so whichever implementation ran first on a cool GPU ran faster (perf notes AE)."""
+    1.6 GHz at its 700 W cap, so whichever implementation ran first on a cool GPU ran faster (perf notes AE). With
+    ``INTERLEAVE`` (``--interleave``) the implementations alternate call by call instead (``_interleaved``)."""
     out_rows: dict[str, Row] = {}
     calls: dict[str, Callable] = {}
     for name, fn in ((n, f) for n, f in impls.items() if wanted(n)):
@@ -158,6 +160,28 @@ def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable
             calls[name] = lambda fn=fn, turn=turn: fn(*sets[next(turn) % len(sets)])
         except Exception as e:  # noqa: BLE001 - one failing implementation must not stop the suite
             row.note = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    names = list(calls)
+    if INTERLEAVE and names:
+        times, mhz = _interleaved(calls, 1 if quick else ROUNDS, quick, out_rows)
+    else:
+        times, mhz = _sequential(calls, quick, out_rows)
+    for name in calls:
+        row, ts = out_rows[name], sorted(times[name])
+        row.ms = ts[len(ts) // 2]
+        row.tflops = flops / row.ms / 1e9 if flops else None
+        row.gbs = nbytes / row.ms / 1e6 if nbytes else None
+        if len(ts) > 1:
+            row.extra["rounds_ms"] = [round(t, 5) for t in times[name]]
+        if any(c is not None for c in mhz[name]):
+            row.extra["rounds_mhz"] = mhz[name]
+    rows.extend(out_rows.values())
+    if CHECKPOINT is not None:
+        CHECKPOINT(rows)
+
+
+def _sequential(calls: dict[str, Callable], quick: bool, out_rows: dict[str, Row]) -> tuple[dict, dict]:
+    """Each implementation timed by do_bench in turn, a round at a time: (times, clocks) of each round by name
+    (an implementation that raises loses its entry in ``calls`` and gets the error as its row's note)."""
     names = list(calls)
     times: dict[str, list[float]] = {n: [] for n in names}
     clocks = _Clocks()
@@ -179,18 +203,82 @@ def _measure(rows: list[Row], kernel: str, shape: str, impls: dict[str, Callable
             if quick or r > 0:
                 times[name].append(t)
                 mhz[name].append(clock)
-    for name in calls:
-        row, ts = out_rows[name], sorted(times[name])
-        row.ms = ts[len(ts) // 2]
-        row.tflops = flops / row.ms / 1e9 if flops else None
-        row.gbs = nbytes / row.ms / 1e6 if nbytes else None
-        if len(ts) > 1:
-            row.extra["rounds_ms"] = [round(t, 5) for t in times[name]]
-        if any(c is not None for c in mhz[name]):
-            row.extra["rounds_mhz"] = mhz[name]
-    rows.extend(out_rows.values())
-    if CHECKPOINT is not None:
-        CHECKPOINT(rows)
+    return times, mhz
+
+
+class _CudaTimer:
+    """What ``_interleaved`` needs of the GPU: do_bench's L2 flush (Triton's 256 MB buffer, zeroed), CUDA events
+    and a synchronization."""
+
+    def __init__(self) -> None:
+        import torch
+        from triton import runtime
+
+        self.torch, self.driver = torch, runtime.driver.active
+        self.cache = self.driver.get_empty_cache_for_benchmark()
+
+    def flush(self) -> None:
+        self.driver.clear_cache(self.cache)
+
+    def event(self) -> Any:
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record()
+        return e
+
+    def elapsed(self, start: Any, end: Any) -> float:
+        return start.elapsed_time(end)
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+
+def _interleaved(calls: dict[str, Callable], rounds: int, quick: bool, out_rows: dict[str, Row],
+                 timer: Any = None) -> tuple[dict, dict]:
+    """The implementations alternate call by call: a pass calls each once (L2 flushed before each call, events
+    around it; the order rotating by one from pass to pass), passes go on for ``WARMUP_MS`` untimed and then for
+    ``rounds`` rounds of ~80 ms of each implementation's calls, and a round's time of an implementation is the
+    median of its calls in that round. All of a round's implementations then run at the clocks of the same
+    moments: timed one after the other for ~0.3 s each, the SM clock under the 700 W cap differed by up to 25 %
+    between the timings of one group (perf notes, twenty-fifth session), more than the differences timed."""
+    timer = timer or _CudaTimer()
+    clocks = _Clocks()
+    names = list(calls)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    mhz: dict[str, list[float | None]] = {n: [] for n in names}
+
+    def passes(count: int, turn: int) -> dict[str, list[float]]:
+        marks: dict[str, list[tuple[Any, Any]]] = {n: [] for n in names}
+        for p in range(count):
+            k = (turn + p) % len(names)
+            for name in names[k:] + names[:k]:
+                if name not in calls:
+                    continue
+                timer.flush()
+                start = timer.event()
+                try:
+                    calls[name]()
+                except Exception as e:  # noqa: BLE001 - one failing implementation must not stop the suite
+                    out_rows[name].note = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+                    del calls[name]
+                    continue
+                marks[name].append((start, timer.event()))
+        timer.sync()
+        return {n: [timer.elapsed(a, b) for a, b in m] for n, m in marks.items() if n in calls}
+
+    first = passes(1, 0)  # one pass to size the rest by
+    pass_ms = max(sum(t[0] for t in first.values()), 1e-3)
+    warm, per_round = (25, 100) if quick else (WARMUP_MS, 80)
+    passes(max(1, round(warm / pass_ms)), 1)
+    count = max(5, round(per_round * max(1, len(first)) / pass_ms))
+    for r in range(rounds):
+        clocks.start()
+        got = passes(count, r)
+        clock = clocks.stop()
+        for name, ts in got.items():
+            ts = sorted(ts)
+            times[name].append(ts[len(ts) // 2])
+            mhz[name].append(clock)
+    return times, mhz
 
 
 CHECKPOINT: Callable[[list[Row]], None] | None = None  # called with the rows after every measured group (main's)
@@ -596,18 +684,21 @@ def environment() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    global CHECKPOINT, ROUNDS, SELECT
+    global CHECKPOINT, ROUNDS, SELECT, INTERLEAVE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--only", default="", help="comma-separated cases: " + ",".join(CASES))
     ap.add_argument("--json", default="", help="write the results here")
     ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"timed rounds per case (default {ROUNDS})")
+    ap.add_argument("--interleave", action="store_true",
+                    help="the implementations of a case alternate call by call, each round's calls at the same "
+                         "clocks (default: each timed by do_bench in turn)")
     ap.add_argument("--impls", default="", help="only the implementations whose label contains one of these "
                     "comma-separated strings (e.g. 'persistent,torch,triton,tilelang')")
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error(f"--rounds: expected a count of at least 1, got {args.rounds}")
-    ROUNDS, SELECT = args.rounds, tuple(s for s in args.impls.split(",") if s)
+    ROUNDS, SELECT, INTERLEAVE = args.rounds, tuple(s for s in args.impls.split(",") if s), args.interleave
     peers, notes = _peers()
     rows: list[Row] = []
     selected = [c for c in (args.only.split(",") if args.only else CASES) if c]
@@ -617,6 +708,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.impls and not SELECT:
         ap.error(f"--impls: no label strings in {args.impls!r}")
     start = time.perf_counter()
+    notes.append("timing: " + ("interleaved (the implementations of a case alternate call by call)" if INTERLEAVE
+                               else "sequential (each implementation timed by do_bench in turn)"))
     result = {"date": datetime.date.today().isoformat(), "environment": environment(), "notes": notes, "rows": []}
 
     def save(rows: list[Row]) -> None:

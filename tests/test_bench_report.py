@@ -221,3 +221,67 @@ def test_rounds_carry_the_sm_clock(harness, monkeypatch):
     rows = []
     harness._measure(rows, "k", "s", {"a": lambda t: t}, [(_FakeTensor(1, 0),)], None, 1e9, 0, False)
     assert "rounds_mhz" not in rows[0].extra and len(rows[0].extra["rounds_ms"]) == harness.ROUNDS
+
+
+class _FakeTimer:
+    """A GPU timeline for ``_interleaved``: each call advances a clock by its implementation's time, which grows
+    with a shared slowdown over the passes (a falling SM clock), so only implementations timed at the same moments
+    keep their true ratio."""
+
+    def __init__(self, cost: dict[str, float]) -> None:
+        self.now, self.cost, self.log, self.calls = 0.0, cost, [], 0
+
+    def flush(self) -> None:
+        self.log.append("flush")
+
+    def event(self) -> float:
+        return self.now
+
+    def run(self, name: str) -> None:
+        self.calls += 1
+        self.log.append(name)
+        self.now += self.cost[name] * (1 + self.calls / 1000)  # the clock falls call by call
+
+    def elapsed(self, a: float, b: float) -> float:
+        return b - a
+
+    def sync(self) -> None:
+        pass
+
+
+def test_interleaved_timing_alternates_calls(harness, monkeypatch):
+    """``--interleave``: each pass calls every implementation once, a flush before each call, the order rotating
+    pass by pass; a round's time is the median of its calls, so two implementations timed while the clock falls
+    keep their ratio (timed one after the other they would not); a failing implementation gets its error as a note
+    and the others go on."""
+    timer = _FakeTimer({"a": 1.0, "b": 2.0, "bad": 1.0})
+    calls = {"a": lambda: timer.run("a"), "b": lambda: timer.run("b")}
+
+    def bad():
+        raise RuntimeError("boom\nmore")
+
+    calls["bad"] = bad
+    rows = {n: harness.Row("k", "s", n) for n in calls}
+    monkeypatch.setattr(harness, "WARMUP_MS", 10)
+    times, mhz = harness._interleaved(calls, 3, False, rows, timer)
+    assert set(times) == {"a", "b", "bad"} and times["bad"] == [] and "bad" not in calls
+    assert rows["bad"].note == "RuntimeError: boom"
+    assert len(times["a"]) == len(times["b"]) == 3 and mhz["a"] == [None] * 3
+    for ta, tb in zip(times["a"], times["b"]):
+        assert tb / ta == pytest.approx(2.0, rel=0.01)
+    assert times["a"][2] > times["a"][0] * 1.05  # the clock did fall between rounds
+    names = [x for x in timer.log if x != "flush"]
+    assert timer.log.count("flush") == len(names) + 1  # one flush before every call (and the failed one)
+    assert names[:2] == ["a", "b"] and names[2:4] == ["b", "a"]  # the order rotates pass by pass
+    assert abs(names.count("a") - names.count("b")) <= 1 and names.count("a") >= 3 * 5
+
+
+def test_interleave_flag_sets_the_method(harness, monkeypatch, capsys):
+    """``--interleave`` switches _measure to _interleaved and says so in the result's notes."""
+    seen: list[bool] = []
+    monkeypatch.setattr(harness, "environment", lambda: {})
+    monkeypatch.setattr(harness, "_peers", lambda: ({}, []))
+    monkeypatch.setattr(harness, "CASES", {"c": lambda rows, quick, peers: seen.append(harness.INTERLEAVE)})
+    monkeypatch.setattr(harness, "INTERLEAVE", False)
+    harness.main(["--only", "c", "--interleave"])
+    assert seen == [True] and "timing: interleaved" in capsys.readouterr().out
