@@ -2,7 +2,9 @@
 its default says nothing): tile_order without a persistent kernel whose loop's trip count depends on the tile,
 store_buffers without a staged tile of several chunks in a tile loop, stage_handoff without consumer warpgroups
 taking turns around a one-chunk staged tile, and the configs of a warp-specialized pipeline (rotate, split_rings,
-pingpong, preload, producer_regs) where no loop becomes one."""
+pingpong, preload, producer_regs) where no loop becomes one, and rotate, split_rings, pingpong, preload and
+operand_registers in a specialized pipeline with nothing for them to act on (a GEMM: no second gemm to delay, no tile
+loaded before the loop)."""
 
 from __future__ import annotations
 
@@ -111,7 +113,7 @@ def test_configs_of_a_specialized_pipeline_without_one_are_noted_as_inert(rng, t
             kernel.report()
     _check_gemm(rng, kernel, 130, 136, 96)
     specialized = _gemm(130, 136, 96, {**TMA_WS, **given})
-    assert not any(_inert(specialized.report(), name) for name in given)
+    assert "shapes a pipeline with a producer warpgroup" not in specialized.report()
 
 
 @pytest.mark.parametrize(("target", "configs"), [
@@ -136,3 +138,77 @@ def test_configs_refining_wgmma_or_tma_where_those_do_not_run_are_noted(rng, tar
     _check_gemm(rng, kernel, 130, 136, 96)
     hopper = _gemm(130, 136, 96, {"wgmma": True, "tma": True, **given})
     assert not any(_inert(hopper.report(), name) for name in given), hopper.report()
+
+
+FA_KERNEL = example_line("03_flash_attention", "with T.Kernel(")
+DELAY = "it delays a loop's second wgmma gemm by one iteration, beside the next iteration's first"
+SPLIT = "it gives the tiles that only a delayed gemm reads an mbarrier ring apart"
+TURNS = "it has the consumer warpgroups of a loop with a delayed gemm issue their gemms in turn"
+PRELOAD = "it has the producer warpgroup load the tiles copied before the loop that only its gemms read, or that " \
+    "are copied into fragments there"
+REGISTERS = "it takes into registers a shared tile loaded before a T.Pipelined loop and read in it only as T.gemm's A"
+
+
+def _flash(configs, block_M=128, threads=256):
+    fa = load_example("03_flash_attention")
+    func = fa.flash_attention(1, 2, 200, 64, False, block_M=block_M, block_N=64, threads=threads,
+                              num_stages=2).prim_func
+    return tilec.JITKernel(func, "simt:sm_90a", [3], pass_configs=configs)
+
+
+def _check_flash(rng, kernel):
+    q, k, v = (randn(rng, (1, 2, 200, 64), "float16") for _ in range(3))
+    s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) / np.sqrt(64)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("bhqk,bhkd->bhqd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+    assert_close(kernel(q, k, v), ref, "float16")
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_configs_of_a_specialized_gemm_with_nothing_to_shape_are_noted(rng, value):
+    """In a warp-specialized GEMM (one gemm in the loop, no copies before it) rotate, split_rings and pingpong have
+    no second gemm to delay, preload no tile copied before the loop, operand_registers no shared A tile loaded
+    before it: each changed nothing, and the report said nothing."""
+    given = {"rotate": value, "split_rings": value, "pingpong": value, "preload": value, "operand_registers": value}
+    kernel = _gemm(130, 136, 96, {**TMA_WS, **given}, threads=256, block_M=128)
+    at = f"  note: T.Kernel at line {KERNEL}: pass config"
+    assert "warp-specialized" in kernel.report()
+    for name, what in (("rotate", f"{DELAY}, and no warp-specialized loop has a second wgmma gemm to delay"),
+                       ("split_rings", f"{SPLIT}, and no loop's gemm is delayed"),
+                       ("pingpong", f"{TURNS}, and no loop's gemm is delayed"),
+                       ("preload", f"{PRELOAD}, and the kernel has none"),
+                       ("operand_registers", f"{REGISTERS}, and the kernel has none")):
+        assert _inert(kernel.report(), name) == [f"{at} {name!r} has no effect: {what}"], kernel.report()
+    _check_gemm(rng, kernel, 130, 136, 96)
+    assert "has no effect" not in _gemm(130, 136, 96, TMA_WS, threads=256, block_M=128).report()
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_configs_of_specialized_flash_attention_act_and_say_nothing(rng, value):
+    """Flash attention (QK^T, then PV delayed; Q loaded before the loop, taken into registers) is what these
+    configs shape: given either way, none is noted as inert."""
+    given = {"rotate": True, "split_rings": value, "pingpong": value, "preload": value, "operand_registers": value}
+    kernel = _flash({**TMA_WS, **given})
+    assert "has no effect" not in kernel.report(), kernel.report()
+    _check_flash(rng, kernel)
+    assert not _inert(_flash({**TMA_WS, "rotate": False}).report(), "rotate")
+
+
+def test_turns_of_one_consumer_warpgroup_and_configs_off_the_specialized_path_are_noted(rng):
+    """pingpong with a delayed gemm but one consumer warpgroup; split_rings and pingpong with rotate off; and
+    operand_registers where no pipeline has a producer warpgroup."""
+    one = _flash({**TMA_WS, "pingpong": True}, block_M=64, threads=128)
+    assert _inert(one.report(), "pingpong") == [f"  note: T.Kernel at line {FA_KERNEL}: pass config 'pingpong' has "
+                                                f"no effect: {TURNS}, and the kernel has one consumer warpgroup"]
+    _check_flash(rng, one)
+    off = _flash({**TMA_WS, "rotate": False, "split_rings": True, "pingpong": False})
+    assert [t for n in ("split_rings", "pingpong") for t in _inert(off.report(), n)] == [
+        f"  note: T.Kernel at line {FA_KERNEL}: pass config 'split_rings' has no effect: {SPLIT}, and no loop's "
+        "gemm is delayed",
+        f"  note: T.Kernel at line {FA_KERNEL}: pass config 'pingpong' has no effect: {TURNS}, and no loop's gemm "
+        "is delayed"]
+    plain = _flash({"wgmma": True, "tma": True, "operand_registers": True})
+    assert _inert(plain.report(), "operand_registers") == [
+        f"  note: T.Kernel at line {FA_KERNEL}: pass config 'operand_registers' has no effect: {REGISTERS}, and it "
+        "acts only beside a producer warpgroup (pass configs 'wgmma', 'tma' and 'warp_specialize' on sm_90a)"]
+    _check_flash(rng, plain)

@@ -39,12 +39,16 @@ MIN_REGISTERS = 168  # what the budget above was calibrated at: two consumer war
 def operands_to_registers(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
     """``func`` with its loop-invariant wgmma A tiles read from registers (the same object when none is)."""
     opts = options or {}
-    if target.arch != "sm_90a" or not (opts.get("wgmma") and opts.get("tma") and opts.get("warp_specialize")) \
-            or not opts.get("operand_registers", True):
-        return func, []
-    model = table_model(target.arch)
     launch = func.launch
     stmts = launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)
+    if target.arch != "sm_90a" or not (opts.get("wgmma") and opts.get("tma") and opts.get("warp_specialize")):
+        return func, _inert(func, opts, "it acts only beside a producer warpgroup (pass configs 'wgmma', 'tma' and "
+                            "'warp_specialize' on sm_90a)")
+    if all(_invariant_a_operand(s, stmts[i + 1:], launch.body)[0] is None for i, s in enumerate(stmts)):
+        return func, _inert(func, opts, "the kernel has none")
+    if not opts.get("operand_registers", True):
+        return func, []
+    model = table_model(target.arch)
     names = {b.name for b in launch.allocs}
     moved: dict[Buffer, Buffer] = {}
     notes: list[str] = []
@@ -92,6 +96,14 @@ def operands_to_registers(func: PrimFunc, target: Target, options: dict | None =
     body = SeqStmt(tuple(transform(s, swap) for s in out), loc=launch.body.loc)
     new = dataclasses.replace(launch, body=body, allocs=launch.allocs + tuple(moved.values()))
     return dataclasses.replace(func, body=new), notes
+
+
+def _inert(func: PrimFunc, opts: dict, why: str) -> list[str]:
+    """The report note of pass config ``operand_registers`` given by the user where it has nothing to act on."""
+    if "operand_registers" not in opts:
+        return []
+    return [f"T.Kernel at {where(func.launch.loc)}: pass config 'operand_registers' has no effect: it takes into "
+            f"registers a shared tile loaded before a T.Pipelined loop and read in it only as T.gemm's A, and {why}"]
 
 
 def _invariant_a_operand(s: Stmt, after: tuple[Stmt, ...], body: Stmt) -> tuple[Buffer | None, list[Gemm]]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -164,6 +165,10 @@ class _Pipeliner:
         self.split_rings = opts.get("split_rings", True)
         self.preload_on = opts.get("preload", True)
         self.notes: list[str] = []
+        # the configs of a specialized pipeline that had something to act on (either value would change the kernel),
+        # and whether a loop's second gemm runs one iteration late (:func:`_ws_inert`)
+        self.acted: set[str] = set()
+        self.delayed = False
         blocks = opts.get("persistent") if self.ws else None  # True: one block per SM; an int: that many blocks
         self.persistent = 0 if not blocks else (_sms(target) if blocks is True else int(blocks))
         at = f"T.Kernel at {where(func.launch.loc)}"
@@ -496,8 +501,6 @@ class _Pipeliner:
         from tilec.ir.stmt import Gemm
         from tilec.lower.wgmma import wgmma_plan
 
-        if not self.rotate:
-            return None
         threads = self.func.launch.num_threads
 
         def wgmma(c: Stmt) -> bool:
@@ -516,6 +519,9 @@ class _Pipeliner:
         rest = [c for c in consumers[gemms[0] + 1:] if acc not in _reads(c) | _writes(c)]
         if any(acc in _reads(c) | _writes(c) for c in head) or id(first.C.buffer) == acc or not rest:
             return None
+        self.acted.add("rotate")
+        if not self.rotate:
+            return None
         local = ("fragment", "local", "var")
         for c in late + rest:
             if any(b.scope not in local for b in (n for n in walk(c) if isinstance(n, Buffer)) if id(b) in _writes(c)):
@@ -528,6 +534,8 @@ class _Pipeliner:
             return None
         only_late = set().union(*map(_reads, late)) - set().union(*(_reads(c) for c in head + rest))
         split = {id(p.dst.buffer) for p in producers if id(p.dst.buffer) in only_late}
+        if split and len(split) < len(producers):
+            self.acted.add("split_rings")
         if not (self.split_rings and split and len(split) < len(producers)):
             split = set()
             extra = {b: (buf, a, v + 1) for b, (buf, a, v) in versions.items()}
@@ -541,6 +549,7 @@ class _Pipeliner:
                           f"one iteration late, beside the next iteration's gemm at "
                           f"{where(first.loc)} and the statements after it"
                           + ("; its tiles have an mbarrier ring of their own" if split else ""))
+        self.delayed = True
         return head, late, rest, split
 
     def rewrite_ws(self, loop: For, body: list[Stmt], stages: list[int], order: list[int],
@@ -623,6 +632,8 @@ class _Pipeliner:
             head, late, rest, _ = rotated
             k1, last, zero = binop("+", k, 1), binop("-", n, 1), const(0)
             turns = groups > 1 and self.pingpong
+            if groups > 1:
+                self.acted.add("pingpong")
 
             def turn(give: bool, edge: bool = False) -> list[Stmt]:  # the gemms' issue, warpgroup after warpgroup
                 if edge and self.persistent:  # the turns go on from tile to tile: left out on the first and last
@@ -800,21 +811,13 @@ class _Pipeliner:
         return binop("or", binop("and", binop("<", at_last, tiles), binop("==", self.tile, last)),
                       binop("and", binop(">=", at_last, tiles), binop("==", self.tile, binop("-", last, 1))))
 
-    def preload(self, stmts: list[Stmt], key: int, inits: list[Stmt],
-                producer: Stmt) -> tuple[list[Stmt], Stmt, list[Stmt]]:
-        """Tile copies before the specialized loop ``stmts[key]`` that only its wgmma gemms read, or copies into
-        fragments between them and the loop (flash attention's Q, or Q taken into registers), move to the producer
-        warpgroup: a TMA copy on an mbarrier of their own, waited for by the consumers just before their first read,
-        issued while the block's threads start up. In a persistent kernel the consumers release the tile (an
-        ``empty`` barrier) once its reads are done: after the copies into fragments when only those read it, else
-        once the gemms reading it are done (before a rotated loop's last part); the producer loads the next tile's
-        from then on. Where gemms in the loop read it and shared memory holds two versions, the next tile's goes
-        into the other one while this one is read. (inits, producer, consumer statements)."""
+    def preloadable(self, stmts: list[Stmt], key: int, notes: list[str]) -> tuple[list[Copy], list[Copy], bool]:
+        """The tile copies before the specialized loop ``stmts[key]`` that :meth:`preload` moves to the producer, the
+        copies of those tiles into fragments before the loop, and whether gemms in the loop read them; why a copy
+        stays with the block's threads goes to ``notes``."""
         from tilec.ir.stmt import Gemm
 
         loop = stmts[key]
-        if not self.preload_on or self.copies > 1:  # (a copy's wait would come before its turn: see copy_turns)
-            return inits, producer, stmts
         block_vars = {id(v) for v in self.func.launch.block_vars}
         moved: list[Copy] = []
         early: list[Copy] = []  # the copies of moved tiles into fragments before the loop
@@ -836,13 +839,31 @@ class _Pipeliner:
                 continue
             if tma_box_refusal(c) is not None:
                 if c.disable_tma:
-                    self.notes.append(f"T.copy at {where(c.loc)}: the block's threads load {x.name!r}, not the "
-                                      "producer warpgroup by TMA: disable_tma=True")
+                    notes.append(f"T.copy at {where(c.loc)}: the block's threads load {x.name!r}, not the "
+                                 "producer warpgroup by TMA: disable_tma=True")
                 continue
             moved.append(c)
             early += [o for o in before if all(o is not e for e in early)]
             in_loop = in_loop or bool(readers)
-        if not moved:
+        return moved, early, in_loop
+
+    def preload(self, stmts: list[Stmt], key: int, inits: list[Stmt],
+                producer: Stmt) -> tuple[list[Stmt], Stmt, list[Stmt]]:
+        """Tile copies before the specialized loop ``stmts[key]`` that only its wgmma gemms read, or copies into
+        fragments between them and the loop (flash attention's Q, or Q taken into registers), move to the producer
+        warpgroup: a TMA copy on an mbarrier of their own, waited for by the consumers just before their first read,
+        issued while the block's threads start up. In a persistent kernel the consumers release the tile (an
+        ``empty`` barrier) once its reads are done: after the copies into fragments when only those read it, else
+        once the gemms reading it are done (before a rotated loop's last part); the producer loads the next tile's
+        from then on. Where gemms in the loop read it and shared memory holds two versions, the next tile's goes
+        into the other one while this one is read. (inits, producer, consumer statements)."""
+        loop = stmts[key]
+        if self.copies > 1:  # (a copy's wait would come before its turn: see copy_turns)
+            return inits, producer, stmts
+        moved, early, in_loop = self.preloadable(stmts, key, self.notes if self.preload_on else [])
+        if moved:
+            self.acted.add("preload")
+        if not self.preload_on or not moved:
             return inits, producer, stmts
         self.preloaded = True
         loc = moved[0].loc
@@ -1103,12 +1124,31 @@ _WS_ONLY = ("rotate", "split_rings", "pingpong", "preload", "producer_regs")  # 
 
 def _ws_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) -> list[str]:
     """A note for each pass config of :data:`_WS_ONLY` the user gave where no loop became a warp-specialized
-    pipeline (no producer warpgroup: nothing for them to shape)."""
-    if p is not None and p.roles:
-        return []
-    return [f"T.Kernel at {where(launch.loc)}: pass config {name!r} has no effect: it shapes a pipeline with a "
-            "producer warpgroup (pass configs 'tma' and 'warp_specialize' on sm_90a), and the kernel has none"
-            for name in _WS_ONLY if name in (options or {})]
+    pipeline (no producer warpgroup: nothing for them to shape), or where the specialized pipeline has nothing for
+    it to act on (:data:`_SHAPES`)."""
+    given = [name for name in _WS_ONLY if name in (options or {})]
+    at = f"T.Kernel at {where(launch.loc)}: pass config"
+    if p is None or not p.roles:
+        return [f"{at} {name!r} has no effect: it shapes a pipeline with a producer warpgroup (pass configs 'tma' and "
+                "'warp_specialize' on sm_90a), and the kernel has none" for name in given]
+    return [f"{at} {name!r} has no effect: {_SHAPES[name][0]}, and {_SHAPES[name][1](p)}" for name in given
+            if name in _SHAPES and name not in p.acted]
+
+
+# what each config of a specialized pipeline acts on, and why a pipeline gave it nothing (``p.acted`` lacks it)
+_SHAPES: dict[str, tuple[str, Callable[[_Pipeliner], str]]] = {
+    "rotate": ("it delays a loop's second wgmma gemm by one iteration, beside the next iteration's first",
+               lambda p: "no warp-specialized loop has a second wgmma gemm to delay"),
+    "split_rings": ("it gives the tiles that only a delayed gemm reads an mbarrier ring apart",
+                    lambda p: "no tile is read by the delayed gemm alone" if p.delayed else
+                    "no loop's gemm is delayed"),
+    "pingpong": ("it has the consumer warpgroups of a loop with a delayed gemm issue their gemms in turn",
+                 lambda p: "the kernel has one consumer warpgroup" if p.delayed else "no loop's gemm is delayed"),
+    "preload": ("it has the producer warpgroup load the tiles copied before the loop that only its gemms read, or "
+                "that are copied into fragments there",
+                lambda p: "the consumers run in copies (pass config 'consumers')" if p.copies > 1 else
+                "the kernel has none"),
+}
 
 
 def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: Stmt) -> tuple:
