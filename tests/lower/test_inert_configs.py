@@ -4,7 +4,7 @@ store_buffers without a staged tile of several chunks in a tile loop, stage_hand
 taking turns around a one-chunk staged tile, and the configs of a warp-specialized pipeline (rotate, split_rings,
 pingpong, preload, producer_regs) where no loop becomes one, and rotate, split_rings, pingpong, preload and
 operand_registers in a specialized pipeline with nothing for them to act on (a GEMM: no second gemm to delay, no tile
-loaded before the loop)."""
+loaded before the loop), and store_exchange where the accumulators go out through shared memory."""
 
 from __future__ import annotations
 
@@ -212,3 +212,28 @@ def test_turns_of_one_consumer_warpgroup_and_configs_off_the_specialized_path_ar
         f"  note: T.Kernel at line {FA_KERNEL}: pass config 'operand_registers' has no effect: {REGISTERS}, and it "
         "acts only beside a producer warpgroup (pass configs 'wgmma', 'tma' and 'warp_specialize' on sm_90a)"]
     _check_flash(rng, plain)
+
+
+EXCHANGE = "it has the threads of a quad exchange accumulator pairs by shuffles before they store them to global " \
+    "memory, and the kernel stores no such pairs from registers (an accumulator staged by pass config " \
+    "'stage_epilogue' goes out through shared memory)"
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:sm_90a"])
+@pytest.mark.parametrize("value", [True, False])
+def test_store_exchange_of_a_staged_accumulator_is_noted_as_inert(rng, target, value):
+    """With stage_epilogue (the default) the GEMM's accumulator leaves through shared memory: no register-to-global
+    stores of accumulator pairs are left for store_exchange, which changed nothing and said nothing."""
+    kernel = _gemm(130, 136, 96, {"store_exchange": value}, target=target)
+    assert _inert(kernel.report(), "store_exchange") == [
+        f"  note: T.Kernel at line {KERNEL}: pass config 'store_exchange' has no effect: {EXCHANGE}"], kernel.report()
+    _check_gemm(rng, kernel, 130, 136, 96)
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_store_exchange_of_accumulators_stored_from_registers_says_nothing(rng, value):
+    kernel = _gemm(130, 136, 96, {"stage_epilogue": False, "store_exchange": value}, target="simt:sm_80")
+    assert "has no effect" not in kernel.report(), kernel.report()
+    assert ("__shfl_xor_sync" in kernel.get_kernel_source()) == value
+    _check_gemm(rng, kernel, 130, 136, 96)
+    assert "store_exchange" not in _gemm(130, 136, 96, {}, target="simt:sm_80").report()

@@ -61,6 +61,7 @@ class Lowerer:
     wait_anchor: Mem | None = None  # the shared word deferred wgmma waits are anchored on (WgmmaWait.after)
     anchor_waits: bool = False  # pass config wgmma_wait_anchor
     store_exchange: bool = True  # pass config store_exchange
+    exchangeable: bool = False  # whether a global store of a fragment had pairs store_exchange could exchange
     producer_regs: int = 0  # pass config producer_regs (0: the default, see tilec.lower.tma.producer_registers)
     defer_wgmma: bool = False  # the gemm being lowered may leave its group for the sequence to wait for
     tensor_maps: list[TensorMap] = field(default_factory=list)  # TMA descriptors the kernel takes

@@ -71,10 +71,12 @@ def vector_fragment_copy(lw: Lowerer, frag_region: Region, other: Region, to_fra
     if runs is None:
         return None
     plan = None
-    if not to_fragment and other.buffer.scope == "global" and lw.store_exchange:
+    if not to_fragment and other.buffer.scope == "global":
         plan = _exchange_plan(table, frag, runs, v, bits)
         if plan is not None and not (_contiguous(lw, other, plan[0] * v) and box[-1][0] % (plan[0] * v) == 0):
             plan = None
+        lw.exchangeable = lw.exchangeable or plan is not None
+        plan = plan if lw.store_exchange else None
     if other.buffer.scope == "global":
         width = v * (plan[0] if plan else 1)
         lw.align[other.buffer] = max(lw.align.get(other.buffer, 1), width * bits // 8)

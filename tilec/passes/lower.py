@@ -371,6 +371,11 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     if launch.cluster is not None:
         cluster[launch.cluster[0]] = launch.cluster[1]
     statics = tuple(m for b, m in lw.mems.items() if m.space == "global" and b not in func.params)
+    if "store_exchange" in (options or {}) and not lw.exchangeable:
+        lw.notes.append(f"T.Kernel at {where(launch.loc)}: pass config 'store_exchange' has no effect: it has the "
+                        "threads of a quad exchange accumulator pairs by shuffles before they store them to global "
+                        "memory, and the kernel stores no such pairs from registers (an accumulator staged by pass "
+                        "config 'stage_epilogue' goes out through shared memory)")
     dependent = target.kind == "cuda" and target.sm >= 90 and (options or {}).get("pdl", True)
     if dependent:
         lw.notes.append("launched as a programmatic dependent (PDL): waits for the stream's previous kernel before "
