@@ -4,7 +4,8 @@ store_buffers without a staged tile of several chunks in a tile loop, stage_hand
 taking turns around a one-chunk staged tile, and the configs of a warp-specialized pipeline (rotate, split_rings,
 pingpong, preload, producer_regs) where no loop becomes one, and rotate, split_rings, pingpong, preload and
 operand_registers in a specialized pipeline with nothing for them to act on (a GEMM: no second gemm to delay, no tile
-loaded before the loop), and store_exchange where the accumulators go out through shared memory."""
+loaded before the loop), store_exchange where the accumulators go out through shared memory, and pdl (either value)
+anywhere but CUDA on sm_90."""
 
 from __future__ import annotations
 
@@ -237,3 +238,22 @@ def test_store_exchange_of_accumulators_stored_from_registers_says_nothing(rng, 
     assert ("__shfl_xor_sync" in kernel.get_kernel_source()) == value
     _check_gemm(rng, kernel, 130, 136, 96)
     assert "store_exchange" not in _gemm(130, 136, 96, {}, target="simt:sm_80").report()
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:gfx90a", "cuda:sm_89", "hip:gfx90a"])
+@pytest.mark.parametrize("value", [True, False])
+def test_pdl_given_either_way_where_it_cannot_act_is_noted(target, value):
+    """pdl acts only on CUDA sm_90 (a launch attribute and griddepcontrol in the kernel); pdl=False elsewhere, and
+    either value on the CPU interpreter, changed nothing without a word (pdl=True on sm_80 and AMD was noted)."""
+    kernel = _gemm(130, 136, 96, {"pdl": value}, target=target)
+    assert _inert(kernel.report(), "pdl") == [f"  note: pass config 'pdl' has no effect on {target}: programmatic "
+                                              "dependent launches need CUDA on sm_90 or later"], kernel.report()
+    if target.startswith("cuda"):
+        assert "griddepcontrol" not in kernel.get_kernel_source()
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_pdl_on_sm_90_acts_and_says_nothing(value):
+    kernel = _gemm(130, 136, 96, {"pdl": value}, target="cuda:sm_90a")
+    assert not _inert(kernel.report(), "pdl")
+    assert ("griddepcontrol" in kernel.get_kernel_source()) == value

@@ -380,9 +380,6 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     if dependent:
         lw.notes.append("launched as a programmatic dependent (PDL): waits for the stream's previous kernel before "
                         "its first statement, and lets the next one launch while it runs")
-    elif (options or {}).get("pdl"):
-        lw.notes.append(f"pass config 'pdl' has no effect on {target}: programmatic dependent launches need CUDA on "
-                        "sm_90 or later")
     return ThreadKernel(func.name, params, func.dyn_vars, launch.grid, tuple(hw), threads, lw.tx, shared,
                         tuple(lw.regs), body, nbytes, tuple(lw.notes), align, target.warp_size, tuple(lw.tensor_maps),
                         _min_blocks(target, nbytes, threads, bool(lw.producer_threads)), tuple(cluster), statics,
