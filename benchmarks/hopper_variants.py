@@ -225,6 +225,8 @@ def attention_variants() -> dict:
         "128x128 tma": (128, 128, 256, {"wgmma": True, "tma": True}),
         "128x128 ws persistent": (128, 128, 256, {**ws, "persistent": True}),
         "128x128 ws persistent one ring": (128, 128, 256, {**ws, "persistent": True, "split_rings": False}),
+        # as many rounds of tiles as on 132 blocks, no partial one (2048 tiles: 16 rounds of 128)
+        "128x128 ws persistent 128 blocks": (128, 128, 256, {**ws, "persistent": 128}),
         "128x160 ws persistent": (128, 160, 256, {**ws, "persistent": True}),
         "128x176 ws persistent": (128, 176, 256, {**ws, "persistent": True}),
         "128x192 ws persistent": (128, 192, 256, {**ws, "persistent": True}),  # O stored directly (no room)
@@ -244,6 +246,7 @@ def attention_variants() -> dict:
         # D=64 only: three consumer warpgroups of 64 query rows; 512 threads leave ptxas 128 registers a thread,
         # which holds the kernel without spills with Q in shared memory and the producer at 24 (the defaults there)
         "192x128 ws persistent": (192, 128, 384, {**ws, "persistent": True}),
+        "192x128 ws persistent 128 blocks": (192, 128, 384, {**ws, "persistent": 128}),
         "192x128 ws": (192, 128, 384, ws),
         # D=128 in 192-row tiles: 64-key tiles keep S, P and O within 128 registers (no spills; prepared, not timed)
         "192x64 ws persistent": (192, 64, 384, {**ws, "persistent": True}),
@@ -339,6 +342,7 @@ def gemm_variants() -> dict:
         "tma ws persistent cluster2": (big, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent stream-k": (big, {**ws, "persistent": True, "stream_k": True}),
         "tma ws 128 blocks panel8": ({**big, "panel": 8}, {**ws, "persistent": 128}),  # whole rounds at 4096³, 8192³
+        "tma ws 128 blocks panel16": ({**big, "panel": 16}, {**ws, "persistent": 128}),
         "tma ws persistent panel8 one buffer": ({**big, "panel": 8}, {**ws, "persistent": True, "store_buffers": 1}),
         "tma ws persistent panel8 stream-k one buffer": ({**big, "panel": 8}, {**ws, "persistent": True,
                                                                               "stream_k": True, "store_buffers": 1}),

@@ -152,7 +152,7 @@ def test_persistent_clusters_refused(rng):
     k = _gemm(4096, 4096, 4096, {**WS, "cluster": 4, "persistent": True}, "cuda:sm_90a", block_N=256, block_K=64,
               threads=256)
     assert "persistent blocks not in clusters: clusters of 4 blocks, one per SM, do not all fit" in k.report()
-    assert "persistent, 132 blocks loop over the tiles of the grid" in k.report()
+    assert "persistent, 128 blocks loop over the tiles of the grid" in k.report()  # 512 tiles: 4 rounds either way
     fa = load_example("03_flash_attention")
     g = fa.flash_attention(1, 1, 512, 64, True, block_M=128, block_N=64, threads=256, num_stages=2).prim_func
     k = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs={**WS, "cluster": 2, "persistent": 2})

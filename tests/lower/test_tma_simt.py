@@ -768,6 +768,40 @@ def test_releasing_q_before_its_last_read_is_a_race(rng):
         tilec.JITKernel(bad, "simt:sm_90a", [3], pass_configs=cfg)(q, k, v)
 
 
+@pytest.mark.parametrize(("mnk", "configs", "causal", "blocks", "why"), [
+    ((4096, 4096, 4096), {}, None, 128, "(128 of 132 SMs: the 512 tiles take 4 rounds either way, none of them "
+                                        "partial on 128)"),
+    ((8192, 8192, 8192), {}, None, 128, "(128 of 132 SMs: the 2048 tiles take 16 rounds either way"),
+    ((4096, 4096, 4096), {"cluster": 2}, None, 128, "in clusters of 2 blocks"),
+    ((4224, 4096, 4096), {}, None, 132, "over the tiles of the grid"),  # 528 tiles: 4 whole rounds already
+    ((2048, 2048, 512), {}, None, 128, "(the grid has 128 tiles, fewer than the 132 blocks"),  # one round
+    ((4096, 4096, 4096), {"stream_k": True}, None, 132, "the last 116 tiles shared out"),  # stream-K fills it
+    ((4096, 4096, 4096), {"persistent": 120}, None, 120, "over the tiles of the grid"),  # a count given: kept
+    (None, {}, False, 128, "(128 of 132 SMs: the 512 tiles take 4 rounds either way"),
+    (None, {}, True, 132, "in the balanced order"),  # causal: the tiles' work differs
+])
+def test_persistent_blocks_are_the_fewest_for_the_rounds(mnk, configs, causal, blocks, why):
+    """persistent=True launches the fewest blocks that take the tiles in as many rounds as one block per SM would:
+    512 tiles are 4 rounds on 132 SMs (the last with 16 blocks idle) or 4 whole rounds on 128 blocks, whose idle SMs
+    leave the others L2 bandwidth and power (perf notes, twenty-fifth session: 0.5-1.2 % faster). Not where stream-K
+    fills the last round, a block count is given, the tiles' trip counts differ (causal attention) or one round
+    takes them all; in clusters, a multiple of their size."""
+    from tilec.backends.cuda.runtime import _grid_fn, grid_code
+
+    if mnk is None:
+        fa = load_example("03_flash_attention")
+        g = fa.flash_attention(2, 16, 2048, 128, causal, block_M=128, block_N=128, threads=256, num_stages=2).prim_func
+        kernel = tilec.JITKernel(g, "cuda:sm_90a", [3], pass_configs={**WS, "persistent": True})
+    else:
+        g = load_example("01_gemm").matmul(*mnk, block_M=128, block_N=256, block_K=64, threads=256,
+                                           panel=16).prim_func
+        kernel = tilec.JITKernel(g, "cuda:sm_90a", [-1], pass_configs={**WS, "persistent": True, **configs})
+    note = next(line for line in kernel.report().splitlines() if "loop over the tiles" in line)
+    assert f"persistent, {blocks} blocks loop over the tiles" in note and why in note, note
+    tk = kernel.state.artifacts["thread_ir"]
+    assert _grid_fn(grid_code(tk.grid, tk.dyn_vars))() == (blocks, 1, 1)
+
+
 def test_persistent_launch_grid_is_the_lowered_one():
     """A persistent kernel launches min(tiles, SMs) blocks, not the Tile IR's grid: the disk cache keeps the lowered
     grid's code (a cached persistent kernel once launched on the Tile IR's 4 x 8 grid and computed each tile many

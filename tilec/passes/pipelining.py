@@ -199,6 +199,10 @@ class _Pipeliner:
         self.cluster_notes: list[str] = []  # why not in clusters: reported only if the kernel is made persistent
         self.cluster, self.cluster_dim = _cluster_plan(func, self.persistent, blocks is True, opts.get("cluster"),
                                                        self.cluster_notes)
+        # (one block per SM: the SMs, the rounds) where fewer blocks take the tiles in as many rounds
+        self.fewer: tuple[int, int] | None = None
+        if blocks is True and not self.stream_k:
+            self.persistent, self.fewer = _fewest_blocks(func, self.persistent, self.cluster)
         # a persistent block's pipeline iterations before this tile, when the loop's trip count depends on the tile:
         # (the Var each tile loop binds, the register counter it is read from)
         self.base: tuple[Var, Buffer] | None = None
@@ -1206,6 +1210,9 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
         order += f" (the grid has {tiles_all} tile{'s' * (tiles_all != 1)}, fewer than the {P} blocks of pass " \
                  "config 'persistent')"
     who = "1 block loops" if launched == 1 else f"{launched} blocks loop"
+    if p.fewer is not None:
+        order += f" ({launched} of {p.fewer[0]} SMs: the {int(tiles.value) * n} tiles take {p.fewer[1]} rounds " \
+                 f"either way, none of them partial on {launched})"
     p.notes.append(f"T.Kernel at {here}: persistent, {who} over the tiles of the grid{order}")
     return (blocks,), (pid,), wrap[0], wrap[1]
 
@@ -1409,6 +1416,28 @@ def _serpentine(r: Any, pid: Any, P: int) -> Any:
 def _product(dims: Any) -> Any:
     """The product of a grid's extents (a persistent kernel's tiles), as an expression."""
     return functools.reduce(lambda a, b: binop("*", a, b), dims)
+
+
+def _fewest_blocks(func: PrimFunc, sms: int, n: int) -> tuple[int, tuple[int, int] | None]:
+    """The blocks of pass config ``persistent=True`` (one per SM, ``sms``): the fewest, a multiple of the cluster
+    size ``n``, that take the grid's tiles in as many rounds, where that is fewer (``sms`` and the rounds beside
+    it). A 4096³ GEMM in 128x256 tiles has 512 tiles: 4 rounds on 132 SMs, the last with 16 blocks idle, or 4 whole
+    rounds on 128 blocks, whose 4 idle SMs leave the others more L2 bandwidth and power (0.5-1.2 % faster, perf
+    notes, twenty-fifth session). One block per SM where the grid is not known at compile time, where one round
+    takes all tiles (one block a tile), or where the tiles' trip counts differ (causal attention: fewer blocks would
+    each take more of the work)."""
+    launch = func.launch
+    if not all(isinstance(d, Const) for d in launch.grid):
+        return sms, None
+    block_vars = {id(v) for v in launch.block_vars}
+    if any(isinstance(s, For) and s.kind == "pipelined" and {id(v) for v in vars_in(s.extent)} & block_vars
+           for s in walk(launch.body)):
+        return sms, None
+    tiles = functools.reduce(lambda a, b: a * b, (int(d.value) for d in launch.grid))
+    rounds = -(-tiles // sms)
+    fewest = -(-tiles // rounds)
+    blocks = -(-fewest // n) * n
+    return (blocks, (sms, rounds)) if rounds > 1 and blocks < sms else (sms, None)
 
 
 def _sms(target: Target) -> int:
