@@ -9,7 +9,8 @@ Constraint propagation in three levels, each a fixpoint over the FTG's ops in pr
   ``v_mfma_f32_16x16x16`` over 64-lane wavefronts on HIP (:data:`TENSOR_CORES`);
 * *common*: through fragment-to-fragment copies, reductions (the result lives on the threads of its rows)
   and parallel loops (a loop takes the layout of a fragment it indexes by exactly its variables; row
-  vectors it indexes by some of them take the projection);
+  vectors it indexes by some of them take the projection). A dimension of size 1 indexed by 0 counts as
+  absent: ``b[0, j]`` of a ``(1, N)`` fragment is ``b[j]`` of an ``(N,)`` one, laid out the same;
 * *free*: fragments still open get an even spread over the threads, then loops without fragments too.
 
 A buffer given two different layouts raises :class:`~tilec.errors.LayoutConflictError` naming both ops.
@@ -28,7 +29,7 @@ import numpy as np
 from tilec import dtypes as dt
 from tilec.errors import LayoutConflictError, SourceLoc, TilecTypeError, TilecValueError, where
 from tilec.ir.buffer import Buffer
-from tilec.ir.expr import Load, Var
+from tilec.ir.expr import Load, Var, const_value
 from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store, TmaCopy
 from tilec.ir.visit import walk
 from tilec.layout import (
@@ -314,8 +315,8 @@ class _Inference:
         if loop is None:
             for buf, dims in accesses:
                 f = self.plan.fragments.get(buf)
-                if f is not None and dims == tuple(range(len(p.vars))) and f.shape == shape:
-                    loop = self.plan.loops[p] = f
+                if f is not None and _kept(dims) == tuple(range(len(p.vars))) and _squeezed(f.shape, dims) == shape:
+                    loop = self.plan.loops[p] = _squeeze(f, dims)
                     self.plan.origin[p] = ("common", f"from {buf.name}")
                     self.loop_src[p] = buf
                     changed = True
@@ -328,7 +329,9 @@ class _Inference:
                 continue
             if _covers_part(buf.shape, shape, dims):  # its layout comes from elsewhere; the check then tells
                 continue
-            frag = loop if dims == tuple(range(len(p.vars))) else project(loop, dims)
+            kept = _kept(dims)
+            frag = loop if kept == tuple(range(len(p.vars))) else project(loop, kept)
+            frag = frag if len(kept) == len(dims) else frag.reshape(tuple(int(d) for d in buf.shape))
             changed |= self.set_fragment(buf, frag, "common", p, f"indexed by the loop at {where(p.loc)}")
         return changed
 
@@ -339,15 +342,15 @@ class _Inference:
             return
         self.checked.add(key)
         f = self.plan.fragments[buf]
-        if f is loop or holds(loop, f, dims):
+        if f is loop or holds(loop, _squeeze(f, dims), _kept(dims)):
             return
         src = self.loop_src.get(p)
         how = f"the layout of {src.name}: {self.plan.origin[src][1]} ({_where(self.by[src])})" if src is not None \
             else self.plan.origin[p][1]
         part = ""
         if _covers_part(f.shape, _extents(p), dims):
-            part = (f"; the loop covers only part of it (extents {tuple(_extents(p)[d] for d in dims)} of its shape "
-                    f"{tuple(f.shape)}): a loop reading a fragment's registers runs over all of it")
+            part = (f"; the loop covers only part of it (extents {tuple(_extents(p)[d] for d in _kept(dims))} of its "
+                    f"shape {_squeezed(f.shape, dims)}): a loop reading a fragment's registers runs over all of it")
         raise LayoutConflictError(
             f"fragment {buf.name!r} ({self.plan.origin[buf][1]}, {_where(self.by[buf])}) is not held where the loop "
             f"at {where(p.loc)} runs ({how}){part}; copy one of them through a shared buffer (T.copy) or change one "
@@ -437,7 +440,7 @@ class _Inference:
                 whole = [(b, dims) for b, dims in held if not _covers_part(b.shape, shape, dims)]
                 if whole:
                     buf, dims = whole[0]
-                    loop = self.plan.loops[op] = around(self.plan.fragments[buf], dims, shape)
+                    loop = self.plan.loops[op] = around(_squeeze(self.plan.fragments[buf], dims), _kept(dims), shape)
                     self.plan.origin[op] = ("free", f"around {buf.name}")
                     self.loop_src[op] = buf
                 elif (private := _private_stores(op)) and not _fragments_of(op):
@@ -542,10 +545,30 @@ def _extents(p: Parallel) -> tuple[int | None, ...]:
     return tuple(e if isinstance(e, int) else None for e in p.extents)
 
 
-def _covers_part(buf_shape: Any, loop_shape: tuple[int | None, ...], dims: tuple[int, ...]) -> bool:
+_Dims = tuple[int | None, ...]  # per fragment dimension: the loop variable indexing it, None for a size-1 one at 0
+
+
+def _covers_part(buf_shape: Any, loop_shape: tuple[int | None, ...], dims: _Dims) -> bool:
     """Whether a loop over ``loop_shape`` indexing a fragment of ``buf_shape`` by its variables ``dims`` runs over
     only part of it (a loop over rows 0-7 of 16)."""
-    return tuple(int(d) for d in buf_shape) != tuple(loop_shape[d] for d in dims)
+    return _squeezed(buf_shape, dims) != tuple(loop_shape[d] for d in _kept(dims))
+
+
+def _kept(dims: _Dims) -> tuple[int, ...]:
+    """The loop variables of an access, without its size-1 dimensions indexed by 0."""
+    return tuple(d for d in dims if d is not None)
+
+
+def _squeezed(shape: Any, dims: _Dims) -> tuple[int, ...]:
+    """A fragment's shape without the size-1 dimensions an access indexes by 0 (``(1, N)`` read as ``b[0, j]``:
+    ``(N,)``)."""
+    return tuple(int(n) for n, d in zip(shape, dims) if d is not None)
+
+
+def _squeeze(frag: Fragment, dims: _Dims) -> Fragment:
+    """``frag`` seen without the size-1 dimensions the access ``dims`` indexes by 0 (the same threads and registers):
+    what the rules for fragments indexed by loop variables alone take."""
+    return frag if None not in dims else frag.reshape(_squeezed(frag.shape, dims))
 
 
 _FP8 = (dt.float8_e4m3, dt.float8_e5m2)
@@ -578,15 +601,19 @@ def _warp_grid(policy: str, warps: int, m: int, n: int, atom: tuple[int, int] = 
     return min(ok, key=lambda g: (abs((m / g[0]) / (n / g[1]) - 1.0), -g[0]))
 
 
-def _fragment_accesses(p: Parallel) -> list[tuple[Buffer, tuple[int, ...]]]:
-    """Fragment buffers the loop body indexes by loop variables only: (buffer, positions of the variables)."""
+def _fragment_accesses(p: Parallel) -> list[tuple[Buffer, _Dims]]:
+    """Fragment buffers the loop body indexes by loop variables only, but for dimensions of size 1 indexed by 0 (a
+    ``(1, N)`` row vector read as ``b[0, j]``, broadcast like an ``(N,)`` one): (buffer, per dimension the position
+    of its variable, None for such a size-1 dimension). An access by no variable at all is not one."""
     pos = {id(v): i for i, v in enumerate(p.vars)}
-    out: dict[int, tuple[Buffer, tuple[int, ...]]] = {}
+    out: dict[int, tuple[Buffer, _Dims]] = {}
     for n in walk(p.body):
         if isinstance(n, (Load, Store)) and n.buffer.scope == "fragment":
-            idx = n.indices
-            if all(isinstance(i, Var) and id(i) in pos for i in idx):
-                out.setdefault(id(n.buffer), (n.buffer, tuple(pos[id(i)] for i in idx)))
+            dims = tuple(pos[id(i)] if isinstance(i, Var) and id(i) in pos else
+                         None if const_value(i) == 0 and const_value(e) == 1 else -1
+                         for i, e in zip(n.indices, n.buffer.shape))
+            if -1 not in dims and _kept(dims):
+                out.setdefault(id(n.buffer), (n.buffer, dims))
     return list(out.values())
 
 
