@@ -105,6 +105,9 @@ def test_a_thread_holds_only_the_slice_of_the_vectors_it_uses(target, configs, b
         one_d = plans[False].frag(name)
         assert plans[True].frag(name).equals(one_d.reshape(plans[True].frag(name).shape)), name
         assert plans[True].origin(name)[1].startswith("indexed by the loop at line")
+    # the same code but for the source comments: the (1, N) bias too is loaded in vectors
+    assert "uint2*>(&Bias[" in srcs[True]
+    assert re.sub(r"\s*//.*", "", srcs[True]) == re.sub(r"\s*//.*", "", srcs[False])
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH")
@@ -163,3 +166,23 @@ def test_a_column_vector_written_and_broadcast_by_loops(rng, target, width):
     tilec.JITKernel(reduced_rows_kernel(True, width), target)(a, b, y)
     ref = (a.astype(np.float64) @ b.astype(np.float64)).max(axis=1)[:, None] * 0.5 + np.arange(width)
     assert_close(y, ref, "float32")
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "cpu"])
+def test_a_row_vector_computed_by_a_loop_is_stored_in_vectors(rng, target):
+    """A ``(1, 256)`` fragment written as ``r[0, j]`` goes out to a row of a 2-D tensor in 16-byte vectors, as a
+    1-D one does."""
+    @T.prim_func
+    def main(X: T.Tensor((4, 256), "float32"), Y: T.Tensor((4, 256), "float32")):
+        with T.Kernel(4, threads=64) as bx:
+            r = T.alloc_fragment((1, 256), "float32")
+            for j in T.Parallel(256):
+                r[0, j] = X[bx, j] * 2.0
+            T.copy(r, Y[bx, 0])
+
+    k = tilec.JITKernel(main, target)
+    if target != "cpu":
+        assert "tl::Vec<float, 4>*>(&Y[" in tilec.JITKernel(main, "cuda:sm_80").get_kernel_source()
+    x, y = randn(rng, (4, 256), "float32"), poisoned((4, 256), "float32")
+    k(x, y)
+    assert_close(y, x.astype(np.float64) * 2.0, "float32")

@@ -60,7 +60,9 @@ def vector_fragment_copy(lw: Lowerer, frag_region: Region, other: Region, to_fra
     if not frag.shape or any(not isinstance(x, int) for x in (*starts, *frag_region.extents)):
         return None
     box = tuple(zip(starts, frag_region.extents))
-    if tuple(other.squeezed_extents()) != tuple(frag_region.extents):
+    # the regions' non-unit dims pair up (a (1, N) fragment and a row of an (M, N) tensor), the last with the last
+    if tuple(other.squeezed_extents()) != tuple(frag_region.squeezed_extents()) or \
+            (other.extents[-1] == 1) != (frag_region.extents[-1] == 1):
         return None
     bits = other.dtype.bits
     table = inverse_table(frag)
@@ -96,6 +98,12 @@ def _runs_inside(table: np.ndarray, frag: Fragment, box: tuple[tuple[int, int], 
     return [int(g) for g in np.flatnonzero(inside.all(axis=0))]
 
 
+def _local(coords: list[Expr], fr: Region) -> list[Expr]:
+    """The position of fragment element ``coords`` within the copied part ``fr``, along its non-unit dimensions (what
+    :meth:`Region.index_at` of the other side takes)."""
+    return [binop("-", c, s) for c, s, e in zip(coords, fr.starts, fr.extents) if not (isinstance(e, int) and e == 1)]
+
+
 def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fragment: bool,
           runs: list[int]) -> TStmt:
     inv = frag.inverse()
@@ -109,8 +117,7 @@ def _emit(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: int, to_fra
     for g in runs:
         env = {inv.symbols[0]: lw.tx, inv.symbols[1]: const(g * v)}
         coords = [to_ir(e, env) for e in inv.exprs]
-        local = [binop("-", c, s) for c, s in zip(coords, fr.starts)]  # within the copied part of the fragment
-        idx = other.index_at(local)
+        idx = other.index_at(_local(coords, fr))
         pred = lw.in_bounds(other.buffer, idx) if other.buffer.scope == "global" else None
         off = lw.global_offset(other.buffer, idx) if other.buffer.scope == "global" else \
             lw.shared_offset(other.buffer, idx)
@@ -209,8 +216,7 @@ def _emit_exchanged(lw: Lowerer, frag: Fragment, fr: Region, other: Region, v: i
         exprs = list(inv.exprs)
         exprs[frag.ndim - 1] += FloorMod(inv.symbols[0], G) * ((G - 1) * v)  # sympy folds it into the column
         coords = [to_ir(e, {inv.symbols[0]: lw.tx, inv.symbols[1]: const(block[0] * v)}) for e in exprs]
-        local = [binop("-", c, s) for c, s in zip(coords, fr.starts)]
-        idx = other.index_at(local)
+        idx = other.index_at(_local(coords, fr))
         store: TStmt = Write(omem, lw.global_offset(other.buffer, idx),
                              VecPack(tuple(x for part in slots for x in part), word), lanes=G * v)
         pred = lw.in_bounds(other.buffer, idx)
