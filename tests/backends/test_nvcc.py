@@ -662,8 +662,8 @@ def test_l2_cache_hints_compile(case, tmp_path):
                                                          (4, "sm_90a", {"wgmma": True, "tma": True})])
 def test_coalesced_copies_compile(width, arch, configs, tmp_path):
     """T.copy(coalesced_width=...): runs of elements a thread moves in narrower or several accesses (plain stores,
-    cp.async of 4 or 8 bytes) compile, beside the copies' other options (B's disable_tma keeps the loop on
-    cp.async with the tma pass config)."""
+    cp.async of 4 or 8 bytes) compile, beside the copies' other options (with the tma pass config, B's disable_tma
+    puts its copy on cp.async into the TMA ring's stages, arriving on their mbarriers)."""
     import tilec.language as T
 
     @T.prim_func
@@ -680,3 +680,39 @@ def test_coalesced_copies_compile(width, arch, configs, tmp_path):
             T.copy(C_f, C[by * 64, bx * 64], coalesced_width=width)
 
     compile_cuda(tilec.JITKernel(main, f"cuda:{arch}", pass_configs=configs).get_kernel_source(), tmp_path, arch)
+
+
+@pytest.mark.parametrize("operand", ["A disable_tma", "B strided"])
+def test_mixed_tma_and_cp_async_ring_compiles(operand, tmp_path):
+    """A TMA pipeline whose one operand TMA cannot copy (A's copy with disable_tma=True, or B a strided view): that
+    operand goes by cp.async into the ring's stages, each thread arriving on the stage's mbarrier
+    (``cp.async.mbarrier.arrive.noinc``), the other by ``cp.async.bulk.tensor``; ptxas takes it, the wgmma pipeline
+    unserialized and nothing spilled."""
+    import tilec.language as T
+
+    M, N, K = 512, 256, 512
+    b_type = T.StridedTensor((K, N), (2 * N, 1), "float16") if operand == "B strided" else T.Tensor((K, N), "float16")
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: b_type, C: T.Tensor((M, N), "float16")):
+        with T.Kernel(N // 128, M // 128, threads=256) as (bx, by):
+            A_s = T.alloc_shared((128, 64), "float16")
+            B_s = T.alloc_shared((64, 128), "float16")
+            C_f = T.alloc_fragment((128, 128), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(K // 64, num_stages=3):
+                T.copy(A[by * 128, k * 64], A_s, disable_tma=operand == "A disable_tma")
+                T.copy(B[k * 64, bx * 128], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * 128, bx * 128])
+
+    jk = tilec.JITKernel(main, "cuda:sm_90a")
+    source = jk.get_kernel_source()
+    body = source[source.index('extern "C" __global__'):]
+    slow, fast = ("A", "B") if operand == "A disable_tma" else ("B", "A")
+    assert f"tl::tma_load_2d(&{fast}_tmap0" in body and f"{slow}_tmap" not in body, body
+    assert f"tl::cp_async<16>(&{slow}_s[" in body and "mbar_arrive_cp_async(" in body, body
+    assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64" in source and "cp_async_commit()" not in body
+    assert f"{slow}_s by cp.async, each thread arriving on the stage's mbarrier" in jk.report()
+    info = compile_cuda(source, tmp_path, "sm_90a")
+    assert info["spill_stores"] == info["spill_loads"] == 0, info

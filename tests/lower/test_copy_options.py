@@ -68,23 +68,134 @@ def _run_gemm(kernel, rng, M, N, K):
 
 
 @pytest.mark.parametrize("configs", [TMA, WS], ids=["tma", "tma ws"])
-def test_disable_tma_keeps_the_pipeline_on_cp_async(rng, configs):
-    """disable_tma=True was dropped: the pipelined loop still loaded the tile by TMA. The loop now stays a cp.async
-    pipeline (its note naming the copy's line), the generated CUDA has no TMA load, and the results are right."""
+def test_disable_tma_copy_goes_by_cp_async_in_the_tma_ring(rng, configs):
+    """disable_tma=True on A's copy turned the whole loop into a cp.async pipeline, B's tile losing TMA too. A's copy
+    now goes by the block's cp.async into the TMA ring's stage, each thread arriving on the stage's mbarrier
+    (cp.async.mbarrier.arrive.noinc, the barrier's count raised by the block's 128 threads), B's stays a TMA copy;
+    a warp-specialized loop is not specialized (its producer issues TMA copies only), noted with the copy's line."""
     M, N, K = 100, 72, 80
     g = _gemm(M, N, K, a={"disable_tma": True})
     line = _line(_gemm, "# the A copy")
     kernel = tilec.JITKernel(g, "simt:sm_90a", pass_configs=configs)
-    assert f"T.Pipelined at line {line - 1}: cp.async, not TMA: the T.copy at line {line} has disable_tma=True" \
-        in _notes(kernel), kernel.report()
+    notes = _notes(kernel)
+    assert f"T.Pipelined at line {line - 1}: A_s by cp.async, each thread arriving on the stage's mbarrier: the " \
+        f"T.copy at line {line} has disable_tma=True" in notes, notes
+    assert any(n.startswith(f"T.Pipelined at line {line - 1}: 2 stages") and "with TMA on 3 mbarriers (4096 bytes"
+               in n for n in notes), notes  # B's 32x64 tile of fp16 only
+    assert not any("cp.async, not TMA" in n for n in notes)
+    ws = f"T.Pipelined at line {line - 1}: not warp-specialized: the T.copy at line {line} has disable_tma=True (a " \
+        "producer warpgroup issues TMA copies only)"
+    assert (ws in notes) == ("warp_specialize" in configs), notes
     assert "T.copy(A[by * 64:by * 64 + 64, k * 32:k * 32 + 32], A_s, disable_tma=True)" in str(g)
     assert "-> A_s[k % 3, :64, :32], disable_tma=True" in kernel.report()  # the FTG's node of the copy
     _run_gemm(kernel, rng, M, N, K)
     _run_gemm(tilec.JITKernel(g, "cpu"), rng, M, N, K)
     src = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=configs).get_kernel_source()
-    assert "shared::cluster.global" not in src and "tl::cp_async<16>" in src
+    assert src.count("tl::tma_load_2d(&B_tmap0") == 1 and "A_tmap" not in src and "tl::cp_async<16>(&A_s[" in src
+    assert "cp.async.mbarrier.arrive.noinc.shared::cta.b64" in src and "mbar_init(k_full + 0, 129);" in src
+    body = src[src.index("__global__"):]
+    assert "cp_async_commit()" not in body and "cp_async_wait<" not in body and "producer warpgroup" not in body
     plain = tilec.JITKernel(_gemm(M, N, K), "cuda:sm_90a", pass_configs=configs).get_kernel_source()
-    assert "shared::cluster.global" in plain and "tl::cp_async<" not in plain  # TMA without the option
+    assert "shared::cluster.global" in plain and "tl::cp_async<" not in plain and "mbarrier.arrive.noinc" not in plain
+
+
+@pytest.mark.parametrize(("configs", "a", "b", "slow"), [
+    ({"wgmma": False, "tma": True}, {"disable_tma": True}, {}, "A_s"),  # mma.sync: ldmatrix reads the landed tile
+    (TMA, {}, {"disable_tma": True}, "B_s"),
+    (TMA, {"disable_tma": True, "coalesced_width": 2}, {}, "A_s"),  # 4-byte cp.async
+    (TMA, {"disable_tma": True, "coalesced_width": 1}, {}, "A_s"),  # a synchronous copy, then the arrival
+], ids=["mma A", "wgmma B", "wgmma A 4-byte", "wgmma A synchronous"])
+def test_mixed_ring_numerics(rng, configs, a, b, slow):
+    """The mixed ring with either operand on the block's threads, gemms by mma.sync or wgmma, and cp.async chunks of
+    16 or 4 bytes, or a copy too narrow for cp.async (synchronous, each thread arriving all the same)."""
+    M, N, K = 100, 72, 80
+    g = _gemm(M, N, K, a=a, b=b)
+    kernel = tilec.JITKernel(g, "simt:sm_90a", pass_configs=configs)
+    assert any(f"{slow} by cp.async, each thread arriving on the stage's mbarrier" in n for n in _notes(kernel))
+    _run_gemm(kernel, rng, M, N, K)
+    body = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=configs).get_kernel_source().split("__global__")[1]
+    assert "mbar_arrive_cp_async(" in body and "tma_load_2d(" in body
+
+
+def _strided_b_gemm(M, N, K, bm=64, bn=64, bk=32):
+    """A pipelined GEMM whose B is a strided view (rows 2 N apart): TMA's tensor map would read it row-major."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.StridedTensor((K, N), (2 * N, 1), "float16"),
+             C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=3):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)  # the B copy
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    return main
+
+
+def test_a_strided_operand_goes_by_cp_async_in_the_tma_ring(rng):
+    """B a T.StridedTensor: its copy cannot be a TMA copy, which made the whole loop a cp.async pipeline; B's tile now
+    goes by cp.async into the TMA ring's stages (noted with the reason), A's by TMA, and the product is right."""
+    M, N, K = 128, 64, 96
+    g = _strided_b_gemm(M, N, K)
+    kernel = tilec.JITKernel(g, "simt:sm_90a", pass_configs=TMA)
+    line = _line(_strided_b_gemm, "# the B copy")
+    assert f"T.Pipelined at line {line - 2}: B_s by cp.async, each thread arriving on the stage's mbarrier: the " \
+        f"T.copy at line {line} cannot be a TMA copy ('B': TMA here needs a contiguous tensor of rank 1-5 with " \
+        "compile-time sizes)" in _notes(kernel), kernel.report()
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    full = np.full((K, 2 * N), np.nan, np.float16)
+    full[:, :N] = b
+    c = poisoned((M, N), "float16")
+    kernel(a, full[:, :N], c)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "float16")
+    src = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=TMA).get_kernel_source()
+    assert "tl::tma_load_2d(&A_tmap0" in src and "B_tmap" not in src and "tl::cp_async<16>(&B_s[" in src
+    assert "cp.async.mbarrier.arrive.noinc" in src
+
+
+def test_a_ring_of_cp_async_copies_only_stays_a_cp_async_pipeline(rng):
+    """With no copy TMA can do, the loop is the cp.async pipeline (commit groups and waits), as before."""
+    M, N, K = 100, 72, 80
+    g = _gemm(M, N, K, a={"disable_tma": True}, b={"disable_tma": True})
+    line = _line(_gemm, "# the A copy")
+    kernel = tilec.JITKernel(g, "simt:sm_90a", pass_configs=TMA)
+    assert f"T.Pipelined at line {line - 1}: cp.async, not TMA: the T.copy at line {line} has disable_tma=True" \
+        in _notes(kernel), kernel.report()
+    _run_gemm(kernel, rng, M, N, K)
+    src = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=TMA).get_kernel_source()
+    body = src[src.index("__global__"):]
+    assert "cp_async_commit()" in body and "mbar_" not in body and "tma_load" not in body
+
+
+@pytest.mark.parametrize("broken", ["no arrival", "arrival before the copies"])
+def test_the_interpreter_checks_cp_async_arrivals(rng, monkeypatch, broken):
+    """The thread interpreter lands a thread's cp.async copies at the wait for the phase its arrival completes: with
+    no arrival the wait is a deadlock, and an arrival that did not carry the copies leaves a read of unlanded data;
+    both are reported (the mixed ring's numerics above rest on this model)."""
+    from tilec.errors import RaceError
+    from tilec.interp import tma as itma
+    from tilec.interp.thread import STMT_RULES
+    from tilec.lower.tir import CpAsyncMbarArrive
+
+    def arrive_only(it, s, env, mask):
+        key = itma._slot(it, s.bar, s.off, env, mask, "arrive")
+        bar = itma._get(it, key, "arrive")
+        bar.expected -= int(np.count_nonzero(mask))
+        itma._advance(it, bar, key)
+
+    monkeypatch.setitem(STMT_RULES, CpAsyncMbarArrive,
+                        (lambda it, s, env, mask: None) if broken == "no arrival" else arrive_only)
+    M, N, K = 64, 64, 64
+    kernel = tilec.JITKernel(_gemm(M, N, K, a={"disable_tma": True}), "simt:sm_90a", pass_configs=TMA)
+    a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
+    want = "a deadlock" if broken == "no arrival" else "before the asynchronous copy writing it has landed"
+    with pytest.raises(RaceError, match=want):
+        kernel(a, b, poisoned((M, N), "float16"))
 
 
 def test_disable_tma_keeps_the_epilogue_store_on_threads(rng):

@@ -232,8 +232,10 @@ def test_tma_needs_its_pass_config_and_sm_90a():
 
 
 def _refusal(kernel_fn) -> str:
+    """The note refusing TMA: the whole loop's (cp.async, not TMA), or a copy's that goes by cp.async into the TMA
+    ring's stages while the loop's other copies stay TMA copies."""
     kernel = tilec.JITKernel(kernel_fn, "simt:sm_90a", [-1], pass_configs=TMA)
-    return next(line for line in kernel.report().splitlines() if "not TMA" in line)
+    return next(line for line in kernel.report().splitlines() if "not TMA" in line or "cannot be a TMA copy" in line)
 
 
 def test_tma_refused_for_dynamic_shapes():
@@ -277,7 +279,8 @@ def test_tma_refused_when_a_tile_feeds_more_than_gemm():
 
 
 def test_tma_refused_for_unaligned_rows():
-    """Rows of 100 bytes: TMA needs 16-byte multiple strides, so the loop keeps cp.async."""
+    """Rows of 100 bytes: TMA needs 16-byte multiple strides, so A's copy goes by cp.async (B's 128-byte rows by
+    TMA)."""
     g = load_example("01_gemm").matmul(64, 64, 50, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
     assert "not a multiple of 16" in _refusal(g)
 
@@ -1065,8 +1068,9 @@ def test_a_refused_persistent_kernel_says_stream_k_and_copies_go_with_it(rng, ke
 def test_an_empty_tensor_gets_no_tensor_map(rng, M, N, K, empty, configs):
     """A size of 0 (K = 0: the sums are empty; M or N = 0: no tile) got TMA loads and stores all the same, whose
     tensor maps cuTensorMapEncodeTiled refuses (its sizes start at 1): the GPU launch raised "tensor map A_tmap0:
-    globalDim[0] = 0" for a kernel the thread interpreter and sm_80 run. The empty tensors now keep cp.async and
-    plain stores, with a note, and every tensor map of the CUDA kernel is one the driver takes."""
+    globalDim[0] = 0" for a kernel the thread interpreter and sm_80 run. The empty tensors now keep cp.async (into
+    the TMA ring's stages where the other operand is not empty) and plain stores, with a note, and every tensor map
+    of the CUDA kernel is one the driver takes."""
     from tilec.runtime.tensor_map import check
 
     g = load_example("01_gemm").matmul(M, N, K, block_M=64, block_N=64, block_K=32, num_stages=2).prim_func
@@ -1074,8 +1078,13 @@ def test_an_empty_tensor_gets_no_tensor_map(rng, M, N, K, empty, configs):
         check(t)
     kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs=configs)
     line = example_line("01_gemm", "for k in T.Pipelined")
-    assert f"T.Pipelined at line {line}: cp.async, not TMA: '{empty}': it has a dimension of size 0 (a tensor " \
-           "map's sizes start at 1)" in kernel.report()
+    why = f"'{empty}': it has a dimension of size 0 (a tensor map's sizes start at 1)"
+    if K == 0:  # A and B empty: the whole loop on cp.async
+        assert f"T.Pipelined at line {line}: cp.async, not TMA: {why}" in kernel.report()
+    else:  # the empty one by cp.async into the TMA ring's stages
+        copy = example_line("01_gemm", f"T.copy({empty}[")
+        assert f"T.Pipelined at line {line}: {empty}_s by cp.async, each thread arriving on the stage's " \
+               f"mbarrier: the T.copy at line {copy} cannot be a TMA copy ({why})" in kernel.report()
     a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
     out = kernel(a, b)
     assert out.shape == (M, N) and (out == 0).all()  # NaN-poisoned before the run: K = 0 writes zeros

@@ -3,10 +3,12 @@
 An mbarrier has a phase, the arrivals its phase still expects and a transaction count (bytes announced by
 ``expect_tx`` minus bytes completed by TMA copies). A phase completes when both reach zero; the copies that completed
 on it land in shared memory when a thread waits for that phase (``try_wait.parity`` with the phase's parity), and
-become visible to every waiting thread without a barrier. A TMA copy reads its box from the global tensor (zeros
-outside it) and writes it with the tensor map's swizzle applied to the byte address. A TMA store reads its box from
-shared memory (the same swizzle) when it is issued and writes the part inside the tensor; until its thread's
-``cp.async.bulk.wait_group.read`` the box counts as being read.
+become visible to every waiting thread without a barrier. A thread's cp.async copies complete on an mbarrier when it
+arrives there with ``cp.async.mbarrier.arrive.noinc`` (an arrival of the phase); they land at the wait for that phase
+as ``cp.async.wait_group`` lands them: written by their threads, ordered for others by a barrier. A TMA copy
+reads its box from the global tensor (zeros outside it) and writes it with the tensor map's swizzle applied to the
+byte address. A TMA store reads its box from shared memory (the same swizzle) when it is issued and writes the part
+inside the tensor; until its thread's ``cp.async.bulk.wait_group.read`` the box counts as being read.
 
 Warp-specialized kernels run their producer and consumer code as two coroutines: a wait that cannot complete yet
 hands over to the other role, and a wait that cannot complete while the other role is finished or itself waiting
@@ -37,6 +39,7 @@ from tilec.interp.thread import ThreadInterpreter, stmt_rule
 from tilec.lower.tir import (
     BulkCommit,
     BulkWait,
+    CpAsyncMbarArrive,
     FenceMbarInit,
     HandoffBarrier,
     MbarArriveTx,
@@ -59,6 +62,10 @@ class Mbarrier:
     phase: int = 0  # completed phases
     in_flight: list[tuple[Mem, np.ndarray, np.ndarray]] = field(default_factory=list)  # copies of this phase
     completed: list[tuple[Mem, np.ndarray, np.ndarray]] = field(default_factory=list)  # to land at the next wait
+    # cp.async copies whose threads arrived on it (cp.async.mbarrier.arrive): (mem, threads, offsets, values), of
+    # this phase and to land at the next wait (written by their threads, in the generic proxy)
+    cp_in_flight: list[tuple[Mem, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    cp_completed: list[tuple[Mem, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     gen: int = 0  # cluster barriers completed when it was initialised (peers may use it after the next one)
     # per thread, the sequence number of its releasing arrival in the current phase / the last completed one
     releases: np.ndarray | None = None
@@ -91,6 +98,8 @@ def _advance(it: ThreadInterpreter, bar: Mbarrier, key: tuple[Mem, int]) -> None
     if bar.expected == 0 and bar.tx == 0:
         bar.completed += bar.in_flight
         bar.in_flight = []
+        bar.cp_completed += bar.cp_in_flight
+        bar.cp_in_flight = []
         bar.phase += 1
         bar.expected = bar.count
         bar.released, bar.releases = bar.releases, None
@@ -101,7 +110,7 @@ def _init(it: ThreadInterpreter, s: MbarInit, env: dict, mask: np.ndarray) -> No
     o = np.broadcast_to(np.asarray(it.eval(s.off, env, mask), np.int64), (it.T,))[mask]
     for i in sorted({int(x) for x in o}):
         old = it.mbarriers.get((s.bar, i))
-        if old is not None and (old.in_flight or old.completed):
+        if old is not None and (old.in_flight or old.completed or old.cp_in_flight or old.cp_completed):
             it.fail(f"mbarrier.init of {s.bar.name}[{i}] while TMA copies completing on it are in flight", RaceError)
         it.mbarriers[(s.bar, i)] = Mbarrier(s.count, s.count, gen=_cluster_gen(it))
     it.write(s.bar, np.asarray(it.eval(s.off, env, mask)), np.zeros((it.T, 1)), 1, mask)
@@ -177,6 +186,34 @@ def _wait(it: ThreadInterpreter, s: MbarWait, env: dict, mask: np.ndarray) -> No
         sh.data[o] = vals.astype(sh.data.dtype)
         sh.w_epoch[o] = -1  # visible to every thread that waited: no barrier needed
     bar.completed = []
+    for mem, t, o, vals in bar.cp_completed:  # as cp.async.wait_group lands them: a barrier orders them for others
+        sh = it.shared[mem]
+        sh.pending[o.ravel()] = False
+        it.track_write(sh, mem, t, o)
+        sh.data[o.ravel()] = vals.ravel().astype(sh.data.dtype)
+    bar.cp_completed = []
+
+
+@stmt_rule(CpAsyncMbarArrive)
+def _cp_async_arrive(it: ThreadInterpreter, s: CpAsyncMbarArrive, env: dict, mask: np.ndarray) -> None:
+    """Each thread's cp.async copies not yet landed (in any of its commit groups) complete on the mbarrier, and the
+    thread arrives on it (``.noinc``: an arrival its count includes)."""
+    key = _slot(it, s.bar, s.off, env, mask, "cp.async.mbarrier.arrive")
+    bar = _get(it, key, "cp.async.mbarrier.arrive")
+    groups = []
+    for group in it.groups:
+        kept = []
+        for mem, t, o, vals in group:
+            mine = mask[t]
+            if np.any(mine):
+                bar.cp_in_flight.append((mem, t[mine], o[mine], vals[mine]))
+            if not np.all(mine):
+                kept.append((mem, t[~mine], o[~mine], vals[~mine]))
+        groups.append(kept)
+    it.groups = groups
+    bar.expected -= int(np.count_nonzero(mask))
+    _advance(it, bar, key)
+    _progress(it)
 
 
 def _check_overwrite(it: ThreadInterpreter, sh: Any, mem: Mem, o: np.ndarray, issuer: int) -> None:

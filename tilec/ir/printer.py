@@ -308,7 +308,8 @@ class _Printer:
         if isinstance(s, BarrierWait):
             return f"T.barrier_wait({self.r(s.barrier)}, parity={self.e(s.parity)})"
         if isinstance(s, AsyncCopy):
-            return f"T.async_copy({self.r(s.src)}, {self.r(s.dst)}{opts})"
+            bar = "" if s.barrier is None else f", barrier={self.r(s.barrier)}"
+            return f"T.async_copy({self.r(s.src)}, {self.r(s.dst)}{bar}{opts})"
         if isinstance(s, AsyncCommit):
             return "T.ptx_commit_group()"
         if isinstance(s, AsyncWait):

@@ -308,8 +308,12 @@ def region_of_load(ld: Load) -> Region:
 @dataclass(frozen=True, eq=False)
 class AsyncCopy(Copy):
     """A global→shared copy issued asynchronously (cp.async); made by software pipelining. Its data may be
-    read only after a :class:`AsyncWait` that covers its commit group, and a barrier."""
+    read only after a :class:`AsyncWait` that covers its commit group, and a barrier. With ``barrier`` (a copy TMA
+    cannot do in a TMA pipeline's stage) it completes on that mbarrier instead: each thread, after issuing its
+    copies, arrives there once they complete (``cp.async.mbarrier.arrive.noinc``; the barrier's count includes the
+    block's threads); its data may be read after a :class:`BarrierWait` on that barrier's phase, and a barrier."""
 
+    barrier: Region | None = field(default=None, kw_only=True)
     kind = "async_copy"
 
 

@@ -39,6 +39,7 @@ from tilec.lower.tir import (
     L2_HINTS,
     CpAsync,
     CpAsyncCommit,
+    CpAsyncMbarArrive,
     CpAsyncWait,
     If,
     Loop,
@@ -491,9 +492,14 @@ def lower_async_copy(lw: Lowerer, c: AsyncCopy) -> TStmt:
         why = "rows too narrow or misaligned for cp.async" if not (c.coalesced_width or 0) * c.dst.dtype.bits % 32 \
             else f"coalesced_width={c.coalesced_width} leaves accesses of {nbytes} bytes, and cp.async moves 4, 8 or 16"
         lw.notes.append(f"T.copy at {where(c.loc)}: {why}; a synchronous copy")
-        return lower_copy(lw, Copy(c.src, c.dst, loc=c.loc, **c.options()))
-    return _chunked(lw, c.dst, lambda idx: _copy_value(lw, c.src, c.dst, idx), c.src, asynchronous=nbytes,
-                    run=c.coalesced_width)
+        body = lower_copy(lw, Copy(c.src, c.dst, loc=c.loc, **c.options()))
+    else:
+        body = _chunked(lw, c.dst, lambda idx: _copy_value(lw, c.src, c.dst, idx), c.src, asynchronous=nbytes,
+                        run=c.coalesced_width)
+    if c.barrier is None:
+        return body
+    # every thread (copies or none) arrives once on the stage's mbarrier, whose count includes the block's threads
+    return seq([body, CpAsyncMbarArrive(lw.mem_of(c.barrier.buffer), c.barrier.starts[0])])
 
 
 @lower_rule(AsyncCommit)

@@ -447,6 +447,15 @@ class MbarArriveTx(TStmt):
 
 
 @dataclass(frozen=True, eq=False)
+class CpAsyncMbarArrive(TStmt):
+    """``cp.async.mbarrier.arrive.noinc``: this thread arrives on ``bar[off]`` once all its earlier cp.async copies
+    have completed (an arrival the barrier's count includes: no increment of the phase's pending count)."""
+
+    bar: Mem
+    off: Expr
+
+
+@dataclass(frozen=True, eq=False)
 class NamedBarrier(TStmt):
     """``bar.sync id, threads`` (with ``arrive``: ``bar.arrive``, which does not wait): hardware barrier ``id``
     completes when ``threads`` threads reached it (warp-specialized consumer warpgroups taking turns)."""

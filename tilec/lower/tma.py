@@ -9,7 +9,8 @@ a kernel parameter the host encodes (:mod:`tilec.runtime.tensor_map`).
 
 Barrier ops: ``mbarrier.init`` by that thread, then the init fence and a barrier; ``mbarrier.arrive.expect_tx`` by
 that thread, or by the first lane of every warp after a ``__syncwarp`` (consumers releasing a stage);
-``mbarrier.try_wait.parity`` by every thread. :class:`~tilec.ir.stmt.WarpRoles` becomes
+``mbarrier.try_wait.parity`` by every thread; ``cp.async.mbarrier.arrive.noinc`` by every thread after its cp.async
+copies of a TMA pipeline's stage (the copies TMA cannot do). :class:`~tilec.ir.stmt.WarpRoles` becomes
 :class:`~tilec.lower.tir.Roles`: the producer warpgroup after the block's threads, registers handed to the consumers
 with ``setmaxnreg``.
 """
@@ -44,6 +45,7 @@ from tilec.lower.tir import (
     BulkCommit,
     BulkWait,
     ClusterBarrier,
+    CpAsyncMbarArrive,
     FenceMbarInit,
     HandoffBarrier,
     If,
@@ -415,6 +417,15 @@ def _emit_arrive(e: CEmitter, s: MbarArriveTx, d: int) -> None:
         '  asm volatile("{\\n.reg .b64 state;\\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\\n}\\n"\n'
         f'               :: "r"({_SMEM.format("bar")}), "r"(tx) : "memory");\n}}\n'))
     e.emit(d, f"{fn}({e.names(s.bar)} + {e.e(s.off)}, {s.tx});")
+
+
+@emit_rule(CpAsyncMbarArrive)
+def _emit_cp_async_arrive(e: CEmitter, s: CpAsyncMbarArrive, d: int) -> None:
+    fn = e.helper("mbar_arrive_cp_async", (
+        "__device__ __forceinline__ void mbar_arrive_cp_async(void* bar) {\n"
+        f'  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"({_SMEM.format("bar")}) '
+        ': "memory");\n}\n'))
+    e.emit(d, f"{fn}({e.names(s.bar)} + {e.e(s.off)});")
 
 
 @emit_rule(MbarWait)

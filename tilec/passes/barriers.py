@@ -8,8 +8,9 @@ iteration to the next (a copy overwriting what last iteration's gemm read) gets 
 Shared and global mems are tracked; registers are private and need none. Shared mems placed over each other's
 memory (an epilogue's staging tile over a loop's stages) count as one another. A TMA copy counts as a write when it
 is issued (what others read or wrote before must be ordered before it) and its data is visible to every thread
-that waited on its mbarrier, without a barrier; a TMA store reads its shared tile when it is issued; mbarrier inits
-are writes of the barrier's mem (their lowering ends with a barrier), arrivals and waits reads of it.
+that waited on its mbarrier, without a barrier (a cp.async copy completing on an mbarrier lands at the wait as
+written by its thread: the others read it after a barrier); a TMA store reads its shared tile when it is issued;
+mbarrier inits are writes of the barrier's mem (their lowering ends with a barrier), arrivals and waits reads of it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tilec.lower.tir import (
     AtomicAddOp,
     ClusterBarrier,
     CpAsync,
+    CpAsyncMbarArrive,
     CpAsyncWait,
     Group,
     HandoffBarrier,
@@ -88,7 +90,7 @@ def _accesses(s: TStmt) -> tuple[set[int], set[int], bool]:
             writes.add(id(n.dst))
         elif isinstance(n, MbarInit):
             writes.add(id(n.bar))
-        elif isinstance(n, (MbarArriveTx, MbarWait)):
+        elif isinstance(n, (MbarArriveTx, MbarWait, CpAsyncMbarArrive)):
             reads.add(id(n.bar))
         elif isinstance(n, WgmmaOperand):
             reads.add(id(n.mem))
@@ -129,11 +131,12 @@ def _after_last_sync(s: TStmt) -> _State:
 
 class _Placer:
     def __init__(self, tma_mems: frozenset[int] = frozenset(), aliases: dict[int, frozenset[int]] | None = None,
-                 globals_: frozenset[int] = frozenset()) -> None:
+                 globals_: frozenset[int] = frozenset(), cp_mems: frozenset[int] = frozenset()) -> None:
         self.count = 0
         self.globals = globals_  # the kernel's global mems
         self.aliases = aliases or {}  # mem -> the mems sharing some of its memory (itself included)
         self.tma_mems = self.expand(tma_mems)  # mems TMA copies write: an mbarrier wait makes them visible
+        self.cp_mems = self.expand(cp_mems)  # mems of cp.async copies completing on mbarriers: a wait lands them
 
     def expand(self, ids: set[int] | frozenset[int]) -> frozenset[int]:
         return frozenset().union(*(self.aliases.get(i, (i,)) for i in ids)) if ids else frozenset()
@@ -149,9 +152,10 @@ class _Placer:
             return s, st.after_sync()  # a cluster barrier, a stage handoff's barrier: barriers of the block too
         if isinstance(s, CpAsyncWait) or (isinstance(s, Group) and isinstance(s.body, CpAsyncWait)):
             return s, _State(st.written | st.pending, st.read, st.pending)
-        if isinstance(s, MbarWait) or (isinstance(s, Group) and isinstance(s.body, MbarWait)):
+        if _is_mbar_wait(s):  # TMA data is visible to the waiting threads; cp.async data lands, written by its threads
             s2, st = self.leaf(s, st)
-            return s2, _State(st.written, st.read, st.pending - self.tma_mems)
+            landed = st.pending & self.cp_mems
+            return s2, _State(st.written | landed, st.read, st.pending - self.tma_mems - self.cp_mems)
         if isinstance(s, Loop):
             return self.loop(s, st)
         if isinstance(s, Roles):
@@ -209,7 +213,7 @@ class _Placer:
         are named barriers of their own threads."""
         from tilec.ir.visit import transform
 
-        producer, _ = _Placer(self.tma_mems, self.aliases, self.globals).stmt(s.producer, _State())
+        producer, _ = _Placer(self.tma_mems, self.aliases, self.globals, self.cp_mems).stmt(s.producer, _State())
         if any(isinstance(n, Sync) for n in walk(producer)):
             raise AssertionError("a warp-specialized producer needs a block barrier")
         consumer, end = self.stmt(s.consumer, st)
@@ -239,9 +243,24 @@ class _Placer:
 def place_barriers(k: ThreadKernel) -> ThreadKernel:
     """``k`` with barriers placed (see the module docstring); ``k`` itself when it needs none."""
     placer = _Placer(frozenset(id(n.dst) for n in walk(k.body) if isinstance(n, TmaLoad)), _aliases(k),
-                     frozenset(id(m) for m in k.params + k.statics if isinstance(m, Mem) and m.space == "global"))
+                     frozenset(id(m) for m in k.params + k.statics if isinstance(m, Mem) and m.space == "global"),
+                     _mbarrier_cp_async(k.body))
     body, _ = placer.stmt(k.body, _State())
     return dataclasses.replace(k, body=body) if placer.count else k
+
+
+def _is_mbar_wait(s: TStmt) -> bool:
+    """An mbarrier wait, alone or as a tile op's code (maybe followed by its proxy fence)."""
+    body = s.body if isinstance(s, Group) else s
+    body = body.stmts[0] if isinstance(body, Seq) and isinstance(s, Group) and body.stmts else body
+    return isinstance(body, MbarWait)
+
+
+def _mbarrier_cp_async(body: TStmt) -> frozenset[int]:
+    """The mems of cp.async copies that complete on an mbarrier: those of the tile ops whose code arrives on one."""
+    return frozenset(id(c.dst) for g in walk(body) if isinstance(g, Group) and
+                     any(isinstance(n, CpAsyncMbarArrive) for n in walk(g.body))
+                     for c in walk(g.body) if isinstance(c, CpAsync))
 
 
 def _aliases(k: ThreadKernel) -> dict[int, frozenset[int]]:

@@ -270,13 +270,16 @@ def _needs_proxy_fence(lw: Lowerer, s: Stmt) -> bool:
     """In a kernel with wgmma, shared memory written by ordinary stores (or landed by ``cp.async.wait_group``)
     must be fenced to the async proxy by the writing threads before the barrier that orders the wgmma's reads; so
     must a tile a TMA store reads."""
-    from tilec.ir.stmt import AsyncCopy, AsyncWait, BarrierInit, TmaCopy, TmaStore
+    from tilec.ir.stmt import AsyncCopy, AsyncWait, BarrierInit, BarrierWait, TmaCopy, TmaStore
     from tilec.lower.wgmma import uses_wgmma
 
     if isinstance(s, (AsyncCopy, TmaCopy, TmaStore, BarrierInit)):
         return False
     if not uses_wgmma(lw):
         return any(lw.tma_stored(r.buffer) for r in s.writes())
+    if isinstance(s, BarrierWait):  # the wait that lands a TMA pipeline stage's cp.async copies (each thread its own)
+        return any(isinstance(n, AsyncCopy) and n.barrier is not None and n.barrier.buffer is s.barrier.buffer
+                   for n in walk(lw.func.launch.body))
     return isinstance(s, AsyncWait) or any(r.buffer.scope == "shared" for r in s.writes())
 
 

@@ -17,6 +17,10 @@ operand version (a shared ``uint64`` buffer initialised before the loop), and in
 barrier ``k % v`` expecting the bytes of the trip's tiles and issues their :class:`TmaCopy` copies (guarded by
 ``k < n``: every arrival is waited for); the consumers of iteration ``j`` start by waiting for phase parity
 ``(j // v) % 2`` of barrier ``j % v``. Tiles past the tensor's end arrive as zeros (TMA's out-of-bounds fill).
+A first-stage copy TMA cannot do (``disable_tma``, a strided tensor, a conversion, a box outside TMA's limits) is
+an :class:`AsyncCopy` by the block's threads into the same stage, each thread arriving on the stage's barrier once
+its copies complete (the barrier's count: one plus the block's threads per such copy); the loop stays a cp.async
+pipeline only when no first-stage copy can be a TMA copy, and is not warp-specialized when some cannot.
 With ``warp_specialize`` as well, a loop at the kernel's top level is split between a producer warpgroup (the
 copies, after waiting for a free stage on an ``empty`` ring) and the block's threads (everything else, waiting on
 the ``full`` ring and releasing stages): :class:`WarpRoles`. There a loop with two wgmma gemms whose second one's
@@ -236,12 +240,15 @@ class _Pipeliner:
             if why is not None:
                 self.notes.append(f"T.Pipelined at {here}: cp.async, not TMA: {why}")
             else:
+                slow = _by_threads(body, stages)
                 why = self.ws_refusal(top) if self.ws else ""
+                if why is None and slow:
+                    why = f"{next(iter(slow.values()))} (a producer warpgroup issues TMA copies only)"
                 if why is None:
                     return self.rewrite_ws(loop, body, stages, order, versions)
                 if why:
                     self.notes.append(f"T.Pipelined at {here}: not warp-specialized: {why}")
-                return self.rewrite_tma(loop, body, stages, order, depth, versions)
+                return self.rewrite_tma(loop, body, stages, order, depth, versions, slow)
         return self.rewrite(loop, body, stages, order, depth, versions)
 
     def plan(self, loop: For, body: list[Stmt], outside: Stmt) -> tuple[list[int], list[int], dict]:
@@ -273,10 +280,8 @@ class _Pipeliner:
             users = [o for o in body if o is not p and x in _reads(o)]
             if not users or any(type(o) is not Gemm or x not in (id(o.A.buffer), id(o.B.buffer)) for o in users):
                 return f"{p.dst.buffer.name!r} is read by something other than T.gemm"
-            why = tma_box_refusal(p)
-            if why is not None:
-                return why
-        return None
+        whys = [tma_box_refusal(p) for p in producers]
+        return whys[0] if all(whys) else None  # some by TMA: the others by cp.async on the same ring
 
     def ws_refusal(self, top: bool) -> str | None:
         """Why a TMA pipeline cannot be warp-specialized, or None when it can."""
@@ -296,7 +301,10 @@ class _Pipeliner:
         return next((v for _, a, v in versions.values() if a == 0), 1)
 
     def rewrite_tma(self, loop: For, body: list[Stmt], stages: list[int], order: list[int], depth: int,
-                    versions: dict[int, tuple[Buffer, int, int]]) -> Stmt:
+                    versions: dict[int, tuple[Buffer, int, int]], slow: dict[int, str] | None = None) -> Stmt:
+        """The TMA pipeline; the first-stage copies of ``slow`` (id -> why TMA cannot do them) are the block's
+        cp.async copies into the same stage, each thread arriving on the stage's mbarrier once its copies complete."""
+        slow = slow or {}
         n = loop.extent
         k = Var(loop.var.name)
         nv = self.ring(versions)
@@ -307,12 +315,14 @@ class _Pipeliner:
             return Region(bar, (binop("%", i, nv),), (1,))
 
         producers = [body[i] for i in order if stages[i] == 0]
-        tx = sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in producers)
+        tx = sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in producers if id(p) not in slow)
         items: list[tuple[Any, Stmt]] = [(binop("<", k, n), BarrierArrive(slot(k), tx, loc=loop.loc))]
         for i in order:
             j = binop("-", k, stages[i]) if stages[i] else k
             s = self.remap(substitute(body[i], {loop.var: j}), j, versions)
-            if stages[i] == 0:
+            if stages[i] == 0 and id(body[i]) in slow:
+                s = AsyncCopy(s.src, s.dst, loc=s.loc, barrier=slot(k), **s.options())
+            elif stages[i] == 0:
                 s = TmaCopy(s.src, s.dst, slot(k), loc=s.loc, **s.options())
             elif not any(isinstance(x, BarrierWait) for _, x in items):
                 items.append((_guard(k, stages[i], depth, n), BarrierWait(slot(j), binop("%", binop("//", j, nv), 2),
@@ -322,8 +332,13 @@ class _Pipeliner:
         self.notes.append(f"T.Pipelined at {here}: {depth} stages, "
                           + ", ".join(f"{b.name} x{v}" for b, _, v in versions.values())
                           + f" with TMA on {nv} mbarriers ({tx} bytes a trip)")
+        for p in producers:
+            if id(p) in slow:
+                self.notes.append(f"T.Pipelined at {here}: {p.dst.buffer.name} by cp.async, each thread arriving on "
+                                  f"the stage's mbarrier: {slow[id(p)]}")
         new = For(k, binop("+", n, depth - 1), "serial", SeqStmt(tuple(_merge_guards(items))), loc=loop.loc)
-        return SeqStmt((BarrierInit(Region(bar, (const(0),), (nv,)), 1, loc=loop.loc), new))
+        count = 1 + len(slow) * self.func.launch.num_threads  # the TMA arrival and each thread's per cp.async copy
+        return SeqStmt((BarrierInit(Region(bar, (const(0),), (nv,)), count, loc=loop.loc), new))
 
     def overlap_wgmma(self, loop: For, body: list[Stmt], stages: list[int],
                       versions: dict[int, tuple[Buffer, int, int]]) -> list[Stmt]:
@@ -973,6 +988,18 @@ def tma_box_refusal(c: Copy) -> str | None:
     if rows > 256 or width > 256 or width * eb % 16:
         return f"{dst.name!r}: a {rows}x{width} box is outside TMA's limits (256 per side, rows of 16-byte multiples)"
     return None
+
+
+def _by_threads(body: list[Stmt], stages: list[int]) -> dict[int, str]:
+    """The first-stage copies of a TMA pipeline that TMA cannot do (id -> why, naming the copy's line): the block's
+    threads move them by cp.async into the same stage."""
+    out = {}
+    for p in (st for st, g in zip(body, stages) if g == 0):
+        why = tma_box_refusal(p)
+        if why is not None:
+            out[id(p)] = why if why.startswith("the T.copy at") else \
+                f"the T.copy at {where(p.loc)} cannot be a TMA copy ({why})"
+    return out
 
 
 def _numel(r: Region) -> int:
