@@ -1109,3 +1109,26 @@ def test_persistent_with_fewer_tiles_than_blocks_names_the_blocks_launched(rng, 
     assert [int(d.value) for d in kernel.state.artifacts["thread_ir"].grid] == [launched]
     a, b = randn(rng, (M, K), "float16"), randn(rng, (K, N), "float16")
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
+@pytest.mark.parametrize("configs", [{"wgmma": True, "tma": False}, TMA], ids=["cp.async", "mixed"])
+def test_wgmma_reads_of_thread_written_tiles_need_the_proxy_fence(configs):
+    """Tiles the block's threads write (cp.async, or a mixed ring's cp.async copies) reach wgmma, which reads shared
+    memory through the async proxy, only after a fence.proxy.async by their writers: the PTX ISA says so of wgmma's
+    shared-memory matrices, and wgmma.fence orders register accesses only. The interpreter took wgmma.fence for a
+    proxy fence too, so a kernel without the proxy fences ran clean; it now names the unfenced read."""
+    from tilec.lower.tir import FenceProxyAsync
+
+    rng = np.random.default_rng()
+    # with tma, A's 200-byte rows allow no tensor map: A by cp.async, B by TMA, on one ring; the accumulators go out
+    # directly, so the only proxy fences are the operands'
+    g = load_example("01_gemm").matmul(96, 128, 100, block_M=64, block_N=64, block_K=32, threads=128,
+                                       num_stages=2).prim_func
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**configs, "stage_epilogue": False})
+    assert "wgmma" in kernel.report() and ("A_s by cp.async" in kernel.report()) == bool(configs["tma"])
+    tk = kernel.state.artifacts["thread_ir"]
+    a, b = randn(rng, (96, 100), "float16"), randn(rng, (100, 128), "float16")
+    _run_thread_ir(kernel, tk, a, b)
+    with pytest.raises(RaceError, match=r"a wgmma reads shared \w+\[\d+\], which thread \d+ wrote without a "
+                                        r"fence.proxy.async"):
+        _run_thread_ir(kernel, _edit(tk, _drop(FenceProxyAsync)), a, b)

@@ -151,6 +151,12 @@ def _wait(it: ThreadInterpreter, s: WgmmaWait, env: dict, mask: np.ndarray) -> N
 
 
 @stmt_rule(WgmmaFence)
+def _fence_registers(it: ThreadInterpreter, s: WgmmaFence, env: dict, mask: np.ndarray) -> None:
+    """Orders register accesses around wgmma (not modelled: the interpreter computes a wgmma at issue). It is no
+    proxy fence: the PTX ISA asks for fence.proxy.async between writes to shared-memory matrices and wgmma's reads
+    of them."""
+
+
 @stmt_rule(FenceProxyAsync)
 def _fence_proxy(it: ThreadInterpreter, s: FenceProxyAsync, env: dict, mask: np.ndarray) -> None:
     """The fencing threads' shared-memory writes become visible to the async proxy."""
