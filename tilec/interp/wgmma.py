@@ -15,7 +15,9 @@ Written from the PTX ISA's text, independently of :mod:`tilec.layout` and of the
 The emulation computes D at issue but keeps the asynchrony's hazards: until the ``wgmma.wait_group`` that retires
 its group, a wgmma's shared operand elements may not be written (by any thread: stores, cp.async), its accumulator
 registers may not be read or written by other instructions (a later wgmma chaining on them may) and its register A
-operand may not be overwritten; a kernel may not end with a group in flight. Fences are no-ops here.
+operand may not be overwritten; a kernel may not end with a group in flight. A shared operand element a thread
+wrote must have been fenced to the async proxy by that thread (``fence.proxy.async``); ``wgmma.fence``, which
+orders register accesses only, is a no-op here.
 """
 
 from __future__ import annotations
