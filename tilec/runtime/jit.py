@@ -69,9 +69,9 @@ class JITKernel:
 
             target = self.build_target()
             state = run_pipeline(self.prim_func, target, options=self.pass_configs)
-            from tilec.passes.configs import hopper_inert
+            from tilec.passes.configs import target_inert
 
-            inert = hopper_inert(target, self.asked, self.pass_configs)
+            inert = target_inert(target, self.asked, self.pass_configs)
             self._state = state.with_(report=self.notes + tuple(inert) + state.report)
         return self._state
 
