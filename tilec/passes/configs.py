@@ -124,18 +124,24 @@ _HOPPER_ONLY: dict[str, tuple[Any, str]] = {
 }
 
 
+# configs that turn a feature on or off: given False where the feature does not exist, the user gets what they asked
+# for, and no note says otherwise
+_FEATURES = ("wgmma", "tma", "pdl")
+
+
 def target_inert(target: Any, asked: dict, configs: dict) -> list[str]:
     """Report notes for the configs the user gave (``asked``) that cannot act on ``target``: every one on the CPU
     interpreter (it runs the tile program as written); the Hopper-path configs on another architecture than sm_90a,
-    or without the config they refine (``configs``: the kernel's, defaults included); and ``pdl`` (either value)
-    anywhere but CUDA on sm_90, where launches are programmatic dependents."""
+    or without the config they refine (``configs``: the kernel's, defaults included); and ``pdl`` anywhere but CUDA on
+    sm_90, where launches are programmatic dependents. A feature of :data:`_FEATURES` given False is never noted."""
     if target.kind == "cpu":
         return [f"pass config {k!r} has no effect on cpu: the CPU interpreter runs the tile program as written (pass "
-                "configs shape the code built for GPUs, and the thread interpreters')" for k in asked]
+                "configs shape the code built for GPUs, and the thread interpreters')" for k in asked
+                if not (k in _FEATURES and asked[k] is False)]
     arch = target.arch
     notes = [f"pass config {k!r} has no effect on {target}: wgmma and TMA need sm_90a"
-             for k in ("wgmma", "tma") if k in asked and arch != "sm_90a"]
-    if "pdl" in asked and not (target.kind == "cuda" and target.sm >= 90):
+             for k in ("wgmma", "tma") if asked.get(k) and arch != "sm_90a"]
+    if asked.get("pdl") and not (target.kind == "cuda" and target.sm >= 90):
         notes.append(f"pass config 'pdl' has no effect on {target}: programmatic dependent launches need CUDA on "
                      "sm_90 or later")
     return notes + [f"pass config {k!r} has no effect: {why}" for k, (acts, why) in _HOPPER_ONLY.items()
