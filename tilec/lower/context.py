@@ -60,6 +60,7 @@ class Lowerer:
     wgmma_deferred: list[tuple[frozenset[Buffer], Mem]] = field(default_factory=list)
     wait_anchor: Mem | None = None  # the shared word deferred wgmma waits are anchored on (WgmmaWait.after)
     anchor_waits: bool = False  # pass config wgmma_wait_anchor
+    anchorable: bool = False  # whether a wgmma wait was deferred past a statement wgmma_wait_anchor could anchor on
     store_exchange: bool = True  # pass config store_exchange
     exchangeable: bool = False  # whether a global store of a fragment had pairs store_exchange could exchange
     producer_regs: int = 0  # pass config producer_regs (0: the default, see tilec.lower.tma.producer_registers)

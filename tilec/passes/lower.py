@@ -143,17 +143,20 @@ def settle_wgmma(lw: Lowerer, s: Stmt, code: TStmt) -> list[TStmt]:
     return [WgmmaWait(len(lw.wgmma_deferred), m) for m in regs.values()]
 
 
-def _anchored(lw: Lowerer, waits: list[TStmt], before: TStmt) -> list[TStmt]:
-    """``waits`` kept below ``before`` (a statement they were deferred past) by a float register it writes
-    (:class:`WgmmaWait`'s ``after``); unchanged when it writes none or issued a wgmma itself."""
+def _anchor_register(before: TStmt) -> Mem | None:
+    """The float register of ``before`` (a statement waits were deferred past) that can keep them below it, or None
+    when it writes none or issued a wgmma itself."""
     if any(isinstance(n, (Wgmma, WgmmaCommit)) for n in walk(before)):
-        return waits
+        return None
     regs = [n.mem for n in walk(before) if isinstance(n, Write) and n.mem.space == "reg" and n.mem.dtype is dt.float32]
-    if not regs:
-        return waits
+    return regs[-1] if regs else None
+
+
+def _anchored(lw: Lowerer, waits: list[TStmt], reg: Mem) -> list[TStmt]:
+    """``waits`` kept below the statement that writes ``reg`` (:class:`WgmmaWait`'s ``after``)."""
     if lw.wait_anchor is None:
         lw.wait_anchor = lw.scratch_shared("wait_anchor", dt.uint32, 1)
-    first = dataclasses.replace(waits[0], after=MemRef(regs[-1], const(0)), anchor=lw.wait_anchor)
+    first = dataclasses.replace(waits[0], after=MemRef(reg, const(0)), anchor=lw.wait_anchor)
     return [first] + waits[1:]
 
 
@@ -244,8 +247,10 @@ class _Driver:
             new = lw.wgmma_deferred[before:]
             del lw.wgmma_deferred[before:]
             waits = settle_wgmma(lw, c, code)
-            if waits and out and lw.anchor_waits:
-                waits = _anchored(lw, waits, out[-1])
+            reg = _anchor_register(out[-1]) if waits and out else None
+            lw.anchorable = lw.anchorable or reg is not None  # (found whatever the config's value)
+            if reg is not None and lw.anchor_waits:
+                waits = _anchored(lw, waits, reg)
             out += waits + [code]
             lw.wgmma_deferred += new
         out += settle_wgmma(lw, s, Seq(()))  # everything, at the end
@@ -374,6 +379,11 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     if launch.cluster is not None:
         cluster[launch.cluster[0]] = launch.cluster[1]
     statics = tuple(m for b, m in lw.mems.items() if m.space == "global" and b not in func.params)
+    if "wgmma_wait_anchor" in (options or {}) and not lw.anchorable and target.arch == "sm_90a" and \
+            (options or {}).get("wgmma"):  # (off the wgmma path configs.target_inert says so)
+        lw.notes.append(f"T.Kernel at {where(launch.loc)}: pass config 'wgmma_wait_anchor' has no effect: it keeps a "
+                        "wgmma wait deferred past register-only statements below them, and no wait of the kernel is "
+                        "deferred past such a statement")
     if "store_exchange" in (options or {}) and not lw.exchangeable:
         lw.notes.append(f"T.Kernel at {where(launch.loc)}: pass config 'store_exchange' has no effect: it has the "
                         "threads of a quad exchange accumulator pairs by shuffles before they store them to global "
