@@ -7,8 +7,10 @@ An exploration tool for docs/perf-notes.md: pass-config variants of the same exa
 float64 reference and timed in one process beside cuBLAS and Triton; ``--sustain`` also runs each back to back and
 reads the SM clock and power (NVML), ``--profile`` runs each twice untimed for ``ncu``, ``--warmup`` sets each
 timing's warm-up. A variant may patch its generated CUDA first (``no epilogue``: what the epilogue costs; the
-``probe`` variants: what moving each operand into shared memory, or the tensor cores' reads of A, cost, computed on
-stale or constant data, so wrong by design); the patches of perf notes L, M and AT are in the git history.
+``probe`` variants: what moving each operand into shared memory, the tensor cores' reads of A, or the epilogue's
+fences, barriers and stores cost, computed on stale or constant data or racing, so wrong by design; ``deferred``,
+``staggered`` and ``stmatrix``: epilogue schedules measured before the compiler would build them, perf notes of the
+twenty-sixth session); the patches of perf notes L, M and AT are in the git history.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -51,9 +54,12 @@ def compiled(jk: object, patch: Callable[[str], str] | None = None) -> object:
     with tempfile.TemporaryDirectory() as d:
         os.environ["TILEC_CACHE_DIR"] = d
         try:
-            func = state.artifacts["input_func"]
-            jk._exe = CudaExecutable(load(state.artifacts["thread_ir"], patch(state.artifacts["source"]),
-                                          state.target, func, jk.pass_configs), func)
+            func, kernel, source = state.artifacts["input_func"], state.artifacts["thread_ir"], patch(
+                state.artifacts["source"])
+            if isinstance(source, tuple):  # (source, an edit of the thread kernel: its tensor maps' boxes)
+                source, edit = source
+                kernel = edit(kernel)
+            jk._exe = CudaExecutable(load(kernel, source, state.target, func, jk.pass_configs), func)
         finally:
             if old is None:
                 os.environ.pop("TILEC_CACHE_DIR")
@@ -85,6 +91,182 @@ def no_epilogue(source: str, n: int) -> str:
     j = source.index('asm volatile("bar.sync 1, 256;"', i)
     k = source.index("    }\n    // T.tma_store_wait(C_f_stage)", j)
     return source[:j] + "if (C_f[0] == 1.5e-38f && C_f[127] == 2.5e-38f) {\n" + source[j:k] + "}\n" + source[k:]
+
+
+def staggered_epilogue(source: str, n: int) -> tuple[str, Callable]:
+    """Hand patch: the persistent GEMM's two consumer warpgroups store their own 64 rows of each chunk (their own
+    named barrier, their own TMA store of a 64-row box) and take turns at their epilogues (named barriers 4 and 5:
+    the second waits for the first's, the first for the second's previous one), releasing the tile's last stage
+    before the epilogue. The second then runs its last k-steps alone while the first stores, and the first its next
+    tile's first k-steps while the second stores: the tensor cores are never left idle by both at once."""
+    lines = source.split("\n")
+    start = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line)
+    loop = start + 1
+    m = re.match(r"    for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[loop])
+    assert m, lines[loop]
+    trips = m.group(1)
+    tend = next(i for i in range(loop, len(lines)) if lines[i] == "    }")
+    body = lines[loop + 1:tend]
+    kl = next(i for i, line in enumerate(body) if line.startswith("      for (int k = 0; k < "))
+    ksteps = int(re.match(r"      for \(int k = 0; k < (\d+); \+\+k\)", body[kl]).group(1))
+    rel = next(i for i, line in enumerate(body) if f"if (tile * {ksteps} + k >= 1) {{" in line)
+    body[rel] = body[rel].replace(f"tile * {ksteps} + k >= 1", "k >= 1")
+    ring = int(re.search(r"k_empty \+ tl::floormod\(tile \* \d+ \+ \(k - 1\), (\d+)\)", source).group(1))
+    drained = max(i for i, line in enumerate(body) if line.lstrip().startswith('asm volatile("" : "+f"(C_f['))
+    assert "wgmma.wait_group.sync.aligned 0" in "\n".join(body[drained - 6:drained])
+    turn = ["      __syncwarp();",
+            "      if (tx % 32 == 0) {",
+            f"        tl::mbar_arrive_tx(k_empty + (tile * {ksteps} + {ksteps - 1}) % {ring}, 0);",
+            "      }",
+            "      if (tx >= 128) {",
+            '        asm volatile("bar.sync 4, 256;" ::: "memory");',
+            "      } else if (tile > 0) {",
+            '        asm volatile("bar.sync 5, 256;" ::: "memory");',
+            "      }"]
+    done = ["      if (tx < 128) {",
+            '        asm volatile("bar.arrive 4, 256;" ::: "memory");',
+            f"      }} else if (tile + 1 < {trips}) {{",
+            '        asm volatile("bar.arrive 5, 256;" ::: "memory");',
+            "      }"]
+    body = body[:drained + 1] + turn + body[drained + 1:] + done
+    text = "\n".join(body)
+    text = text.replace('asm volatile("bar.sync 1, 256;" ::: "memory");',
+                        'asm volatile("bar.sync %0, 128;" :: "r"(2 + tx / 128) : "memory");')
+    text = text.replace("if (tx == 0) {\n        asm volatile(\"cp.async.bulk.wait_group.read",
+                        "if (tx % 128 == 0) {\n        asm volatile(\"cp.async.bulk.wait_group.read")
+    text, stores = re.subn(r"if \(tx == 0\) \{\n(\s*)tl::tma_store_2d\(&(C_tmap\d+), C_f_stage \+ (\d+), ",
+                           r"if (tx % 128 == 0) {\n\1tma_store_2d_half(&\2, C_f_stage + \3 + tx / 128 * "
+                           + str(64 * 64) + ", ", text)
+    assert stores == 4 and "if (tx == 0)" not in text, stores
+    tail = "\n".join(lines[tend:])
+    tail = tail.replace("if (tx == 0) {\n      asm volatile(\"cp.async.bulk.wait_group.read 0",
+                        "if (tx % 128 == 0) {\n      asm volatile(\"cp.async.bulk.wait_group.read 0")
+    helper = ("__device__ __forceinline__ void tma_store_2d_half(const void* map, const void* src, int c0, int c1) "
+              "{ tl::tma_store_2d(map, src, c0, c1 + (threadIdx.x / 128) * 64); }")
+    head = "\n".join(lines[:loop + 1])
+    k = head.index("extern \"C\" __global__")
+    out = head[:k] + helper + "\n" + head[k:] + "\n" + text + "\n" + tail
+
+    def edit(kernel: object) -> object:
+        import dataclasses
+
+        maps = tuple(dataclasses.replace(t, box=(t.box[0], 64)) if t.name.startswith("C_tmap") else t
+                     for t in kernel.tensor_maps)
+        assert maps != kernel.tensor_maps
+        return dataclasses.replace(kernel, tensor_maps=maps)
+    return out, edit
+
+
+def deferred_epilogue(source: str, n: int) -> str:
+    """Hand patch: the persistent GEMM's consumers pack a finished tile's accumulators into 64 32-bit registers (two
+    outputs each) and write them to the staging tile and issue its TMA stores during the next tile's second k-step,
+    with that tile's first two wgmma groups in flight; the last tile's after the loop. What hiding the epilogue
+    behind the tensor cores' work would bring (perf notes AT measured an older form, timed in turn)."""
+    lines = source.split("\n")
+    start = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line)
+    loop = start + 1
+    m = re.match(r"    for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[loop])
+    assert m, lines[loop]
+    trips = m.group(1)
+    kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
+    kend = next(i for i in range(kl, len(lines)) if lines[i] == "      }")
+    commit = next(i for i in range(kl, kend) if "wgmma.commit_group" in lines[i])
+    tend = next(i for i in range(kend, len(lines)) if lines[i] == "    }")
+    epi = lines[kend + 1:tend]
+    drain = [line for line in epi
+             if "wgmma.wait_group.sync.aligned 0" in line or line.lstrip().startswith('asm volatile("" : "+f"')]
+    text = "\n".join(line for line in epi if line not in drain)
+    pair = re.compile(r"(vec_\d+)\[0\] = static_cast<(\w+)>\(C_f\[(\d+)\]\);\n\s*"
+                      r"\1\[1\] = static_cast<\2>\(C_f\[(\d+)\]\);")
+    dtype = pair.search(text).group(2)
+
+    def sub(mm: re.Match) -> str:
+        a, b = int(mm.group(3)), int(mm.group(4))
+        assert b == a + 1 and a % 2 == 0
+        return f"*reinterpret_cast<unsigned*>(&{mm.group(1)}[0]) = C_p[{a // 2}];"
+    text, count = pair.subn(sub, text)
+    assert count == 64, count
+    assert not any("C_f[" in line and "//" not in line for line in text.split("\n"))
+    inner = re.sub(r"\btile\b", "(tile - 1)", text)
+    last = re.sub(r"\btile\b", "tile_last", text)
+    during = ["        if (k == 1 && tile > 0) {", inner, "        }"]
+    pack = []
+    for i in range(64):
+        pair = f"static_cast<{dtype}>(C_f[{2 * i}]), static_cast<{dtype}>(C_f[{2 * i + 1}])"
+        pack += [f"      {{ __align__(4) {dtype} p[2] = {{{pair}}};",
+                 f"        C_p[{i}] = *reinterpret_cast<const unsigned*>(&p[0]); }}"]
+    out = (lines[:loop] + ["    unsigned C_p[64];"] + lines[loop:commit + 1] + during
+           + lines[commit + 1:kend + 1] + drain + pack + lines[tend:tend + 1]
+           + [f"    if ({trips} > 0) {{", f"      const int tile_last = {trips} - 1;", last, "    }"]
+           + lines[tend + 1:])
+    return "\n".join(out)
+
+
+def _consumer_epilogue(source: str) -> tuple[int, int]:
+    """(first line, end) of the persistent GEMM consumers' epilogue in the tile loop: from the k-loop's end to the
+    tile loop's."""
+    lines = source.split("\n")
+    loop = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line) + 1
+    kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
+    kend = next(i for i in range(kl, len(lines)) if lines[i] == "      }")
+    return kend + 1, next(i for i in range(kend, len(lines)) if lines[i] == "    }")
+
+
+def _in_epilogue(source: str, edit: Callable[[str], str]) -> str:
+    lines = source.split("\n")
+    a, b = _consumer_epilogue(source)
+    return "\n".join(lines[:a] + edit("\n".join(lines[a:b])).split("\n") + lines[b:])
+
+
+def epilogue_no_fences(source: str, n: int) -> str:
+    """Probe: the epilogue without its proxy fences (a TMA store may read stale staging: wrong by design)."""
+    return _in_epilogue(source, lambda t: t.replace('asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");',
+                                                    ""))
+
+
+def epilogue_no_barriers(source: str, n: int) -> str:
+    """Probe: the epilogue without its consumer barriers (races by design)."""
+    return _in_epilogue(source, lambda t: t.replace('asm volatile("bar.sync 1, 256;" ::: "memory");', ""))
+
+
+def epilogue_no_stores(source: str, n: int) -> str:
+    """Probe: the staging tile written, fenced and synchronized as always, never stored (output left unwritten)."""
+    return _in_epilogue(source, lambda t: re.sub(r"tl::tma_store_2d\(.*?\);\n", "", t))
+
+
+def epilogue_stmatrix(source: str, n: int) -> str:
+    """The staging writes as ``stmatrix.x4`` (four 8x8 matrices a warp, 16-byte rows) instead of 4-byte stores:
+    4 instructions a chunk of 64 columns a thread instead of 16. The wgmma accumulator layout is stmatrix's
+    fragment layout: thread l of warp w holds, for 8 columns j, rows 16w + l/4 (+8) at columns 2(l%4) and +1."""
+    head = re.compile(r"      // line \d+: T\.copy\(C_f\[:128, (\d*):(\d+)\], C_f_stage\[(\d), :128, :64\]\)\n")
+
+    def chunk(t: str) -> str:
+        out, pos = [], 0
+        for m in head.finditer(t):
+            end = t.index('asm volatile("fence.proxy.async', m.end())
+            out.append(t[pos:m.end()])
+            c0, buf = int(m.group(1) or 0), int(m.group(3))
+            dtype = re.search(r"static_cast<(\w+)>", t[m.end():end]).group(1)
+            body = []
+            for j in range(c0 // 8, c0 // 8 + 8, 2):  # two 8-column blocks, two row halves: one stmatrix.x4
+                regs = [f"C_f[{4 * jj + 2 * h}]" for jj in (j, j + 1) for h in (0, 1)]
+                col = f"({j - c0 // 8} * 8 + lane / 16 * 8)"
+                row = "(tx / 32 * 16 + lane / 8 % 2 * 8 + lane % 8)"
+                body += ["      {",
+                         f"        __align__(16) {dtype} p[8] = {{"
+                         + ", ".join(f"static_cast<{dtype}>({r[:-1]} + {k}])" for r in regs for k in (0, 1))
+                         + "};",
+                         "        const unsigned* q = reinterpret_cast<const unsigned*>(&p[0]);",
+                         f"        const unsigned a = tl::smem_addr(&C_f_stage[{buf * 8192} + {row} * 64 + ({col} ^ "
+                         f"{row} % 8 * 8)]);",
+                         '        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" '
+                         ':: "r"(a), "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(q[3]) : "memory");',
+                         "      }"]
+            out.append("\n".join(["      {", "      const int lane = tx % 32;"] + body + ["      }"]) + "\n      ")
+            pos = end
+        out.append(t[pos:])
+        return "".join(out)
+    return _in_epilogue(source, chunk)
 
 
 def _first_ring_only(source: str, tmap: str, kept_bytes: int) -> str:
@@ -349,6 +531,15 @@ def gemm_variants() -> dict:
         "tma ws persistent panel8 stream-k": ({**big, "panel": 8}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent panel4": ({**big, "panel": 4}, {**ws, "persistent": True}),
         "tma ws persistent panel16": ({**big, "panel": 16}, {**ws, "persistent": True}),
+        "tma ws persistent panel16 no epilogue": ({**big, "panel": 16}, {**ws, "persistent": True}, no_epilogue),
+        "tma ws persistent panel16 deferred epilogue": ({**big, "panel": 16}, {**ws, "persistent": True},
+                                                        deferred_epilogue),
+        "panel16 probe epilogue no fences": ({**big, "panel": 16}, {**ws, "persistent": True}, epilogue_no_fences),
+        "panel16 probe epilogue no barriers": ({**big, "panel": 16}, {**ws, "persistent": True}, epilogue_no_barriers),
+        "panel16 probe epilogue no stores": ({**big, "panel": 16}, {**ws, "persistent": True}, epilogue_no_stores),
+        "tma ws persistent panel16 stmatrix": ({**big, "panel": 16}, {**ws, "persistent": True}, epilogue_stmatrix),
+        "tma ws persistent panel16 staggered epilogue": ({**big, "panel": 16}, {**ws, "persistent": True},
+                                                         staggered_epilogue),
         "tma ws persistent panel16 no pdl": ({**big, "panel": 16}, {**ws, "persistent": True, "pdl": False}),
         "tma ws persistent panel16 regs24": ({**big, "panel": 16}, {**ws, "persistent": True, "producer_regs": 24}),
         "tma ws persistent panel16 stream-k regs24": ({**big, "panel": 16}, {**ws, "persistent": True,

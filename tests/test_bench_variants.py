@@ -42,6 +42,22 @@ def test_gemm_feed_probes_apply(hv, dtype):
     assert "tl::wgmma_desc(A_s" not in out
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_gemm_epilogue_patches_apply(hv, dtype):
+    src = _gemm_source(dtype)
+    stores = src.count("tl::tma_store_2d(&C_tmap")
+    out, edit = hv.staggered_epilogue(src, 512)
+    assert out.count("tma_store_2d_half(&C_tmap") == stores and "bar.sync 4, 256;" in out
+    assert "bar.arrive 5, 256;" in out and "if (k >= 1) {" in out and "(tile * 8 + 7) % 4, 0);" in out
+    out = hv.deferred_epilogue(src, 512)
+    assert out.count("= C_p[") == 2 * 64 and "if (k == 1 && tile > 0) {" in out
+    out = hv.epilogue_stmatrix(src, 512)
+    assert out.count("stmatrix.sync.aligned.m8n8.x4") == 16 and "static_cast" not in out.split("stmatrix")[-1]
+    for probe, gone in ((hv.epilogue_no_fences, "fence.proxy.async.shared::cta"),
+                        (hv.epilogue_no_barriers, "bar.sync 1, 256"), (hv.epilogue_no_stores, "tl::tma_store_2d(")):
+        assert src.count(gone) > probe(src, 512).count(gone)
+
+
 @pytest.mark.parametrize("dim,causal,configs", [(128, False, {**WS, "persistent": True, "operand_registers": False}),
                                                  (64, True, {"wgmma": True, "tma": True})])
 def test_attention_q_probe_applies(hv, dim, causal, configs):
