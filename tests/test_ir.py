@@ -433,4 +433,7 @@ def test_arith_simplify_const_int_bounds():
     assert arith.bounds(j // 4 - i, r) == (-3, 3)
     assert arith.bounds(binop("min", i, j), r) == (0, 3)
     assert arith.bounds(i + Var("k"), r) is None
+    assert arith.bounds(Var("k") % 32, r) == (0, 31)  # a floor modulo, whatever its dividend
+    assert arith.bounds(Var("k") // 32 % 4 * 64 + j, r) == (0, 207)
+    assert arith.bounds(Var("k") % Var("n"), r) is None
     assert arith.simplify_to_dim(i * 2 - i) is i

@@ -716,3 +716,51 @@ def test_mixed_tma_and_cp_async_ring_compiles(operand, tmp_path):
     assert f"{slow}_s by cp.async, each thread arriving on the stage's mbarrier" in jk.report()
     info = compile_cuda(source, tmp_path, "sm_90a")
     assert info["spill_stores"] == info["spill_loads"] == 0, info
+
+
+@tilec.jit(out_idx=[-1])
+def _gemm_bias_relu(M, N, K, block_M=128, block_N=256, block_K=64, threads=256):
+    """C = relu(A @ B^T * scale + bias): an (M, 1) scale and a (1, N) bias read from global memory by the epilogue."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), scale: T.Tensor((M, 1), "float32"),
+             bias: T.Tensor((1, N), "float32"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                C_f[i, j] = T.max(C_f[i, j] * scale[by * block_M + i, 0] + bias[0, bx * block_N + j], 0.0)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
+@pytest.mark.parametrize("configs", [{"persistent": True}, {"persistent": True, "cluster": 2}])
+def test_persistent_epilogue_reads_of_vectors_are_unchecked_and_do_not_spill(configs, tmp_path, rng):
+    """A persistent kernel's tile coordinates are ``(pid + tile * P) // n % m``: the bounds of a floor modulo by a
+    positive constant are [0, m) whatever its dividend, so the epilogue's reads of the scale and the bias at 4096^2
+    (whole tiles) need no bounds check. They were checked (the dividend's range was unknown), and the 64 checked
+    loads a thread made ptxas spill 268 bytes. Where M is ragged the row check stays (the interpreter runs it)."""
+    ws = {"wgmma": True, "tma": True, "warp_specialize": True}
+    g = _gemm_bias_relu(4096, 4096, 4096).prim_func
+    source = tilec.JITKernel(g, "cuda:sm_90a", pass_configs={**ws, **configs}).get_kernel_source()
+    assert "< 4096" not in source and "bias[tl::floormod(" in source
+    info = compile_cuda(source, tmp_path, "sm_90a")
+    assert info["spill_stores"] == info["spill_loads"] == 0, info
+    M, N, K = 70, 200, 104  # ragged M and N: 2 x 4 tiles of 64 x 64 on 3 blocks
+    small = tilec.JITKernel(_gemm_bias_relu(M, N, K, 64, 64, 32, 128).prim_func, "simt:sm_90a", [-1],
+                            pass_configs={**ws, **configs, "persistent": 3})
+    assert "< 70" in tilec.JITKernel(small.prim_func, "cuda:sm_90a", pass_configs={**ws, **configs,
+                                                                                   "persistent": 3}).get_kernel_source()
+    a, b = (rng.standard_normal(s).astype(np.float16) for s in ((M, K), (N, K)))
+    scale, bias = rng.standard_normal((M, 1)).astype(np.float32), rng.standard_normal((1, N)).astype(np.float32)
+    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64).T * scale + bias, 0)
+    got = small(a, b, scale, bias).astype(np.float64)
+    assert np.abs(got - ref).max() <= 2e-3 * np.abs(ref).max()

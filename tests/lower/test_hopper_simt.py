@@ -200,11 +200,16 @@ def test_fp8_mixed_e4m3_e5m2(rng, wgmma):
     assert (".e4m3.e5m2" in source.get_kernel_source())
 
 
-def test_fp8_operand_not_k_major_falls_back_with_the_reason():
+@pytest.mark.parametrize(("target", "wgmma"), [("simt:sm_90", False), ("simt:sm_90a", True), ("simt:sm_80", False)])
+def test_fp8_operand_not_k_major_falls_back_with_the_reason(target, wgmma):
+    """The fallback to scalar FMAs is named once, as such: the report had two notes for the gemm, "simt (fallback:
+    ...)" from layout inference and "scalar FMA path (fallback: ...)" from the lowering, with the same reason."""
     import ml_dtypes
 
-    kernel = _compile(_one_tile(32, 32, 32, "float8_e4m3", "float8_e4m3", transpose_B=False), "simt:sm_90", [-1])
-    assert "fp8 operands must be K-major" in _gemm_note(kernel)
+    kernel = _compile(_one_tile(32, 32, 32, "float8_e4m3", "float8_e4m3", transpose_B=False), target, [-1], wgmma)
+    notes = [line for line in kernel.report().splitlines() if "note: T.gemm" in line]
+    assert len(notes) == 1 and ": scalar FMA path (fallback: " in notes[0], notes
+    assert ("fp8 operands must be K-major" if target != "simt:sm_80" else "fp8 tensor cores need sm_89") in notes[0]
     rng = np.random.default_rng()
     a, b = (rng.standard_normal((32, 32)).astype(ml_dtypes.float8_e4m3fn) for _ in range(2))
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float32")

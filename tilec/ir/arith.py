@@ -182,6 +182,8 @@ def bounds(e: Any, ranges: dict[Var, tuple[int, int]]) -> tuple[int, int] | None
     if not isinstance(e, BinOp):
         return None
     a, b = bounds(e.a, ranges), bounds(e.b, ranges)
+    if e.op == "%" and a is None and b is not None and b[0] > 0:  # a floor modulo: in [0, b) whatever a is
+        return (0, b[1] - 1)
     if a is None or b is None:
         return None
     return _interval(e.op, a, b)

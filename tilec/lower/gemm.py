@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tilec.errors import TilecError, where
+from tilec.errors import TilecError
 from tilec.ir.buffer import Region
 from tilec.ir.expr import Expr, Load, Var, binop, cast, const
 from tilec.ir.stmt import For, Gemm, Parallel, SeqStmt, Store
@@ -46,8 +46,7 @@ def lower_gemm(lw: Lowerer, g: Gemm) -> TStmt:
     rule = GEMM_INSTRS.get(plan.instr)
     if rule is not None:
         return rule(lw, g, plan.warp_m, plan.warp_n)
-    lw.notes.append(f"T.gemm at {where(g.loc)}: scalar FMA path {plan.why}")
-    return _simt(lw, g, plan.why)
+    return _simt(lw, g, plan.why)  # layout inference's note names the scalar FMA path and why
 
 
 class Warp:

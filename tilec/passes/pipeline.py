@@ -141,12 +141,15 @@ def _epilogue(state: CompileState) -> CompileState:
     return _rewrite(state, stage_epilogues)
 
 
+_INSTR_NAME = {"simt": "scalar FMA path"}  # the report's name of a gemm plan's instruction
+
+
 def _layouts(state: CompileState) -> CompileState:
     from tilec.passes.layout_inference import infer_layouts
 
     plan = infer_layouts(state.func, state.ftg, state.target, state.options)
     state.ftg.layouts = dict(plan.fragments) | dict(plan.shared)
-    notes = tuple(dict.fromkeys(f"T.gemm at {where(g.loc)}: {p.instr} {p.why}"
+    notes = tuple(dict.fromkeys(f"T.gemm at {where(g.loc)}: {_INSTR_NAME.get(p.instr, p.instr)} {p.why}"
                                 for g, p in plan.gemms.items()))  # once for a gemm a pass copied
     notes += tuple(plan.notes)
     return state.with_(artifacts={**state.artifacts, "layout_inference": plan}, report=state.report + notes)
