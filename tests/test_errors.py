@@ -681,6 +681,21 @@ def test_shared_memory_refusal_lists_the_lowering_scratch_too(target):
     assert f"{EXAMPLES / '07_mla_decode.py'}:{example_line('07_mla_decode', 'with T.Kernel')}:" in str(ei.value)
 
 
+def test_shared_memory_refusal_says_which_line_the_scratch_is_for():
+    """Flash attention's 192 rows on two warpgroups (256 threads): S's rows lie unlike P's, so T.copy(S, P) converts
+    through 96 KB of shared memory, which with the rest is too much. The refusal listed that buffer as 'convert_17',
+    a name the user's kernel does not have; each scratch buffer now comes with the line it serves."""
+    from conftest import example_line, load_example
+
+    g = load_example("03_flash_attention").flash_attention(1, 2, 300, 64, False, block_M=192, block_N=128,
+                                                             threads=256, num_stages=2).prim_func
+    line = example_line("03_flash_attention", "T.copy(S, P)")
+    with pytest.raises(TilecValueError, match=rf"largest buffers, bytes: convert_\d+ 98304 \(tilec's scratch for "
+                                              rf"line {line}\), Q_s 49152, V_s 32768, K_s 32768, O_f_stage 24576, "
+                                              rf"red_x_\d+ 1536 \(tilec's scratch for line \d+\)\)"):
+        tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs={"warp_specialize": True, "persistent": True}).report()
+
+
 def test_copy_gemm_reduce_shape_mismatches():
     with pytest.raises(TilecValueError, match=r"T.copy: operand shapes differ: s has extents \(16, 16\), "
                                               r"A\[:8, :16\] has \(8, 16\)") as ei:

@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import assert_close, load_example, randn
+from conftest import assert_close, example_line, load_example, randn
 
 import tilec
 from tilec.errors import RaceError
@@ -137,14 +137,61 @@ def test_refusals(configs, kw, why):
     assert f"not stream-K: {why}" in k.report() and "shared out by" not in k.report()
 
 
-def test_attention_is_refused(rng):
+@pytest.mark.parametrize(("rotate", "why"), [
+    (True, "the T.Pipelined loop's second gemm runs an iteration late (rotated)"),
+    # not rotated: the reason given was the rotation all the same (the preloaded Q had moved the loop in the
+    # statements the refusal looked it up in)
+    (False, "the T.Pipelined loop does more than accumulate gemms into one fragment")])
+def test_attention_is_refused(rng, rotate, why):
     fa = load_example("03_flash_attention")
     g = fa.flash_attention(1, 2, 512, 64, False, block_M=64, block_N=64, num_stages=2, threads=128).prim_func
-    k = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs={**WS, "persistent": 3, "stream_k": True})
-    assert "not stream-K: the T.Pipelined loop's second gemm runs an iteration late (rotated)" in k.report()
+    k = tilec.JITKernel(g, "simt:sm_90a", [3], pass_configs={**WS, "persistent": 3, "stream_k": True,
+                                                             "rotate": rotate})
+    assert ("runs one iteration late" in k.report()) == rotate
+    assert "loads 'Q_s' by TMA" in k.report()  # Q preloaded by the producer either way
+    assert [line for line in k.report().splitlines() if "not stream-K" in line] == \
+        [f"  note: T.Kernel at line {example_line('03_flash_attention', 'with T.Kernel(')}: not stream-K: {why}"]
     q, kk, v = (randn(rng, (1, 2, 512, 64), "float16") for _ in range(3))
     assert_close(k(q, kk, v), fa.reference(q, kk, v, False), "float16",  # still right, as a persistent kernel
                  scale=float(np.abs(v.astype(np.float64)).max()))
+
+
+def test_a_preloaded_tile_is_the_reason_given(rng):
+    """A tile loaded once before the loop (X, read by the loop's second gemm) moves to the producer, which stream-K
+    does not share out: the note said the loop's second gemm ran an iteration late (rotated), which it did not."""
+    import tilec.language as T
+
+    M, N, K, bm, bn, bk = 128, 128, 128, 64, 64, 32
+    nk = K // bk
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float16"), X: T.Tensor((M, bm), "float16"), B: T.Tensor((K, N), "float16"),
+             D: T.Tensor((nk * bm, N), "float16"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(N // bn, M // bm, threads=128) as (bx, by):
+            X_s = T.alloc_shared((bm, bm), "float16")
+            A_s = T.alloc_shared((bm, bk), "float16")
+            B_s = T.alloc_shared((bk, bn), "float16")
+            D_s = T.alloc_shared((bm, bn), "float16")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.copy(X[by * bm, 0], X_s)
+            T.clear(C_f)
+            for k in T.Pipelined(nk, num_stages=2):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[k * bk, bx * bn], B_s)
+                T.copy(D[k * bm, bx * bn], D_s)
+                T.gemm(A_s, B_s, C_f)
+                T.gemm(X_s, D_s, C_f)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    k = tilec.JITKernel(main, "simt:sm_90a", [4], pass_configs={**WS, "persistent": 3, "stream_k": True})
+    assert "the producer warpgroup loads 'X_s' by TMA" in k.report()
+    assert [line.split(": not stream-K: ")[-1] for line in k.report().splitlines() if "not stream-K" in line] == \
+        ["tiles are loaded before the loop"]
+    a, x, b, d = (randn(rng, s, "float16") for s in ((M, K), (M, bm), (K, N), (nk * bm, N)))
+    f = [y.astype(np.float64) for y in (a, x, b, d)]
+    xd = sum(np.concatenate([f[1][r * bm:(r + 1) * bm] @ f[3][i * bm:(i + 1) * bm] for r in range(M // bm)])
+             for i in range(nk))
+    assert_close(k(a, x, b, d), f[0] @ f[2] + xd, "float16")
 
 
 def test_a_part_that_saves_nothing_is_named(rng, monkeypatch):

@@ -70,6 +70,7 @@ class Lowerer:
     producer_threads: int = 0  # warp specialization: the producer warpgroup's threads, launched after the block's
     copies: int = 1  # warp specialization: copies of the block's threads running the consumer side (Roles)
     loc: SourceLoc | None = None
+    scratch_for: dict[Mem, SourceLoc] = field(default_factory=dict)  # shared scratch -> the statement it serves
     _counter: int = 0
     _stored: frozenset[int] | None = None
 
@@ -113,8 +114,11 @@ class Lowerer:
         return m
 
     def scratch_shared(self, name: str, dtype: dt.DType, size: int) -> Mem:
+        """Shared memory of lowering's own (no Tile IR buffer), for the statement being lowered (``loc``)."""
         m = Mem(self.fresh(name), dtype, "shared", size)
         self.shared.append(m)
+        if self.loc is not None:
+            self.scratch_for[m] = self.loc
         return m
 
     def scratch_reg(self, name: str, dtype: dt.DType, size: int) -> Mem:

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from tilec import dtypes as dt
-from tilec.errors import TilecError, TilecValueError, where
+from tilec.errors import SourceLoc, TilecError, TilecValueError, where
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Expr, Load, Var, binop, const
 from tilec.ir.kernel import PrimFunc
@@ -326,18 +326,22 @@ def _min_blocks(target: Target, smem: int, threads: int, producer: bool) -> int:
     return blocks if blocks >= 2 and blocks * threads * m.regs_per_thread <= m.regs_per_sm else 0
 
 
-def _check_shared(nbytes: int, target: Target, launch: KernelLaunch, shared: tuple[tuple[Mem, int], ...]) -> None:
+def _check_shared(nbytes: int, target: Target, launch: KernelLaunch, shared: tuple[tuple[Mem, int], ...],
+                  scratch_for: dict[Mem, SourceLoc]) -> None:
     """A kernel needing more shared memory than the target's block may have is refused here, on the CPU too (the
     thread interpreter would run it; the GPU would not load it). The error names the largest buffers: those the
-    passes add (a second copy of the consumers' tiles, the stages of a pipeline) show there."""
+    passes add (a second copy of the consumers' tiles, the stages of a pipeline) show there, and lowering's scratch
+    (``scratch_for``: a layout conversion's, a reduction's) with the line of the statement it serves."""
     if not target.arch:
         return
     from tilec.arch import table_model
 
     limit = table_model(target.arch).smem_per_block
     if nbytes > limit:
-        sizes = sorted(((int(m.size) * m.dtype.bits // 8, m.name) for m, _ in shared), reverse=True)
-        largest = ", ".join(f"{name} {size}" for size, name in sizes[:6])
+        sizes = sorted(((int(m.size) * m.dtype.bits // 8, m.name, m) for m, _ in shared), reverse=True,
+                       key=lambda x: x[:2])
+        largest = ", ".join(f"{name} {size}" + (f" (tilec's scratch for {where(scratch_for[m])})"
+                                                if m in scratch_for else "") for size, name, m in sizes[:6])
         raise TilecValueError(f"the kernel needs {nbytes} bytes of shared memory; a block on {target.arch} may have "
                               f"at most {limit} (largest buffers, bytes: {largest}): use smaller tiles or fewer "
                               "pipeline stages (num_stages), or drop a pass config that adds buffers (consumers)",
@@ -372,7 +376,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     params = tuple(lw.mem_of(p) if hasattr(p, "scope") else p for p in func.params)
     body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)] + _drain_wgmma(lw, None))
     shared, nbytes = _place_shared(lw.shared, launch)
-    _check_shared(nbytes, target, launch, shared)
+    _check_shared(nbytes, target, launch, shared, lw.scratch_for)
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     threads = launch.num_threads * lw.copies + lw.producer_threads
     cluster = [1, 1, 1]

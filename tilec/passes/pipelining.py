@@ -1319,15 +1319,16 @@ def _stream_k_refusal(p: _Pipeliner, stmts: list[Stmt], key: int) -> str | None:
         return "the trip count of the T.Pipelined loop depends on the tile"
     if p.cluster > 1 or p.copies > 1:
         return "in clusters" if p.cluster > 1 else "with copies of the consumer threads"
-    if p.shareable is None or p.shareable[1] is not loop:
+    # (a preload moves the loop in ``stmts``: then ``stmts[key]`` is not it, and the refusal below says why)
+    if p.delayed or p.shareable is None or not p.preloaded and p.shareable[1] is not loop:
         return "the T.Pipelined loop's second gemm runs an iteration late (rotated)"
-    if p.preloaded:
-        return "tiles are loaded before the loop"
     gemms = p.shareable[2]
     acc = gemms[0].C.buffer if isinstance(gemms[0], Gemm) else None
     if acc is None or acc.scope != "fragment" or any(type(c) is not Gemm or c.C.buffer is not acc or c.clear_accum
                                                      for c in gemms):
         return "the T.Pipelined loop does more than accumulate gemms into one fragment"
+    if p.preloaded:
+        return "tiles are loaded before the loop"
     cleared = [i for i, c in enumerate(stmts[:key]) if isinstance(c, Fill) and c.dst.buffer is acc
                and c.dst.is_full() and getattr(c.value, "value", None) == 0]
     if not cleared or any(id(acc) in _writes(c) for c in stmts[cleared[-1] + 1:key]):
