@@ -143,6 +143,8 @@ class JITKernel:
         lines = [f"kernel {self.prim_func.name} for target {self.target}", *ftg.rows()]
         lines += [f"  note: {r}" for r in self.state.report]
         ck = getattr(self._exe, "ck", None)  # compiled already: what ptxas said about performance
+        if getattr(ck, "n_spills", 0) > 0:
+            lines.append(f"  registers: {ck.n_regs} a thread, {ck.n_spills} bytes of spill stores (local memory)")
         lines += [f"  ptxas: {w}" for w in getattr(ck, "warnings", ())]
         lines += [f"  stage {name}: {sec * 1e3:.2f} ms" for name, sec in self.state.timings]
         return "\n".join(lines)
