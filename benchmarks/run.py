@@ -1,13 +1,13 @@
 """tilec's benchmark suite: tilec against torch (cuBLAS, SDPA), Triton and TileLang, side by side in one run.
 
     python benchmarks/run.py [--quick] [--only gemm,attention,...] [--impls persistent,torch,...] [--rounds N]
-        [--interleave] [--json PATH]
+        [--interleave] [--warmup MS] [--json PATH]
 
 Timing: CUDA events through ``triton.testing.do_bench`` (L2 flushed before every repetition), median of the
-repetitions after a warm-up of 200 ms of the same implementation (``WARMUP_MS``), fresh random inputs rotated
-between calls (enough sets that they span twice the L2, at most 8); the implementations of a case take turns over a
-warm-up round and three timed rounds (``--rounds``), and a row's time is the median of its rounds (``_measure``),
-each round's time and SM clock (NVML) kept in the row's ``extra`` (``rounds_ms``, ``rounds_mhz``). Every
+repetitions after a warm-up of 200 ms of the same implementation (``WARMUP_MS``, ``--warmup``), fresh random inputs
+rotated between calls (enough sets that they span twice the L2, at most 8); the implementations of a case take
+turns over a warm-up round and three timed rounds (``--rounds``), and a row's time is the median of its rounds
+(``_measure``), each round's time and SM clock (NVML) kept in the row's ``extra`` (``rounds_ms``, ``rounds_mhz``). Every
 implementation's output is compared with a float64 reference on the first set. ``--impls`` keeps the
 implementations whose label contains one of its strings (more rounds of fewer rows narrow a ratio's median where
 a target is near). Each tilec kernel is built twice,
@@ -684,7 +684,7 @@ def environment() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    global CHECKPOINT, ROUNDS, SELECT, INTERLEAVE
+    global CHECKPOINT, ROUNDS, SELECT, INTERLEAVE, WARMUP_MS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     ap.add_argument("--only", default="", help="comma-separated cases: " + ",".join(CASES))
@@ -693,11 +693,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--interleave", action="store_true",
                     help="the implementations of a case alternate call by call, each round's calls at the same "
                          "clocks (default: each timed by do_bench in turn)")
+    ap.add_argument("--warmup", type=float, default=WARMUP_MS,
+                    help=f"each timing's warm-up in ms (interleaved: the untimed passes'; default {WARMUP_MS})")
     ap.add_argument("--impls", default="", help="only the implementations whose label contains one of these "
                     "comma-separated strings (e.g. 'persistent,torch,triton,tilelang')")
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error(f"--rounds: expected a count of at least 1, got {args.rounds}")
+    if not args.warmup >= 0:
+        ap.error(f"--warmup: expected milliseconds, at least 0, got {args.warmup}")
+    WARMUP_MS = args.warmup
     ROUNDS, SELECT, INTERLEAVE = args.rounds, tuple(s for s in args.impls.split(",") if s), args.interleave
     peers, notes = _peers()
     rows: list[Row] = []
@@ -709,7 +714,8 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--impls: no label strings in {args.impls!r}")
     start = time.perf_counter()
     notes.append("timing: " + ("interleaved (the implementations of a case alternate call by call)" if INTERLEAVE
-                               else "sequential (each implementation timed by do_bench in turn)"))
+                               else "sequential (each implementation timed by do_bench in turn)")
+                 + f", {WARMUP_MS:g} ms warm-up")
     result = {"date": datetime.date.today().isoformat(), "environment": environment(), "notes": notes, "rows": []}
 
     def save(rows: list[Row]) -> None:

@@ -171,6 +171,8 @@ def test_impls_and_rounds_select_what_is_timed(harness, monkeypatch):
     assert harness.wanted("tilec 128x256x64 wgmma tma ws persistent panel16") and not harness.wanted("triton")
     with pytest.raises(SystemExit):
         harness.main(["--rounds", "0"])
+    with pytest.raises(SystemExit):
+        harness.main(["--warmup", "-1"])
 
 
 def test_impls_and_only_typos_are_errors(harness, monkeypatch, capsys):
@@ -183,8 +185,10 @@ def test_impls_and_only_typos_are_errors(harness, monkeypatch, capsys):
         monkeypatch.setattr(harness, name, value)
     monkeypatch.setattr(harness, "CASES", {"fake": lambda rows, quick, peers: harness._measure(
         rows, "k", "s", {"torch": lambda: 1, "tilec 128x256x64 persistent": lambda: 1}, [()], None, 0, 0, True)})
-    harness.main(["--only", "fake", "--impls", "persistent"])
-    assert "| k | s | tilec 128x256x64 persistent |" in capsys.readouterr().out
+    monkeypatch.setattr(harness, "WARMUP_MS", harness.WARMUP_MS)  # main sets it
+    harness.main(["--only", "fake", "--impls", "persistent", "--warmup", "1000"])
+    out = capsys.readouterr().out
+    assert "| k | s | tilec 128x256x64 persistent |" in out and harness.WARMUP_MS == 1000
     for argv, says in ((["--only", "fake", "--impls", "persistent,tirton"], "'tirton' matched no implementation"),
                        (["--only", ","], "--only: unknown case"), (["--impls", ","], "--impls: no label strings")):
         with pytest.raises(SystemExit) as e:
