@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 
+import ml_dtypes
 import numpy as np
 import pytest
 from conftest import EXAMPLES, load_example
@@ -155,12 +156,13 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
 
 
 def ptxas_info(text: str) -> dict[str, int]:
-    """Registers, spill stores/loads (bytes) and stack frame from ``nvcc -Xptxas -v`` output (one kernel)."""
+    """Registers, spill stores/loads (bytes) and stack frame from ``nvcc -Xptxas -v`` output (one kernel; the
+    registers are the kernel's, the stack and spills summed over it and the device functions it calls)."""
     regs = re.search(r"Used (\d+) registers", text)
-    spills = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", text)
+    spills = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", text)
     assert regs and spills, text
-    return {"registers": int(regs.group(1)), "stack": int(spills.group(1)), "spill_stores": int(spills.group(2)),
-            "spill_loads": int(spills.group(3))}
+    stack, stores, loads = (sum(int(f[i]) for f in spills) for i in range(3))
+    return {"registers": int(regs.group(1)), "stack": stack, "spill_stores": stores, "spill_loads": loads}
 
 
 def compile_cuda(source: str, tmp_path, arch: str = "sm_80") -> dict[str, int]:  # noqa: ANN001
@@ -764,3 +766,52 @@ def test_persistent_epilogue_reads_of_vectors_are_unchecked_and_do_not_spill(con
     ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64).T * scale + bias, 0)
     got = small(a, b, scale, bias).astype(np.float64)
     assert np.abs(got - ref).max() <= 2e-3 * np.abs(ref).max()
+
+
+def _gemm_column_scale(M, N, K, dtype="float16", block_M=128, block_N=256, block_K=64, threads=256):
+    """C = (A @ B^T) * scale: an (N,) scale of the columns read from global memory by the epilogue."""
+    import tilec.language as T
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), scale: T.Tensor((N,), "float32"),
+             C: T.Tensor((M, N), "bfloat16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_N, block_K), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                C_f[i, j] = C_f[i, j] * scale[bx * block_N + j]
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
+@pytest.mark.parametrize(("dtype", "block_K"), [("float16", 64), ("float8_e4m3", 128)])
+def test_stream_k_consumers_keep_their_registers_and_do_not_spill(dtype, block_K, tmp_path, rng):
+    """The traps of stream-K's flags (a flag set already, a wait that never ends) were inlined into the consumer
+    warpgroups, and ptxas then kept them to the kernel's 168 registers at 384 threads, not the 232 of their
+    ``setmaxnreg``: a 128 x 256 accumulator scaled by a per-column vector (64 loads a thread) spilled 204 bytes at
+    4096^3. The traps are now a call of a function that is not inlined. The thread interpreter checks the numerics
+    (ragged, 3 blocks sharing out the last tiles)."""
+    cfg = {"wgmma": True, "tma": True, "warp_specialize": True, "persistent": True, "stream_k": True}
+    g = _gemm_column_scale(4096, 4096, 4096, dtype, block_K=block_K)
+    source = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=cfg).get_kernel_source()
+    assert "sk_partials" in source and "__trap()" in source
+    info = compile_cuda(source, tmp_path, "sm_90a")
+    assert info["spill_stores"] == info["spill_loads"] == 0, info
+    M, N, K = 200, 136, 8 * block_K + 32  # ragged: 4 x 3 tiles of 64 x 64 on 5 blocks, 9 iterations a tile
+    small = tilec.JITKernel(_gemm_column_scale(M, N, K, dtype, 64, 64, block_K, 128), "simt:sm_90a",
+                            pass_configs={**cfg, "persistent": 5})
+    assert "then the last 7 tiles shared out" in small.report()
+    np_dtype = ml_dtypes.float8_e4m3fn if dtype == "float8_e4m3" else np.float16
+    a, b = (rng.standard_normal(s).astype(np_dtype) for s in ((M, K), (N, K)))
+    scale = rng.standard_normal(N).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64).T * scale
+    c = np.full((M, N), np.nan, ml_dtypes.bfloat16)
+    small(a, b, scale, c)
+    assert np.abs(c.astype(np.float64) - ref).max() <= 1e-2 * np.abs(ref).max()

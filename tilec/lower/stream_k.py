@@ -9,6 +9,11 @@ barrier of its block and a fence at GPU scope (release), and waited for by one t
 barrier of its block; the waiting thread clears it, so every flag is zero again when the launch ends (the module's
 workspace is zero at load and is kept from launch to launch: two launches of one kernel at once, on two streams,
 would share it; a block finding its flag already set traps, which catches most such overlaps, not all).
+
+Both traps are a call of one function that is not inlined (``tl::flag_fail``): a ``trap`` inlined into the consumer
+warpgroups of a warp-specialized kernel makes ptxas keep their registers to the kernel's launch count (168 at 384
+threads), not the 232 that ``setmaxnreg`` gives them, so a 128 x 256 accumulator and an epilogue's 64 loads of a
+per-column vector spilled 204 bytes.
 """
 
 from __future__ import annotations
@@ -72,22 +77,27 @@ _FLAG_HELPERS = {
         "  int was;\n"
         '  asm volatile("fence.acq_rel.gpu;" ::: "memory");\n'
         '  asm volatile("atom.relaxed.gpu.global.exch.b32 %0, [%1], %2;" : "=r"(was) : "l"(flag), "r"(1) : "memory");\n'
-        "  if (was) __trap();  // set already: another launch of this kernel runs at the same time\n")),
+        "  if (was) flag_fail();  // set already: another launch of this kernel runs at the same time\n")),
     FlagWait: ("flag_wait", (
         "  int v;\n"
         "  for (unsigned polls = 0;; ++polls) {\n"
         '    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");\n'
         "    if (v) break;\n"
-        f"    if (polls == {SPIN_LIMIT}u) __trap();  // a flag nobody sets: an error, not a hang\n"
+        f"    if (polls == {SPIN_LIMIT}u) flag_fail();  // a flag nobody sets: an error, not a hang\n"
         "    __nanosleep(128);\n"
         "  }\n"
         '  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" :: "l"(flag), "r"(0) : "memory");\n')),
 }
 
 
+# not inlined: an inlined trap keeps the registers of warps after ``setmaxnreg.inc`` to the launch count
+_FAIL = "__device__ __noinline__ void flag_fail() {\n  __trap();\n}\n"
+
+
 @emit_rule(FlagSignal)
 @emit_rule(FlagWait)
 def _emit_flag(e: CEmitter, s: FlagSignal | FlagWait, d: int) -> None:
     name, body = _FLAG_HELPERS[type(s)]
+    e.helper("flag_fail", _FAIL)  # printed before its callers
     fn = e.helper(name, f"__device__ __forceinline__ void {name}(int* flag) {{\n{body}}}\n")
     e.emit(d, f"{fn}({e.names(s.mem)} + {e.e(s.off)});")
