@@ -269,6 +269,13 @@ def epilogue_stmatrix(source: str, n: int) -> str:
     return _in_epilogue(source, chunk)
 
 
+def inline_trap(source: str, n: int) -> str:
+    """The stream-K flag helpers' trap inlined again (as before ``tl::flag_fail``): what the consumers' registers
+    capped at the launch count cost."""
+    assert "flag_fail();" in source
+    return source.replace("flag_fail();", "__trap();")
+
+
 def _first_ring_only(source: str, tmap: str, kept_bytes: int) -> str:
     """The producer loads the operand of ``tmap`` in the first ring of stages only (expecting ``kept_bytes`` a
     stage after it): later k-steps compute on stale data. What the operand's TMA writes to shared memory (and its
@@ -518,6 +525,8 @@ def gemm_variants() -> dict:
         "tma ws persistent panel8 direct stores": ({**big, "panel": 8}, {**ws, "persistent": True,
                                                                          "stage_epilogue": False}),
         "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
+        "tma ws persistent panel16 stream-k inline trap": ({**big, "panel": 16},
+                                                           {**ws, "persistent": True, "stream_k": True}, inline_trap),
         "panel16 probe no A loads": ({**big, "panel": 16}, {**ws, "persistent": True}, no_a_loads),
         "panel16 probe no B loads": ({**big, "panel": 16}, {**ws, "persistent": True}, no_b_loads),
         "panel16 probe A from registers": ({**big, "panel": 16}, {**ws, "persistent": True}, a_from_registers),

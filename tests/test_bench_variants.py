@@ -58,6 +58,15 @@ def test_gemm_epilogue_patches_apply(hv, dtype):
         assert src.count(gone) > probe(src, 512).count(gone)
 
 
+def test_inline_trap_patch_applies(hv):
+    gemm = __import__("01_gemm")
+    fn = gemm.matmul.fn(512, 512, 512, block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=16)
+    src = tilec.JITKernel(fn, Target("cuda", "sm_90a"), [-1],
+                          pass_configs={**WS, "persistent": 3, "stream_k": True}).get_kernel_source()
+    out = hv.inline_trap(src, 512)
+    assert "flag_fail();" not in out and out.count("__trap();") == src.count("flag_fail();") + 1
+
+
 @pytest.mark.parametrize("dim,causal,configs", [(128, False, {**WS, "persistent": True, "operand_registers": False}),
                                                  (64, True, {"wgmma": True, "tma": True})])
 def test_attention_q_probe_applies(hv, dim, causal, configs):
