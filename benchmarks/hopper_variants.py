@@ -93,18 +93,22 @@ def no_epilogue(source: str, n: int) -> str:
     return source[:j] + "if (C_f[0] == 1.5e-38f && C_f[127] == 2.5e-38f) {\n" + source[j:k] + "}\n" + source[k:]
 
 
+def _tile_loop(source: str) -> tuple[list[str], int, str]:
+    """The persistent GEMM's lines, the line of its consumers' loop over tiles, and that loop's trip count."""
+    lines = source.split("\n")
+    loop = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line) + 1
+    m = re.match(r"    for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[loop])
+    assert m, lines[loop]
+    return lines, loop, m.group(1)
+
+
 def staggered_epilogue(source: str, n: int) -> tuple[str, Callable]:
     """Hand patch: the persistent GEMM's two consumer warpgroups store their own 64 rows of each chunk (their own
     named barrier, their own TMA store of a 64-row box) and take turns at their epilogues (named barriers 4 and 5:
     the second waits for the first's, the first for the second's previous one), releasing the tile's last stage
     before the epilogue. The second then runs its last k-steps alone while the first stores, and the first its next
     tile's first k-steps while the second stores: the tensor cores are never left idle by both at once."""
-    lines = source.split("\n")
-    start = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line)
-    loop = start + 1
-    m = re.match(r"    for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[loop])
-    assert m, lines[loop]
-    trips = m.group(1)
+    lines, loop, trips = _tile_loop(source)
     tend = next(i for i in range(loop, len(lines)) if lines[i] == "    }")
     body = lines[loop + 1:tend]
     kl = next(i for i, line in enumerate(body) if line.startswith("      for (int k = 0; k < "))
@@ -162,12 +166,7 @@ def deferred_epilogue(source: str, n: int) -> str:
     outputs each) and write them to the staging tile and issue its TMA stores during the next tile's second k-step,
     with that tile's first two wgmma groups in flight; the last tile's after the loop. What hiding the epilogue
     behind the tensor cores' work would bring (perf notes AT measured an older form, timed in turn)."""
-    lines = source.split("\n")
-    start = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line)
-    loop = start + 1
-    m = re.match(r"    for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[loop])
-    assert m, lines[loop]
-    trips = m.group(1)
+    lines, loop, trips = _tile_loop(source)
     kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
     kend = next(i for i in range(kl, len(lines)) if lines[i] == "      }")
     commit = next(i for i in range(kl, kend) if "wgmma.commit_group" in lines[i])
@@ -205,8 +204,7 @@ def deferred_epilogue(source: str, n: int) -> str:
 def _consumer_epilogue(source: str) -> tuple[int, int]:
     """(first line, end) of the persistent GEMM consumers' epilogue in the tile loop: from the k-loop's end to the
     tile loop's."""
-    lines = source.split("\n")
-    loop = next(i for i, line in enumerate(lines) if "setmaxnreg.inc" in line) + 1
+    lines, loop, _ = _tile_loop(source)
     kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
     kend = next(i for i in range(kl, len(lines)) if lines[i] == "      }")
     return kend + 1, next(i for i in range(kend, len(lines)) if lines[i] == "    }")
