@@ -2987,3 +2987,25 @@ def test_a_gpu_tilec_does_not_target_is_named(monkeypatch, arch):
     with pytest.raises(TilecRuntimeError, match=rf"the GPU is {arch}, which tilec's CUDA backend does not target "
                                                 r"\(it builds for sm_80, .*sm_90a\); target='cpu' runs the kernel"):
         tilec.JITKernel(main, "cuda").build_target()
+
+
+@pytest.mark.parametrize("form", ["tile", "element"])
+def test_atomic_add_into_a_fragment_is_refused_at_its_line_on_every_target(form):
+    """An atomic add into a fragment (memory no other thread sees) ran on the CPU interpreter as a plain add, while
+    the GPU targets refused it only when lowering: the kernel is now refused where it is written, naming the buffer
+    and its scope."""
+    with pytest.raises(TilecTypeError, match=r"T.atomic_add: dst must be a global or shared buffer, got 'f' in "
+                                             r"fragment memory") as ei:
+
+        @T.prim_func
+        def main(X: T.Tensor((16, 32), "float32")):
+            with T.Kernel(1, threads=64) as bx:
+                f = T.alloc_fragment((16, 32), "float32")
+                T.clear(f)
+                if form == "tile":
+                    T.atomic_add(f, X)  # atomic-fragment-tile
+                else:
+                    T.atomic_add(f[0, 1], X[0, 1])  # atomic-fragment-element
+                T.copy(f, X)
+
+    assert_points_at(ei.value, f"atomic-fragment-{form}")

@@ -978,3 +978,40 @@ def test_reduction_of_a_long_line_held_by_one_thread(rng, target, red):
     assert_close(y, _NP_REDUCE[red](x64, 1), "float32", scale=float(np.abs(x64).sum()))
     source = tilec.JITKernel(main, target.replace("simt", "hip" if "gfx" in target else "cuda")).get_kernel_source()
     assert "main_kernel" in source
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:sm_90a"])
+@pytest.mark.parametrize(("M", "N", "bm", "threads"), [(40, 96, 8, 64), (48, 80, 16, 128)])
+def test_argmax_of_rows_that_a_threads_registers_straddle(rng, target, M, N, bm, threads):
+    """Top-1 of each row: the row max, then the least column holding it. The bm x N tile spread over the threads
+    gives a thread registers in several rows, not aligned to its threads (8 x 96 over 64 threads: 3 rows a
+    thread), so the row vectors read by the loop are held by threads in different registers; their layout needed a
+    lookup table and the kernel was refused ("layout needs a lookup table ... not supported by code generation")."""
+    import tilec
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "bfloat16"), L: T.Tensor((M,), "int32"), I: T.Tensor((M,), "int32"),
+             V: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            mx = T.alloc_fragment((bm,), "float32")
+            idx = T.alloc_fragment((bm, N), "float32")
+            mi = T.alloc_fragment((bm,), "float32")
+            for i, j in T.Parallel(bm, N):  # the columns from L[row] on are masked out
+                x[i, j] = T.if_then_else(j < L[bx * bm + i], T.cast(X[bx * bm + i, j], "float32"),
+                                         -T.infinity("float32"))
+            T.reduce_max(x, mx, dim=1)
+            for i, j in T.Parallel(bm, N):
+                idx[i, j] = T.if_then_else(x[i, j] == mx[i], T.cast(j, "float32"), T.cast(N, "float32"))
+            T.reduce_min(idx, mi, dim=1)
+            for i in T.Parallel(bm):
+                I[bx * bm + i] = T.cast(mi[i], "int32")
+                V[bx * bm + i] = mx[i]
+
+    x = randn(rng, (M, N), "bfloat16")
+    lens = rng.integers(1, N + 1, size=M).astype(np.int32)
+    ind, val = poisoned((M,), "int32"), poisoned((M,), "float32")
+    tilec.JITKernel(main, target)(x, lens, ind, val)
+    x64 = np.where(np.arange(N) < lens[:, None], x.astype(np.float64), -np.inf)
+    np.testing.assert_array_equal(ind, x64.argmax(1))
+    assert_close(val, x64.max(1), "float32")

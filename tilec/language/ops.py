@@ -326,12 +326,22 @@ def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, ret
     if isinstance(value, (Buffer, Region)) or (isinstance(value, Load) and not isinstance(dst, Load)):
         b = _builder("T.atomic_add")  # the tile form is a tile op: block level only
         rd, rs = _pair_regions("T.atomic_add", dst, value)
+        _atomic_scope(rd.buffer)
         b.emit(AtomicAdd(rd, rs, loc=b.loc))
         return
     if not isinstance(dst, Load):
         raise TilecTypeError(f"T.atomic_add: dst must be an element `A[i, j]` or a tile, got {dst!r}")
+    _atomic_scope(dst.buffer)
     v = cast(dst.dtype, as_expr(value, dst.dtype))
     b.emit(AtomicRMW("add", dst.buffer, dst.indices, v, loc=b.loc))
+
+
+def _atomic_scope(buf: Buffer) -> None:
+    """Atomics add to memory the threads share: a fragment or a T.alloc_local / T.alloc_var buffer is refused (the
+    GPU targets refused it only when lowering; the CPU interpreter added to it)."""
+    if buf.scope not in ("global", "shared"):
+        raise TilecTypeError(f"T.atomic_add: dst must be a global or shared buffer, got {buf.name!r} in {buf.scope} "
+                             "memory (add to it with a plain assignment)")
 
 
 def print(value: Any, msg: str = "", warp_group_id: int = 0, warp_id: int = 0) -> None:  # noqa: A001

@@ -130,6 +130,21 @@ def _by_source_registers(frag: Fragment, dims: tuple[int, ...], shape: tuple[int
                                 num_locals=len(roots))
 
 
+def replicas_by_register(frag: Fragment) -> Fragment:
+    """``frag`` (a projection, say) with each element's replicas numbered by register, then thread, where ``frag``'s
+    inverse needs a lookup table, which code generation does not support, and that one has none; else ``frag``.
+    A thread whose registers hold elements of different lines of a tile spread with lines not aligned to the threads
+    (8 x 96 over 64 threads: a thread's 3 rows are ``(64 * register + thread) // 24``) makes the flat ``(element,
+    replica)`` index a formula of ``(register, thread)``, but none of ``(thread, register)``."""
+    if frag.replicate == 1 or not needs_table(frag):
+        return frag
+    threads, locs = frag.eval_tables()  # shape + (rep,)
+    order = np.argsort(locs * frag.num_threads + threads, axis=-1, kind="stable")
+    tried = Fragment.from_tables(np.take_along_axis(threads, order, -1), np.take_along_axis(locs, order, -1),
+                                 num_threads=frag.num_threads, num_locals=frag.num_locals)
+    return frag if needs_table(tried) else tried
+
+
 def around(frag: Fragment, dims: tuple[int, ...], shape: tuple[int, ...]) -> Fragment:
     """A layout for a loop over ``shape`` that indexes ``frag`` by its dimensions ``dims`` (a row vector read by
     a 2-D loop): each iteration runs on a thread holding ``frag`` at the iteration's ``dims``, in a register that

@@ -308,8 +308,14 @@ def _from_memory(lw: Lowerer, r: Reduce) -> TStmt:
     ext = [int(e) for e in s.extents]
     n = ext[r.dim]
     out_shape = tuple(e for i, e in enumerate(ext) if i != r.dim)
-    D = lw.fragment(r.dst.buffer) if r.dst.buffer.scope == "fragment" else \
-        default_fragment(tuple(int(e) for e in r.dst.extents), lw.T)
+    workers = lw.T
+    if r.dst.buffer.scope == "fragment":
+        D = lw.fragment(r.dst.buffer)
+    else:  # a line per thread: where the lines do not divide the threads nor they them, on the first `workers` only
+        lines = math.prod(int(e) for e in r.dst.extents)  # (the default spread gave every thread all the lines)
+        if lines % lw.T and lw.T % lines:
+            workers = max(d for d in range(1, min(lines, lw.T) + 1) if lines % d == 0)
+        D = default_fragment(tuple(int(e) for e in r.dst.extents), workers)
     work = dt.work_type(r.dst.dtype)
     acc = lw.scratch_reg("red", work, D.num_locals)
     inv = D.inverse()
@@ -340,4 +346,4 @@ def _from_memory(lw: Lowerer, r: Reduce) -> TStmt:
         if n > 1:
             out.append(Loop(k, const(n - 1), Write(acc, const(dl), _fold(r.red, mine, val(binop("+", k, 1))))))
     out.append(_store(lw, r, D, acc))
-    return seq(out)
+    return seq(out) if workers == lw.T else If(binop("<", lw.tx, const(workers)), seq(out))

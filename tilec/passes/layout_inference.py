@@ -49,6 +49,7 @@ from tilec.lower.layouts import (
     needs_table,
     operand_layout,
     project,
+    replicas_by_register,
     replicated_all,
     swizzle_bytes,
     vector_width,
@@ -330,7 +331,7 @@ class _Inference:
             if _covers_part(buf.shape, shape, dims):  # its layout comes from elsewhere; the check then tells
                 continue
             kept = _kept(dims)
-            frag = loop if kept == tuple(range(len(p.vars))) else project(loop, kept)
+            frag = loop if kept == tuple(range(len(p.vars))) else replicas_by_register(project(loop, kept))
             frag = frag if len(kept) == len(dims) else frag.reshape(tuple(int(d) for d in buf.shape))
             changed |= self.set_fragment(buf, frag, "common", p, f"indexed by the loop at {where(p.loc)}")
         return changed
