@@ -1015,3 +1015,30 @@ def test_argmax_of_rows_that_a_threads_registers_straddle(rng, target, M, N, bm,
     x64 = np.where(np.arange(N) < lens[:, None], x.astype(np.float64), -np.inf)
     np.testing.assert_array_equal(ind, x64.argmax(1))
     assert_close(val, x64.max(1), "float32")
+
+
+def test_a_fragment_the_threads_do_not_divide_is_held_whole_with_a_note(rng):
+    """A register tile whose size the thread count does not divide (4 x 77 at 128 threads, a layer norm's rows) is
+    held whole by every thread: correct, but every thread computes the whole tile (a 7 x 77 layer norm spilled).
+    The report said only 'spread over the threads'; a note now names the fragment, its line and what it costs, and
+    a tile that divides gets none."""
+    def kernel(rows, cols):
+        @T.prim_func
+        def main(X: T.Tensor((8, cols), "float32"), Y: T.Tensor((8, cols), "float32")):
+            with T.Kernel(8 // rows, threads=128) as bx:
+                x = T.alloc_fragment((rows, cols), "float32")
+                T.copy(X[bx * rows, 0], x)
+                for i, j in T.Parallel(rows, cols):
+                    x[i, j] = x[i, j] * 2.0 + 1.0
+                T.copy(x, Y[bx * rows, 0])
+        return main
+
+    k = simt(kernel(4, 77))
+    note = next(n for n in k.state.report if "does not spread evenly" in n)
+    assert "'x' (308 elements)" in note and "128 threads" in note and "the work 128 times over" in note
+    assert note.startswith("T.alloc_fragment at line ")
+    a = randn(rng, (8, 77), "float32")
+    y = poisoned((8, 77), "float32")
+    k(a, y)
+    assert_close(y, a.astype(np.float64) * 2 + 1, "float32")
+    assert not any("does not spread evenly" in n for n in simt(kernel(4, 64)).state.report)

@@ -373,9 +373,15 @@ class _Inference:
         # a scalar-fallback gemm's accumulator: an error or a layout conflict with it names the gemm, and why
         of = f"the accumulator of T.gemm at {where(gemm.loc)} in scalar code " \
             f"{self.plan.gemms[gemm].why}" if gemm else ""
-        self.set_fragment(buf, self._spread(tuple(int(d) for d in buf.shape), vec, gemm or op,
-                                            f"fragment {buf.name!r}" + (f" ({of})" if of else "")),
-                          "free", op, "spread over the threads" + (f", {of}" if of else ""))
+        frag = self._spread(tuple(int(d) for d in buf.shape), vec, gemm or op,
+                            f"fragment {buf.name!r}" + (f" ({of})" if of else ""))
+        n = size(buf)
+        if n > 1 and frag.replicate == self.T:  # the tile does not spread evenly: every thread holds all of it
+            self.plan.notes.append(
+                f"T.alloc_fragment at {where(buf.loc or op.loc)}: {buf.name!r} ({n} elements) does not spread evenly "
+                f"over the {self.T} threads, so every thread holds and computes the whole tile ({n} registers a "
+                f"thread, the work {self.T} times over); a tile whose size is a multiple of the thread count spreads")
+        self.set_fragment(buf, frag, "free", op, "spread over the threads" + (f", {of}" if of else ""))
         return True
 
     def _spread(self, shape: tuple[int, ...], vec: int, op: Any, what: str) -> Fragment:
