@@ -15,6 +15,7 @@ import pytest
 from conftest import EXAMPLES, load_example
 
 import tilec
+import tilec.language as T
 
 from .conftest import PTXAS
 
@@ -720,23 +721,28 @@ def test_mixed_tma_and_cp_async_ring_compiles(operand, tmp_path):
     assert info["spill_stores"] == info["spill_loads"] == 0, info
 
 
+@T.macro
+def _gemm_into(A, B, C_f, bx, by, K, block_M, block_N, block_K, dtype):
+    """C_f = A @ B^T for the block's tile, pipelined (the GEMMs with an epilogue reading vectors below)."""
+    A_s = T.alloc_shared((block_M, block_K), dtype)
+    B_s = T.alloc_shared((block_N, block_K), dtype)
+    T.clear(C_f)
+    for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+        T.copy(A[by * block_M, k * block_K], A_s)
+        T.copy(B[bx * block_N, k * block_K], B_s)
+        T.gemm(A_s, B_s, C_f, transpose_B=True)
+
+
 @tilec.jit(out_idx=[-1])
 def _gemm_bias_relu(M, N, K, block_M=128, block_N=256, block_K=64, threads=256):
     """C = relu(A @ B^T * scale + bias): an (M, 1) scale and a (1, N) bias read from global memory by the epilogue."""
-    import tilec.language as T
 
     @T.prim_func
     def main(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), scale: T.Tensor((M, 1), "float32"),
              bias: T.Tensor((1, N), "float32"), C: T.Tensor((M, N), "float16")):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), "float16")
-            B_s = T.alloc_shared((block_N, block_K), "float16")
             C_f = T.alloc_fragment((block_M, block_N), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
-                T.copy(A[by * block_M, k * block_K], A_s)
-                T.copy(B[bx * block_N, k * block_K], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_B=True)
+            _gemm_into(A, B, C_f, bx, by, K, block_M, block_N, block_K, "float16")
             for i, j in T.Parallel(block_M, block_N):
                 C_f[i, j] = T.max(C_f[i, j] * scale[by * block_M + i, 0] + bias[0, bx * block_N + j], 0.0)
             T.copy(C_f, C[by * block_M, bx * block_N])
@@ -770,20 +776,13 @@ def test_persistent_epilogue_reads_of_vectors_are_unchecked_and_do_not_spill(con
 
 def _gemm_column_scale(M, N, K, dtype="float16", block_M=128, block_N=256, block_K=64, threads=256):
     """C = (A @ B^T) * scale: an (N,) scale of the columns read from global memory by the epilogue."""
-    import tilec.language as T
 
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), scale: T.Tensor((N,), "float32"),
              C: T.Tensor((M, N), "bfloat16")):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((block_M, block_K), dtype)
-            B_s = T.alloc_shared((block_N, block_K), dtype)
             C_f = T.alloc_fragment((block_M, block_N), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
-                T.copy(A[by * block_M, k * block_K], A_s)
-                T.copy(B[bx * block_N, k * block_K], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_B=True)
+            _gemm_into(A, B, C_f, bx, by, K, block_M, block_N, block_K, dtype)
             for i, j in T.Parallel(block_M, block_N):
                 C_f[i, j] = C_f[i, j] * scale[bx * block_N + j]
             T.copy(C_f, C[by * block_M, bx * block_N])
