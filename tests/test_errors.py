@@ -3000,6 +3000,39 @@ def test_a_gpu_tilec_does_not_target_is_named(monkeypatch, arch):
         tilec.JITKernel(main, "cuda").build_target()
 
 
+def test_target_cuda_without_a_gpu_says_it_reads_the_gpus_architecture(monkeypatch):
+    """target='cuda' (no architecture) on a machine without an NVIDIA GPU failed at kernel.get_kernel_source(),
+    report() and layouts with only 'the CUDA driver (libcuda.so.1) cannot be loaded', although those need no GPU once
+    an architecture is named. The error now says that 'cuda' takes the GPU's architecture, that none is visible, and
+    what to write instead."""
+    import tilec.backends.cuda.driver as driver
+    import tilec.backends.cuda.runtime as rt
+    from tilec.errors import TilecRuntimeError
+
+    def no_driver(device):
+        raise TilecRuntimeError("the CUDA driver (libcuda.so.1) cannot be loaded: libcuda.so.1: cannot open shared "
+                                "object file: No such file or directory")
+
+    monkeypatch.setattr(driver, "compute_capability", no_driver)
+    rt.device_arch.cache_clear()  # a GPU machine's architecture, read before, would hide the missing driver
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    kernel = tilec.JITKernel(main, "cuda")
+    try:
+        for what in (kernel.get_kernel_source, kernel.report):
+            with pytest.raises(TilecRuntimeError, match=r"target 'cuda' compiles for the GPU's architecture, and no "
+                                                        r"NVIDIA GPU is usable \(the CUDA driver \(libcuda.so.1\) "
+                                                        r"cannot be loaded.*\): name one, target='cuda:sm_90a', .*"
+                                                        r"'simt:sm_90a' or 'cpu'"):
+                what()
+    finally:
+        rt.device_arch.cache_clear()
+
+
 @pytest.mark.parametrize("form", ["tile", "element"])
 def test_atomic_add_into_a_fragment_is_refused_at_its_line_on_every_target(form):
     """An atomic add into a fragment (memory no other thread sees) ran on the CPU interpreter as a plain add, while
