@@ -667,8 +667,14 @@ def _peers() -> tuple[dict[str, Any], list[str]]:
 
 
 def environment() -> dict[str, str]:
-    import torch
-
+    """The GPU and the versions of what ran; exits with a message where there is no torch or no CUDA GPU."""
+    need = "benchmarks/run.py times kernels on an NVIDIA GPU through torch (pip install -e \".[cuda,test]\" and torch)"
+    try:
+        import torch
+    except ImportError as e:
+        sys.exit(f"{need}, and torch is not installed ({e})")
+    if not torch.cuda.is_available():
+        sys.exit(f"{need}, and no CUDA GPU is visible to torch")
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "python": platform.python_version()}
     for mod in ("triton", "cupy", "tilelang"):
         try:

@@ -1,6 +1,6 @@
 """Flash attention forward (online softmax), (batch, heads, seq, dim) layout, optional causal mask.
 
-Run: python examples/03_flash_attention.py [batch heads seq dim causal]
+Run: python examples/03_flash_attention.py [batch heads seq dim [causal]]
 
 On Hopper (sm_90a) the fastest tiles measured (perf notes AX, AZ) are block_M=128, block_N=128, threads=256 with
 pass configs warp_specialize and persistent at D=128, and at D=64 block_M=192, block_N=128, threads=384 (three

@@ -6,6 +6,8 @@ cache itself (V = KV), so a block of ``block_H`` heads reads each KV tile once f
 O (batch, heads, dv); heads // kv_heads query heads share a KV head.
 
 Run: python examples/07_mla_decode.py [batch heads seqlen]   (the CPU interpreter without a GPU, CUDA with one)
+
+heads is a multiple of 16 (a block takes 16, 32 or 64 of them).
 """
 
 import sys
@@ -95,7 +97,9 @@ def main(argv: list[str]) -> None:
     if argv and not 3 <= len(argv) <= 3:
         sys.exit(f"usage: python examples/07_mla_decode.py [batch heads seqlen] (got {len(argv)} arguments)")
     b, h, s = (int(x) for x in argv[:3]) if len(argv) >= 3 else (1, 64, 100)
-    assert h % 16 == 0, f"heads={h}: a block takes 16, 32 or 64 heads, so heads must be a multiple of 16"
+    if h % 16:
+        sys.exit(f"usage: python examples/07_mla_decode.py [batch heads seqlen]: heads={h} is not a multiple of 16 "
+                 "(a block takes 16, 32 or 64 heads)")
     amd = tilec.target.parse_target(None).backend == "hip"  # 64 KB of LDS a block: 16 heads x 32 keys a tile
     if amd:
         tiles = dict(block_H=16, block_N=32, threads=128)

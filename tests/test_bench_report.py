@@ -197,6 +197,26 @@ def test_impls_and_only_typos_are_errors(harness, monkeypatch, capsys):
         assert says in capsys.readouterr().err, argv
 
 
+@pytest.mark.parametrize("torch", [None, "no gpu"])
+def test_the_suite_without_a_gpu_says_it_needs_one(harness, monkeypatch, torch):
+    """``python benchmarks/run.py`` on a machine without torch or without a CUDA GPU ended in a traceback
+    (ModuleNotFoundError: No module named 'torch', from the environment record); it now exits with a message saying
+    that the suite needs an NVIDIA GPU and torch, before any case runs."""
+    import types
+
+    if torch is not None:
+        torch = types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False))
+    monkeypatch.setitem(sys.modules, "torch", torch)  # None: `import torch` raises ImportError
+    monkeypatch.setattr(harness, "_peers", lambda: ({}, []))
+    ran: list[str] = []
+    monkeypatch.setattr(harness, "CASES", {"fake": lambda rows, quick, peers: ran.append("fake")})
+    with pytest.raises(SystemExit) as e:
+        harness.main(["--only", "fake"])
+    assert "benchmarks/run.py times kernels on an NVIDIA GPU" in str(e.value.code)
+    assert ("torch is not installed" if torch is None else "no CUDA GPU is visible") in str(e.value.code)
+    assert not ran
+
+
 def test_rounds_carry_the_sm_clock(harness, monkeypatch):
     """Each timed round's SM clock (NVML, sampled while the timing runs) goes in the row beside its time; without
     NVML the rows carry no clock rather than a made-up one."""

@@ -1911,12 +1911,23 @@ def _kernel_of_one_store():
 
 
 def test_the_readme_lists_every_pass_config():
+    """README's table of pass configs is the registry's, row for row: name, meaning, values and default (a default
+    or meaning changed in tilec/passes/configs.py and not in the README fails here)."""
     from conftest import ROOT
 
     from tilec.passes.configs import PASS_CONFIGS
 
     readme = (ROOT / "README.md").read_text()
-    assert all(f"| `{name}` |" in readme for name in PASS_CONFIGS)
+    header = "| pass config | meaning | values | default |\n| --- | --- | --- | --- |\n"
+    table = readme.split(header)[1].split("\n\n")[0]
+    rows = [re.fullmatch(r"\| `(\w+)` \| (.+) \| (.+) \| (.+) \|", line) for line in table.splitlines()]
+    assert all(rows), [line for line, m in zip(table.splitlines(), rows) if not m]
+    documented = {m[1]: (m[2], m[3], m[4]) for m in rows}
+    assert list(documented) == list(PASS_CONFIGS)
+    for name, c in PASS_CONFIGS.items():
+        # a default in words (True on sm_90a ...) is written as it is, a value as code: `True`, `'balanced'`
+        default = c.default if isinstance(c.default, str) and " " in c.default else f"`{c.default!r}`"
+        assert documented[name] == (c.meaning, c.takes, default), name
 
 
 @pytest.mark.parametrize(("stmt", "name", "keyword"), [
@@ -2987,6 +2998,39 @@ def test_a_gpu_tilec_does_not_target_is_named(monkeypatch, arch):
     with pytest.raises(TilecRuntimeError, match=rf"the GPU is {arch}, which tilec's CUDA backend does not target "
                                                 r"\(it builds for sm_80, .*sm_90a\); target='cpu' runs the kernel"):
         tilec.JITKernel(main, "cuda").build_target()
+
+
+def test_target_cuda_without_a_gpu_says_it_reads_the_gpus_architecture(monkeypatch):
+    """target='cuda' (no architecture) on a machine without an NVIDIA GPU failed at kernel.get_kernel_source(),
+    report() and layouts with only 'the CUDA driver (libcuda.so.1) cannot be loaded', although those need no GPU once
+    an architecture is named. The error now says that 'cuda' takes the GPU's architecture, that none is visible, and
+    what to write instead."""
+    import tilec.backends.cuda.driver as driver
+    import tilec.backends.cuda.runtime as rt
+    from tilec.errors import TilecRuntimeError
+
+    def no_driver(device):
+        raise TilecRuntimeError("the CUDA driver (libcuda.so.1) cannot be loaded: libcuda.so.1: cannot open shared "
+                                "object file: No such file or directory")
+
+    monkeypatch.setattr(driver, "compute_capability", no_driver)
+    rt.device_arch.cache_clear()  # a GPU machine's architecture, read before, would hide the missing driver
+
+    @T.prim_func
+    def main(A: T.Tensor((16,), "float32")):
+        with T.Kernel(1, threads=32) as bx:
+            A[0] = 1.0
+
+    kernel = tilec.JITKernel(main, "cuda")
+    try:
+        for what in (kernel.get_kernel_source, kernel.report):
+            with pytest.raises(TilecRuntimeError, match=r"target 'cuda' compiles for the GPU's architecture, and no "
+                                                        r"NVIDIA GPU is usable \(the CUDA driver \(libcuda.so.1\) "
+                                                        r"cannot be loaded.*\): name one, target='cuda:sm_90a', .*"
+                                                        r"'simt:sm_90a' or 'cpu'"):
+                what()
+    finally:
+        rt.device_arch.cache_clear()
 
 
 @pytest.mark.parametrize("form", ["tile", "element"])

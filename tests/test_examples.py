@@ -69,12 +69,15 @@ def test_mla_decode_example_with_fewer_heads_than_its_default_tile(heads):
     assert f"mla decode b=1 h={heads} seqlen=3 on cpu: max abs error" in res.stdout
 
 
-@pytest.mark.parametrize(("script", "args", "usage"), [
+USAGES = [
     ("01_gemm.py", ["512", "512"], "[M N K]"), ("02_softmax.py", ["64"], "[M N]"),
     ("03_flash_attention.py", ["1", "2", "64"], "[batch heads seq dim [causal]]"),
     ("04_recommend.py", ["1", "2", "3", "4"], "[M N K]"), ("05_norms.py", ["1", "2", "3"], "[M N]"),
     ("06_fp8_gemm.py", ["64"], "[M N K]"), ("07_mla_decode.py", ["1", "16"], "[batch heads seqlen]"),
-])
+]
+
+
+@pytest.mark.parametrize(("script", "args", "usage"), USAGES)
 def test_examples_refuse_a_wrong_number_of_sizes(script, args, usage):
     """`python examples/01_gemm.py 512 512` ran (and reported on) the default 200x136x96 GEMM, ignoring the sizes it
     was given; a wrong number of arguments now prints the usage and fails."""
@@ -82,3 +85,22 @@ def test_examples_refuse_a_wrong_number_of_sizes(script, args, usage):
                          env=_env(), timeout=120, cwd=ROOT)
     assert res.returncode != 0, res.stdout
     assert f"usage: python examples/{script} {usage} (got {len(args)} arguments)" in res.stderr
+
+
+@pytest.mark.parametrize(("script", "usage"), [(s, u) for s, _, u in USAGES])
+def test_the_run_line_of_each_example_is_its_usage(script, usage):
+    """The ``Run:`` line of an example's docstring gives the arguments its usage message takes (03's said
+    ``[batch heads seq dim causal]``, though causal may be left out)."""
+    doc = (EXAMPLES / script).read_text().split('"""')[1]
+    assert f"Run: python examples/{script} {usage}" in doc
+
+
+def test_mla_decode_example_refuses_heads_its_tiles_do_not_divide():
+    """`python examples/07_mla_decode.py 1 8 100` ended in an AssertionError traceback; it now prints the usage with
+    the reason, as for a wrong number of arguments."""
+    args = [sys.executable, str(EXAMPLES / "07_mla_decode.py"), "1", "8", "100"]
+    res = subprocess.run(args, capture_output=True, text=True, env=_env(), timeout=120, cwd=ROOT)
+    assert res.returncode != 0, res.stdout
+    assert "Traceback" not in res.stderr, res.stderr
+    assert ("usage: python examples/07_mla_decode.py [batch heads seqlen]: heads=8 is not a multiple of 16 (a block "
+            "takes 16, 32 or 64 heads)") in res.stderr

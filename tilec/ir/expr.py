@@ -492,4 +492,5 @@ def _has_size_var(e: Any) -> bool:
 
 
 def infinity(dtype: Any) -> Const:
+    """``T.infinity(dtype)``: +inf of a float dtype."""
     return const(math.inf, dt.dtype(dtype))

@@ -19,6 +19,7 @@ def max(a: ExprLike, b: ExprLike) -> Any:  # noqa: A001
 
 
 def min(a: ExprLike, b: ExprLike) -> Any:  # noqa: A001
+    """``T.min(a, b)`` (fminf on floats); a Python int a kernel int's type cannot hold widens it, as in ``a + b``."""
     return minimum(*fit_ints(a, b))
 
 
@@ -49,6 +50,7 @@ isinf = _unary("isinf")
 
 
 def abs(x: ExprLike) -> Any:  # noqa: A001
+    """``T.abs(x)`` of a scalar expression (a Python number stays one)."""
     if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_)):
         return x if x >= 0 else -x
     if not isinstance(x, Expr) and not (hasattr(x, "scope") and tuple(x.shape) == ()):  # nor a T.alloc_var
@@ -57,10 +59,12 @@ def abs(x: ExprLike) -> Any:  # noqa: A001
 
 
 def pow(x: ExprLike, y: ExprLike) -> Expr:  # noqa: A001
+    """``T.pow(x, y)``: ``x`` to the power ``y``."""
     return call("pow", x, y)
 
 
 def fma(a: ExprLike, b: ExprLike, c: ExprLike) -> Expr:
+    """``T.fma(a, b, c)``: ``a * b + c`` rounded once, on every target."""
     return call("fma", a, b, c)
 
 
@@ -76,6 +80,7 @@ def cast(value: ExprLike, dtype: Any) -> Expr:
 
 
 def Cast(dtype: Any, value: ExprLike) -> Expr:  # noqa: N802 - TVM spelling
+    """``T.Cast(dtype, value)``: :func:`cast` with the dtype first (TVM's order)."""
     _check_dtype_arg("T.Cast(dtype, value)", dtype, "T.Cast('float16', x); T.cast takes the value first")
     return _cast(dtype, value)
 
@@ -87,10 +92,12 @@ def _check_dtype_arg(what: str, dtype: Any, hint: str) -> None:
 
 
 def nan(dtype: Any = "float32") -> Expr:
+    """A NaN of ``dtype`` (float32 by default)."""
     return const(_math.nan, dt.dtype(dtype))
 
 
 def max_value(dtype: Any) -> Expr:
+    """The largest finite value of ``dtype`` (True for bool)."""
     d = dt.dtype(dtype)
     if d.name == "bool":
         return const(True, d)
@@ -102,6 +109,7 @@ def max_value(dtype: Any) -> Expr:
 
 
 def min_value(dtype: Any) -> Expr:
+    """The smallest (most negative) finite value of ``dtype`` (False for bool)."""
     d = dt.dtype(dtype)
     if d.name == "bool":
         return const(False, d)
@@ -123,6 +131,7 @@ def ml_dtypes_iinfo(d: dt.DType) -> Any:
 
 
 def all_of(*conds: ExprLike) -> Any:
+    """The logical and of ``conds`` (True for none; Python bools stay Python bools)."""
     out: Any = True
     for c in conds:
         out = binop("and", out, c) if isinstance(out, Expr) or isinstance(c, Expr) else (out and c)
@@ -130,6 +139,7 @@ def all_of(*conds: ExprLike) -> Any:
 
 
 def any_of(*conds: ExprLike) -> Any:
+    """The logical or of ``conds`` (False for none; Python bools stay Python bools)."""
     out: Any = False
     for c in conds:
         out = binop("or", out, c) if isinstance(out, Expr) or isinstance(c, Expr) else (out or c)
@@ -137,14 +147,17 @@ def any_of(*conds: ExprLike) -> Any:
 
 
 def logical_not(x: ExprLike) -> Any:
+    """``not x``."""
     return unop("not", x) if isinstance(x, Expr) else not x
 
 
 def floordiv(a: ExprLike, b: ExprLike) -> Any:
+    """``a // b``, rounding toward minus infinity as Python's (see :func:`truncdiv` for C's)."""
     return binop("//", *fit_ints(a, b)) if isinstance(a, Expr) or isinstance(b, Expr) else a // b
 
 
 def floormod(a: ExprLike, b: ExprLike) -> Any:
+    """``a % b``, with the sign of ``b`` as Python's."""
     return binop("%", *fit_ints(a, b)) if isinstance(a, Expr) or isinstance(b, Expr) else a % b
 
 

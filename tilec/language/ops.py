@@ -266,6 +266,7 @@ def reduce_max(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool =
 
 
 def reduce_min(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True) -> None:
+    """``out = min(buffer, dim)`` (``min(out, ...)`` when ``clear=False``)."""
     reduce("min", buffer, out, dim, clear)
 
 
@@ -275,10 +276,12 @@ def reduce_sum(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool =
 
 
 def reduce_abssum(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True) -> None:
+    """``out = sum(|buffer|, dim)`` (``out + ...`` when ``clear=False``)."""
     reduce("abssum", buffer, out, dim, clear)
 
 
 def reduce_absmax(buffer: BufferLike, out: BufferLike, dim: int = -1, clear: bool = True) -> None:
+    """``out = max(|buffer|, dim)`` (``max(out, ...)`` when ``clear=False``)."""
     reduce("absmax", buffer, out, dim, clear)
 
 

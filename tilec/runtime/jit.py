@@ -81,7 +81,13 @@ class JITKernel:
             from tilec.backends.cuda.runtime import device_arch
             from tilec.target import archs
 
-            arch = device_arch()
+            try:
+                arch = device_arch()
+            except TilecRuntimeError as e:  # no driver, no device: the message said only that
+                raise TilecRuntimeError(f"target 'cuda' compiles for the GPU's architecture, and no NVIDIA GPU is "
+                                        f"usable ({e}): name one, target='cuda:sm_90a', to build the source and "
+                                        "report without a GPU; run the kernel on the CPU with 'simt:sm_90a' or "
+                                        "'cpu'") from e
             if arch not in archs("cuda"):  # older than Ampere, or newer than tilec's device models and tests
                 raise TilecRuntimeError(f"the GPU is {arch}, which tilec's CUDA backend does not target (it builds "
                                         f"for {', '.join(archs('cuda'))}); target='cpu' runs the kernel on the CPU "
