@@ -123,6 +123,13 @@ class DeviceModel:
         kernel to under ``__launch_bounds__(threads, 1)`` (``setmaxnreg`` moves registers later, not ptxas's bound)."""
         return min(self.regs_per_thread, self.regs_per_sm // threads) // 8 * 8
 
+    def thread_register_limit(self, threads: int) -> int:
+        """The most 32-bit registers each thread of a ``threads``-thread block can have: the per-thread limit, or the
+        SM's register file shared out over the block's threads in allocation units (``reg_alloc_unit`` a warp),
+        whichever is fewer (255 on NVIDIA up to 256 threads, 168 at 384, 64 at 1024; 512 VGPRs on CDNA up to 256)."""
+        unit = self.reg_alloc_unit // self.warp_size
+        return min(self.regs_per_thread, self.regs_per_sm // threads // unit * unit)
+
     @property
     def clock_hz(self) -> float:
         return self.clock_ghz * 1e9

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import load_example
+from conftest import assert_close, load_example, poisoned, randn
 
 import tilec
 import tilec.language as T
@@ -26,6 +26,7 @@ from tilec.layout import (
 )
 from tilec.lower.layouts import default_fragment, project
 from tilec.passes.pipeline import run_pipeline
+from tilec.runtime.jit import default_pass_configs
 from tilec.target import parse_target
 
 
@@ -579,3 +580,77 @@ def test_projection_keeps_registers_a_loop_over_the_tile_can_use(shape, threads,
     p = project(f, dims)
     assert p.is_valid() and p.num_threads == threads
     assert holds(f, p, dims)
+
+
+# --------------------------------------------------------------------------------------------- register pressure
+
+
+def _register_tiles(rows: int, cols: int, threads: int):
+    """A float32 tile ``x`` and its float16 copy ``h``, each thread holding rows x cols / threads elements of each."""
+    @T.prim_func
+    def main(X: T.Tensor((rows, cols), "float32"), Y: T.Tensor((rows, cols), "float16")):
+        with T.Kernel(1, threads=threads) as bx:
+            x = T.alloc_fragment((rows, cols), "float32")  # the float32 tile
+            h = T.alloc_fragment((rows, cols), "float16")
+            T.copy(X[bx * rows, 0], x)
+            for i, j in T.Parallel(rows, cols):
+                h[i, j] = x[i, j] * 2.0 + 1.0
+            T.copy(h, Y[bx * rows, 0])
+    return main
+
+
+def _register_notes(func, target: str, options: dict | None = None) -> list[str]:
+    state = run_pipeline(func.prim_func if isinstance(func, tilec.JITKernel) else func, parse_target(target),
+                         until="layout_inference", options=options)
+    return [n for n in state.report if "32-bit registers a thread" in n]
+
+
+def test_fragments_a_thread_cannot_hold_in_registers_get_a_note_at_their_line(rng):
+    """A 128 x 64 float32 tile and its float16 copy at 32 threads: 256 + 128 registers a thread, over the 255 a
+    thread can have on NVIDIA; ptxas spills (a 128 x 256 gemm accumulator at 128 threads, 256 registers: 660 bytes
+    of spill stores on sm_80). Nothing said so before an nvcc compile on a GPU machine: layout inference now notes it
+    at the largest fragment's line, with each fragment's count, on targets that need no GPU; the kernel still runs."""
+    line = line_of(_register_tiles, "# the float32 tile")
+    for target in ("cuda:sm_80", "simt:sm_90a"):
+        notes = _register_notes(_register_tiles(128, 64, 32), target)
+        assert len(notes) == 1, notes
+        assert notes[0].startswith(f"T.alloc_fragment at line {line}: the kernel's fragments take about 384 32-bit "
+                                   "registers a thread ('x' 256, 'h' 128; an estimate"), notes[0]
+        assert f"more than the 255 a thread of a 32-thread block can have on {target.split(':')[1]}" in notes[0]
+    # the limit is the target table's: 512 VGPRs a thread on CDNA (768 of them spill there too)
+    assert not _register_notes(_register_tiles(256, 64, 64), "simt:gfx90a")
+    assert "about 384 32-bit registers" in _register_notes(_register_tiles(256, 64, 64), "cuda:sm_80")[0]
+    assert "about 768 32-bit registers a thread ('x' 512, 'h' 256; an estimate" in \
+        _register_notes(_register_tiles(512, 64, 64), "simt:gfx90a")[0]
+    # ... and the register file shared out over the threads: 64 a thread of 1024
+    note = _register_notes(_register_tiles(1024, 48, 1024), "cuda:sm_80")[0]
+    assert "about 72 32-bit registers a thread ('x' 48, 'h' 24;" in note
+    assert "more than the 64 a thread of a 1024-thread block" in note
+    assert not _register_notes(_register_tiles(1024, 32, 1024), "cuda:sm_80")  # 32 + 16
+    k = tilec.JITKernel(_register_tiles(128, 64, 32), "simt:sm_80")
+    x = randn(rng, (128, 64), "float32")
+    y = poisoned((128, 64), "float16")
+    k(x, y)
+    assert_close(y, x.astype(np.float64) * 2 + 1, "float16")
+
+
+@pytest.mark.parametrize("name", ["gemm 128x256, 2 consumer warpgroups", "flash attention 128x128 D=128",
+                                  "flash attention 128x192 D=128", "flash attention 192x128 D=64, 384 threads"])
+def test_the_suites_register_tiles_fit_without_a_note(name):
+    """The suite's largest register tiles fit (ptxas spills none of them): no note."""
+    ws = {"wgmma": True, "tma": True, "warp_specialize": True}
+    example, factory, args, kwargs = {
+        "gemm 128x256, 2 consumer warpgroups": ("01_gemm", "matmul", (4096, 4096, 4096),
+                                                {"block_N": 256, "block_K": 64, "threads": 256}),
+        "flash attention 128x128 D=128": ("03_flash_attention", "flash_attention", (8, 16, 2048, 128, False),
+                                          {"block_M": 128, "block_N": 128, "threads": 256, "num_stages": 2}),
+        "flash attention 128x192 D=128": ("03_flash_attention", "flash_attention", (2, 16, 8192, 128, False),
+                                          {"block_M": 128, "block_N": 192, "threads": 256, "num_stages": 2}),
+        "flash attention 192x128 D=64, 384 threads": ("03_flash_attention", "flash_attention",
+                                                      (2, 16, 8192, 64, True),
+                                                      {"block_M": 192, "block_N": 128, "threads": 384,
+                                                       "num_stages": 2}),
+    }[name]
+    func = getattr(load_example(example), factory)(*args, **kwargs)
+    assert not _register_notes(func, "cuda:sm_90a", {**default_pass_configs(), **ws, "persistent": True})
+    assert not _register_notes(func, "cuda:sm_80", default_pass_configs())

@@ -486,7 +486,33 @@ class _Inference:
         for op in self.ops:
             if isinstance(op, Parallel) and (private := _private_stores(op)):
                 self.check_private(op, private)
+        self.note_registers()
         return self.plan
+
+    def note_registers(self) -> None:
+        """A report note where the fragments a thread holds, all counted as live together, take more 32-bit
+        registers than a thread of this block can have (the target table's per-thread limit, or the register file
+        shared out over the threads): the compiler then spills them to local memory, correct but slow. At the line
+        of the largest; the figures are each fragment's elements a thread holds times their size over 4 bytes."""
+        if not self.target.arch or not self.plan.fragments:
+            return
+        from tilec.arch import table_model
+
+        model = table_model(self.target.arch)
+        limit = model.thread_register_limit(self.T)
+        regs = {b: math.ceil(f.num_locals * b.dtype.bits / 32) for b, f in self.plan.fragments.items()}
+        total = sum(regs.values())
+        if total <= limit:
+            return
+        big = sorted(regs, key=lambda b: -regs[b])
+        each = ", ".join(f"{b.name!r} {regs[b]}" for b in big)
+        loc = big[0].loc or getattr(self.by.get(big[0]), "loc", None)
+        self.plan.notes.append(
+            f"T.alloc_fragment at {where(loc)}: the kernel's fragments take about "
+            f"{total} 32-bit registers a thread ({each}; an estimate: each one's elements a thread holds times their "
+            f"size over 4 bytes, all counted as live together), more than the {limit} a thread of a {self.T}-thread "
+            f"block can have on {self.target.arch}: the compiler will spill them to local memory, correct but slow; "
+            f"smaller tiles{' or more threads' if limit == model.regs_per_thread else ''} keep them in registers")
 
     def check_private(self, op: Parallel, private: list[Buffer]) -> None:
         """A loop whose threads share out the iterations (it runs on a fragment's layout) cannot write a
