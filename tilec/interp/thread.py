@@ -146,6 +146,8 @@ class ThreadInterpreter:
         # per issuing thread, its TMA stores' groups (the open one last): what each store reads
         self.bulk_stores: dict[int, list[list[tuple[Mem, np.ndarray]]]] = {}
         self.aliases = overlapping(kernel.shared)  # shared mem -> [(mem sharing some of its bytes, byte offset)]
+        self.batched = False  # running a loop's trips at once (tilec.interp.batch): lanes are (trip, thread)
+        self.batch_plans: dict[Any, Any] = {}  # per loop, whether and how its trips may run at once
         self.sched: Any = None  # tilec.interp.coroutines.Scheduler while roles or a cluster's blocks run
         self.rank = 0  # this block's rank in its cluster
         self.tids = np.arange(self.T)
@@ -529,6 +531,9 @@ def _loop(it: ThreadInterpreter, s: Loop, env: dict, mask: np.ndarray) -> None:
     ext = np.asarray(it.eval(s.extent, env, mask))
     uniform = ext.ndim == 0 or np.all(ext[mask] == ext[mask][0]) if np.any(mask) else True
     top = int(ext if ext.ndim == 0 else (np.max(ext[mask]) if np.any(mask) else 0))
+    if uniform and top > 1 and not it.batched and (plan := _batch.plan_of(it, s)) is not None:
+        if _batch.run_batched(it, s, plan, env, mask, top):  # independent trips, run at once
+            return
     for i in range(top):
         env[s.var] = np.asarray(i, np.int32)
         it.exec(s.body, env, mask if uniform else mask & (i < ext))
@@ -709,6 +714,7 @@ def _wait(it: ThreadInterpreter, s: CpAsyncWait, env: dict, mask: np.ndarray) ->
     it.groups = committed[len(done) :] + [it.groups[-1]]
 
 
+from tilec.interp import batch as _batch  # noqa: E402
 from tilec.interp import cluster as _cluster  # noqa: E402, F401 - registers the cluster barrier rule
 from tilec.interp import flags as _flags  # noqa: E402, F401 - registers the flag rules (stream-K)
 from tilec.interp import mfma as _mfma  # noqa: E402, F401 - registers the MFMA rule (it imports this module)

@@ -22,6 +22,8 @@ orders register accesses only, is a no-op here.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tilec.dtypes import typed
@@ -32,14 +34,17 @@ from tilec.lower.tir import FenceProxyAsync, Mem, Wgmma, WgmmaCommit, WgmmaFence
 GROUP = 128
 
 
+@functools.cache
 def _d_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(thread in the warpgroup, register) of every element of the 64 x n accumulator."""
+    """(thread in the warpgroup, register) of every element of the 64 x n accumulator (read-only: shared by every
+    wgmma of that width)."""
     thread, reg = np.zeros((64, n), int), np.zeros((64, n), int)
     for t in range(GROUP):
         for i in range(n // 2):
             row = 16 * (t // 32) + (t % 32) // 4 + 8 * ((i % 4) // 2)
             col = 8 * (i // 4) + 2 * (t % 4) + i % 2
             thread[row, col], reg[row, col] = t, i
+    thread.flags.writeable = reg.flags.writeable = False
     return thread, reg
 
 
