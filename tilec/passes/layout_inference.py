@@ -511,7 +511,8 @@ class _Inference:
             f"T.alloc_fragment at {where(loc)}: the kernel's fragments take about "
             f"{total} 32-bit registers a thread ({each}; an estimate: each one's elements a thread holds times their "
             f"size over 4 bytes, all counted as live together), more than the {limit} a thread of a {self.T}-thread "
-            f"block can have on {self.target.arch}: where that many are live at once the compiler spills them to local memory, correct but slow; "
+            f"block can have on {self.target.arch}: where that many are live at once the compiler spills them to "
+            "local memory, correct but slow; "
             f"smaller tiles{' or more threads' if limit == model.regs_per_thread else ''} keep them in registers")
 
     def check_private(self, op: Parallel, private: list[Buffer]) -> None:
