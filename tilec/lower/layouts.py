@@ -145,6 +145,18 @@ def replicas_by_register(frag: Fragment) -> Fragment:
     return frag if needs_table(tried) else tried
 
 
+def as_read_by(loop: Fragment, dims: tuple[int, ...]) -> Fragment:
+    """The fragment of the tile a loop spread by ``loop`` indexes by its dimensions ``dims`` (a row vector read by a
+    2-D loop), held in every register the loop runs an iteration over it in: the loop's layout with its other
+    dimensions (and its replicas) folded into replicas. A loop can read it wherever it runs, at the cost of as many
+    registers as the loop has; for a vector no projection serves (a thread's registers straddling rows)."""
+    threads, locs = loop.eval_tables()  # loop.shape + (R,)
+    shape = tuple(loop.shape[d] for d in dims)
+    moved = list(dims) + [d for d in range(loop.ndim) if d not in dims]
+    t, loc = (np.transpose(a, moved + [loop.ndim]).reshape(shape + (-1,)) for a in (threads, locs))
+    return Fragment.from_tables(t, loc, num_threads=loop.num_threads, num_locals=loop.num_locals)
+
+
 def around(frag: Fragment, dims: tuple[int, ...], shape: tuple[int, ...]) -> Fragment:
     """A layout for a loop over ``shape`` that indexes ``frag`` by its dimensions ``dims`` (a row vector read by
     a 2-D loop): each iteration runs on a thread holding ``frag`` at the iteration's ``dims``, in a register that
@@ -178,13 +190,42 @@ def holds(loop: Fragment, frag: Fragment, dims: tuple[int, ...]) -> bool:
     inv = loop.inverse().eval_table()
     inv = inv[..., None] if inv.ndim == 2 else inv  # (threads, locals, ndim [+ replica])
     T, L = inv.shape[:2]
-    threads, locs = frag.eval_tables()
     elems = tuple(inv[:, :, d] for d in dims)
-    match = threads[elems] == np.arange(T)[:, None, None]  # (T, L, R)
-    if not match.any(axis=-1).all():
+    threads = frag.eval_tables()[0]
+    if not (threads[elems] == np.arange(T)[:, None, None]).any(axis=-1).all():
         return False
-    local = locs[elems][np.arange(T)[:, None], np.arange(L)[None, :], match.argmax(axis=-1)]
-    return bool((local == local[0:1]).all())
+    return common_registers(frag, elems) is not None
+
+
+def common_registers(frag: Fragment, elems: tuple[np.ndarray, ...], own: np.ndarray | None = None) -> np.ndarray | None:
+    """Per column ``c`` of ``elems`` (indices into ``frag``'s tile, each ``(threads, cols)``: the element thread ``t``
+    reads for iteration ``c``), the register that holds it on every thread ``t``, which must hold it; None where there
+    is none. Where a thread holds an element in several registers (a row vector laid out as a loop reads it,
+    :func:`as_read_by`), ``own`` (per column, the loop's register) comes first, then the register of the first replica
+    each thread holds, then the least register every thread holds its element in."""
+    threads, locs = frag.eval_tables()
+    T, cols = elems[0].shape
+    match = threads[elems] == np.arange(T)[:, None, None]  # (T, cols, R)
+    held = locs[elems]
+    if own is not None and (match & (held == np.asarray(own)[None, :, None])).any(axis=-1).all():
+        return np.asarray(own)
+    local = held[np.arange(T)[:, None], np.arange(cols)[None, :], match.argmax(axis=-1)]
+    if (local == local[0:1]).all():
+        return local[0]
+    every = np.zeros((T, cols, frag.num_locals), bool)  # thread t holds its element of column c in register r
+    t, c, r = np.nonzero(match)
+    every[t, c, held[t, c, r]] = True
+    every = every.all(axis=0)  # (cols, locals)
+    return every.argmax(axis=-1) if every.any(axis=-1).all() else None
+
+
+def held_twice(frag: Fragment) -> bool:
+    """Whether a thread holds an element of ``frag`` in two registers (:func:`as_read_by`): a write of the element
+    must then reach every one of them."""
+    if frag.replicate == 1:
+        return False
+    threads = np.sort(frag.eval_tables()[0].reshape(-1, frag.replicate), axis=-1)
+    return bool((threads[:, 1:] == threads[:, :-1]).any())
 
 
 def needs_table(frag: Fragment) -> bool:

@@ -21,7 +21,7 @@ from tilec.ir.stmt import AtomicRMW, For, IfThenElse, Parallel, SeqStmt, Stmt, S
 from tilec.ir.visit import substitute, transform
 from tilec.layout import Fragment
 from tilec.lower.context import Lowerer
-from tilec.lower.layouts import inverse_table
+from tilec.lower.layouts import common_registers, held_twice, inverse_table
 from tilec.lower.symbolic import NotTabulable, eval_np, to_ir
 from tilec.lower.tir import AtomicAddOp, If, Loop, MemRef, TStmt, Write, seq
 
@@ -131,7 +131,7 @@ class ParallelLowering:
         mem = lw.mem_of(buf)
         idx = [self.expr(i) for i in idx]
         if buf.scope == "fragment":
-            return Write(mem, self.register(buf, idx), value, loc=s.loc)
+            return Write(mem, self.register(buf, idx, write=True), value, loc=s.loc)
         if buf.scope in ("local", "var"):
             return Write(mem, lw.private_offset(buf, idx), value, loc=s.loc)
         pred = self.rep_zero()
@@ -185,8 +185,9 @@ class ParallelLowering:
             return MemRef(mem, off)
         return select(pred, MemRef(mem, select(pred, off, 0)), cast(buf.dtype, 0))
 
-    def register(self, buf: Buffer, idx: list[Expr]) -> Expr:
-        """This thread's register holding ``buf[idx]`` in the current iteration."""
+    def register(self, buf: Buffer, idx: list[Expr], write: bool = False) -> Expr:
+        """This thread's register holding ``buf[idx]`` in the current iteration. Where a thread holds an element in
+        several registers, a write must be the loop's own register (the loop runs an iteration for each of them)."""
         frag = self.lw.fragment(buf)
         T = self.T
         cols = self.L if self.l is None else 1
@@ -202,16 +203,23 @@ class ParallelLowering:
         for v, n in zip(vals, shape):
             if v.min() < 0 or v.max() >= n:
                 raise TilecError(f"fragment {buf.name!r} indexed outside its shape {tuple(shape)}", self.lw.loc)
-        threads, locs = frag.eval_tables()
+        threads = frag.eval_tables()[0]
         holders = threads[tuple(vals)]  # (T, cols, R)
         match = holders == np.arange(T)[:, None, None]
         self.lw.check_frag_owner(buf, bool(match.any(axis=-1).all()),
                                  f"an iteration of the loop at {where(self.p.loc)} runs on a thread not holding "
                                  f"{buf.name}[{', '.join(str(i) for i in idx)}]")
-        local = locs[tuple(vals)][np.arange(T)[:, None], np.arange(cols)[None, :], match.argmax(axis=-1)]
-        if not (local == local[0:1]).all():
+        own = np.arange(cols) if self.l is None else np.array([self.l])
+        per_l = common_registers(frag, tuple(vals), own)
+        if per_l is None:
             raise self._conflict(buf)
-        per_l = local[0]
+        if write and held_twice(frag) and not (per_l == own).all():
+            from tilec.errors import LayoutConflictError
+
+            raise LayoutConflictError(f"fragment {buf.name!r} holds each element in several registers of a thread "
+                                      f"(laid out as a loop over a larger tile reads it), and the loop at "
+                                      f"{where(self.p.loc)} would write only one of them: write it in a loop over "
+                                      f"{buf.name!r} alone", self.lw.loc)
         if self.l is not None:
             return const(int(per_l[0]))
         fitted = fit_bitlinear(per_l, self.lvar)

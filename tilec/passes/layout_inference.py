@@ -10,7 +10,10 @@ Constraint propagation in three levels, each a fixpoint over the FTG's ops in pr
 * *common*: through fragment-to-fragment copies, reductions (the result lives on the threads of its rows)
   and parallel loops (a loop takes the layout of a fragment it indexes by exactly its variables; row
   vectors it indexes by some of them take the projection). A dimension of size 1 indexed by 0 counts as
-  absent: ``b[0, j]`` of a ``(1, N)`` fragment is ``b[j]`` of an ``(N,)`` one, laid out the same;
+  absent: ``b[0, j]`` of a ``(1, N)`` fragment is ``b[j]`` of an ``(N,)`` one, laid out the same. A reduction's
+  result that a loop reads where the projection does not hold it (a thread's registers straddling rows) is laid
+  out as the loop reads it instead, a row in each register the loop runs it in, and inference starts again; the
+  reduction converts its rows to that through shared memory;
 * *free*: fragments still open get an even spread over the threads, then loops without fragments too.
 
 A buffer given two different layouts raises :class:`~tilec.errors.LayoutConflictError` naming both ops.
@@ -44,6 +47,7 @@ from tilec.layout import (
 )
 from tilec.lower.layouts import (
     around,
+    as_read_by,
     default_fragment,
     holds,
     needs_table,
@@ -136,9 +140,19 @@ def _where(op: Any) -> str:
     return f"{what} at {where(loc)}".lstrip()
 
 
+class _Reroute(Exception):  # noqa: N818 - not an error: inference starts again
+    """A reduction's result that a loop reads where the projection of the reduced rows does not hold it: inference
+    starts again with the result laid out as the loop reads it (``frag``), which the reduction converts its rows to
+    through shared memory."""
+
+    def __init__(self, buf: Buffer, frag: Fragment, why: str) -> None:
+        super().__init__(buf.name)
+        self.buf, self.frag, self.why = buf, frag, why
+
+
 class _Inference:
     def __init__(self, ops: list[Any], threads: int, target: Target, annotations: dict,
-                 annotation_locs: dict | None = None) -> None:
+                 annotation_locs: dict | None = None, rerouted: dict | None = None) -> None:
         self.ops = ops
         self.T = threads
         self.target = target
@@ -149,6 +163,7 @@ class _Inference:
         self.checked: set[tuple[Parallel, Buffer]] = set()
         self.wgmma = False  # T.gemm may use wgmma (sm_90a with the "wgmma" pass config)
         self.by: dict[Any, Any] = {}  # buffer -> op that fixed its layout
+        self.rerouted: dict[Buffer, tuple[Fragment, str]] = rerouted or {}  # reduction results laid out as read
 
     # ---------------------------------------------------------------------------------------- recording
 
@@ -299,6 +314,8 @@ class _Inference:
         s, d = r.src.buffer, r.dst.buffer
         fs = self.plan.fragments.get(s)
         if s.scope == d.scope == "fragment" and fs is not None and d not in self.plan.fragments and r.dst.is_full():
+            if d in self.rerouted:
+                return self.set_fragment(d, self.rerouted[d][0], "common", r, self.rerouted[d][1])
             keep = tuple(i for i in range(s.ndim) if i != r.dim)
             rows = project(fs, keep)
             if rows.shape != tuple(int(e) for e in d.shape):  # the result keeps unit dims, e.g. (M, 1)
@@ -352,6 +369,10 @@ class _Inference:
         if _covers_part(f.shape, _extents(p), dims):
             part = (f"; the loop covers only part of it (extents {tuple(_extents(p)[d] for d in _kept(dims))} of its "
                     f"shape {_squeezed(f.shape, dims)}): a loop reading a fragment's registers runs over all of it")
+        elif isinstance(self.by[buf], Reduce) and self.plan.origin[buf][0] == "common" and buf not in self.rerouted:
+            read = as_read_by(loop, _kept(dims)).reshape(tuple(int(d) for d in buf.shape))
+            if not needs_table(read):
+                raise _Reroute(buf, read, f"{self.plan.origin[buf][1]}, as the loop at {where(p.loc)} reads them")
         raise LayoutConflictError(
             f"fragment {buf.name!r} ({self.plan.origin[buf][1]}, {_where(self.by[buf])}) is not held where the loop "
             f"at {where(p.loc)} runs ({how}){part}; copy one of them through a shared buffer (T.copy) or change one "
@@ -682,6 +703,11 @@ def infer_layouts(func: Any, ftg: Any, target: Target, options: dict | None = No
     launch = func.launch
     annotations = dict(launch.layout_map)
     locs = dict(zip((b for b, _ in launch.layout_map), launch.layout_locs))
-    inference = _Inference(ops, launch.num_threads, target, annotations, locs)
-    inference.wgmma = bool((options or {}).get("wgmma")) and target.arch == "sm_90a"
-    return inference.run()
+    rerouted: dict[Buffer, tuple[Fragment, str]] = {}
+    while True:  # again for each reduction result a loop reads where its rows' projection does not hold it
+        inference = _Inference(ops, launch.num_threads, target, annotations, locs, rerouted)
+        inference.wgmma = bool((options or {}).get("wgmma")) and target.arch == "sm_90a"
+        try:
+            return inference.run()
+        except _Reroute as e:
+            rerouted[e.buf] = (e.frag, e.why)
