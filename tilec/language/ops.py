@@ -128,12 +128,12 @@ def copy(src: BufferLike, dst: BufferLike, coalesced_width: int | None = None, d
         The run of consecutive innermost elements each thread moves where the block's threads share the copy out
         (plain loads and stores, and a pipeline's cp.async), in accesses as wide as divide it (narrower vectors, or
         several 16-byte ones). It must divide the destination's innermost extent. Where it cannot apply (TMA moves
-        the tile, a fragment's layout places the elements, a run too narrow for cp.async) the kernel's report says
-        so. None: the widest access that fits.
+        the tile, a fragment's layout places the elements, a run too narrow for cp.async, the CPU interpreter) the
+        kernel's report says so. None: the widest access that fits.
     disable_tma : bool
         True: no pass moves this copy by the tensor-memory accelerator (sm_90a): a pipelined loop reading it stays
         a cp.async pipeline, a warp-specialized loop's producer does not preload it, an accumulator's store is not
-        a TMA store. Each is noted in the report.
+        a TMA store. Each is noted in the report, as is the flag on a target that moves no copy by TMA.
     eviction_policy : {None, "evict_normal", "evict_first", "evict_last"}
         The L2 eviction priority of the copy's global loads and stores on CUDA targets (``.L2::cache_hint`` with a
         ``createpolicy`` policy on ld/st.global and TMA). ``"evict_normal"`` is the default priority and emits no
