@@ -1964,6 +1964,52 @@ def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
     assert f"{path}:9:" in text, text
 
 
+@pytest.mark.parametrize(("stmt", "message"), [
+    ("T.fill(C_f, 'x')", "T.fill: value must be a scalar expression or a number, got str 'x'"),
+    ("T.fill(C_f, A_s)", "T.fill: value must be a scalar expression or a number, got Buffer"),
+    ("T.fill(C_f, None)", "T.fill: value must be a scalar expression or a number, got NoneType None"),
+    ("T.atomic_add(C[0, 0], 'x')", "T.atomic_add: value must be a scalar expression or a number, got str 'x'"),
+    ("T.atomic_add(C, 1.0)", "T.atomic_add: value must be a tile (dst C is a tile), got float 1.0"),
+    ("T.atomic_add(C, 'C_f')", "T.atomic_add: value must be a tile (dst C is a tile), got str 'C_f'"),
+    ("for k in T.serial('a'):\n            m[k] = 0", "T.serial: the extent must be an int or an integer scalar "
+                                                       "expression, got str 'a'"),
+    ("for k in T.serial(2.5):\n            m[k] = 0", "T.serial: the extent must be an int or an integer scalar "
+                                                       "expression, got float 2.5"),
+    ("for k in T.serial(0, 'b'):\n            m[k] = 0", "T.serial: stop must be an int or an integer scalar "
+                                                          "expression, got str 'b'"),
+    ("for k in T.serial(0.5, 4):\n            m[k] = 0", "T.serial: start must be an int or an integer scalar "
+                                                          "expression, got float 0.5"),
+    ("for k in T.Pipelined(A_s, num_stages=2):\n            m[k] = 0", "T.Pipelined: the extent must be an int "
+                                                                       "or an integer scalar expression, got Buffer"),
+    ("for k in T.Pipelined(4.0):\n            m[k] = 0", "T.Pipelined: the extent must be an int or an integer "
+                                                          "scalar expression, got float 4.0"),
+    ("for k in T.unroll('4'):\n            m[k] = 0", "T.unroll: the extent must be an int or an integer scalar "
+                                                       "expression, got str '4'"),
+])
+def test_a_wrongly_typed_value_or_loop_bound_names_the_primitive_and_parameter(stmt, message, tmp_path):
+    """A value of T.fill or T.atomic_add, or a bound of T.serial / T.Pipelined / T.unroll, of the wrong type was
+    refused with 'expected a scalar expression or a number, got str ...' or 'loop extent 2.5 must be an integer, got
+    float32', naming neither the primitive nor the parameter; T.atomic_add(C, 1.0) said dst must be an element or a
+    tile, though C is one. Each now names the primitive and the parameter, at the user's line."""
+    src = f'''
+import tilec.language as T
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        A_s = T.alloc_shared((16, 16), "float16")
+        C_f = T.alloc_fragment((16, 16), "float32")
+        m = T.alloc_fragment((16,), "float32")
+        {stmt}
+'''
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    text = str(ei.value)
+    assert message in text, text
+    assert f"{path}:9:" in text, text
+
+
 def test_tilelang_keywords_that_need_nothing_are_accepted():
     @T.prim_func
     def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):

@@ -302,7 +302,7 @@ def fill(buffer: BufferLike, value: Any) -> None:
     b = _builder("T.fill")
     r = as_region(buffer, "T.fill")
     _check_static_bounds("T.fill", r)
-    v = cast(r.dtype, as_expr(value, r.dtype))
+    v = cast(r.dtype, as_expr(value, r.dtype, "T.fill: value"))
     b.emit(Fill(r, v, loc=b.loc))
 
 
@@ -332,10 +332,14 @@ def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, ret
         _atomic_scope(rd.buffer)
         b.emit(AtomicAdd(rd, rs, loc=b.loc))
         return
+    if isinstance(dst, (Buffer, Region)):
+        tile = dst.name if isinstance(dst, Buffer) else str(dst)
+        raise TilecTypeError(f"T.atomic_add: value must be a tile (dst {tile} is a tile), got {type(value).__name__} "
+                             f"{value!r}")
     if not isinstance(dst, Load):
         raise TilecTypeError(f"T.atomic_add: dst must be an element `A[i, j]` or a tile, got {dst!r}")
     _atomic_scope(dst.buffer)
-    v = cast(dst.dtype, as_expr(value, dst.dtype))
+    v = cast(dst.dtype, as_expr(value, dst.dtype, "T.atomic_add: value"))
     b.emit(AtomicRMW("add", dst.buffer, dst.indices, v, loc=b.loc))
 
 
