@@ -2010,6 +2010,27 @@ def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
     assert f"{path}:9:" in text, text
 
 
+@pytest.mark.parametrize("stmt", ["X = T.alloc_shared((16,), None)", "X = T.alloc_fragment((16,), None)",
+                                  "X = T.alloc_local((4,), None)", "X = T.alloc_var(None)"])
+def test_a_dtype_of_none_is_refused_at_its_line(stmt, tmp_path):
+    """``T.alloc_shared((16,), None)`` allocated a float64 buffer (numpy reads dtype None as float64), a silent change
+    of the kernel's numerics; a dtype of None is now refused, with the supported names, at the user's line."""
+    src = f'''
+import tilec.language as T
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16")):
+    with T.Kernel(1, threads=32) as bx:
+        {stmt}
+'''
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    text = str(ei.value)
+    assert "unsupported dtype None; expected one of: float64, float32, float16" in text, text
+    assert f"{path}:6:" in text, text
+
+
 def test_tilelang_keywords_that_need_nothing_are_accepted():
     @T.prim_func
     def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
