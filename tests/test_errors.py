@@ -2031,6 +2031,38 @@ def main(A: T.Tensor((16, 16), "float16")):
     assert f"{path}:6:" in text, text
 
 
+@pytest.mark.parametrize(("stmt", "message"), [
+    ("T.copy(A['a', 0], A_s)", "buffer 'A', dimension 0: the index must be a scalar expression or a number, got "
+                               "str 'a'"),
+    ("T.copy(A[0, None], A_s)", "buffer 'A', dimension 1: the index must be a scalar expression or a number, got "
+                                "NoneType None"),
+    ("T.copy(A['a':16, 0:16], A_s)", "buffer 'A', dimension 0: the slice bound must be a scalar expression or a "
+                                     "number, got str 'a'"),
+    ("T.copy(A[0:16, 0:'b'], A_s)", "buffer 'A', dimension 1: the slice bound must be a scalar expression or a "
+                                    "number, got str 'b'"),
+    ("A_s[A_s, 0] = 0", "buffer 'A_s', dimension 0: the index must be a scalar expression or a number, got Buffer"),
+])
+def test_an_index_of_the_wrong_type_names_the_buffer_and_dimension(stmt, message, tmp_path):
+    """``A['a', 0]`` (or a slice bound of the wrong type) was refused with 'expected a scalar expression or a number,
+    got str 'a'' (or, for a slice's stop, an error from inside the subtraction of its bounds), naming neither the
+    buffer nor the dimension. The error now names both, at the user's line."""
+    src = f'''
+import tilec.language as T
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16")):
+    with T.Kernel(1, threads=32) as bx:
+        A_s = T.alloc_shared((16, 16), "float16")
+        {stmt}
+'''
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    text = str(ei.value)
+    assert message in text, text
+    assert f"{path}:7:" in text, text
+
+
 def test_tilelang_keywords_that_need_nothing_are_accepted():
     @T.prim_func
     def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
