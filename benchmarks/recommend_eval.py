@@ -290,6 +290,13 @@ def main(argv: list[str]) -> None:
     if missing:  # a misspelt part of a name would otherwise run nothing without a word
         p.error(f"--shapes: {', '.join(map(repr, missing))} is part of no shape name of "
                 f"{', '.join(parts)}{' (--quick)' if opts.quick else ''}: {', '.join(names)}")
+    if not opts.model_only:
+        from tilec import target
+
+        if not target.gpu_available():  # else the model's ranking ran, then the autotuner ended in a traceback
+            sys.exit("benchmarks/recommend_eval.py times the candidates on an NVIDIA GPU (through CuPy), and no GPU "
+                     "is visible: pass --model-only for the model's rankings alone, or --replay JSON... to score the "
+                     "model against the measurements of an earlier report")
     report: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "host": platform.node(),
                               "model_only": opts.model_only}
     t0 = time.perf_counter()

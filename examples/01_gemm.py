@@ -30,10 +30,21 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=
     return main
 
 
+USAGE = "usage: python examples/01_gemm.py [M N K]"
+
+
+def _size(name: str, word: str) -> int:
+    """A size argument: a positive integer, else the usage naming the argument."""
+    if not (word.isdecimal() and int(word) > 0):
+        sys.exit(f"{USAGE}: {name} must be a positive integer, got {word!r}")
+    return int(word)
+
+
 def main(argv: list[str]) -> None:
     if argv and not 3 <= len(argv) <= 3:
-        sys.exit(f"usage: python examples/01_gemm.py [M N K] (got {len(argv)} arguments)")
-    M, N, K = (int(x) for x in argv[:3]) if len(argv) >= 3 else (200, 136, 96)
+        sys.exit(f"{USAGE} (got {len(argv)} arguments)")
+    sizes = [_size(name, x) for name, x in zip(["M", "N", "K"], argv)]
+    M, N, K = sizes or (200, 136, 96)
     small = M * N * K <= 2**24
     kernel = matmul(M, N, K, block_M=64 if small else 128, block_N=64 if small else 128)
     rng = np.random.default_rng()

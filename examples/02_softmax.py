@@ -50,10 +50,21 @@ def softmax(M, N, block_M=2, block_N=512, dtype="float16"):
     return main
 
 
+USAGE = "usage: python examples/02_softmax.py [M N]"
+
+
+def _size(name: str, word: str) -> int:
+    """A size argument: a positive integer, else the usage naming the argument."""
+    if not (word.isdecimal() and int(word) > 0):
+        sys.exit(f"{USAGE}: {name} must be a positive integer, got {word!r}")
+    return int(word)
+
+
 def main(argv: list[str]) -> None:
     if argv and not 2 <= len(argv) <= 2:
-        sys.exit(f"usage: python examples/02_softmax.py [M N] (got {len(argv)} arguments)")
-    M, N = (int(x) for x in argv[:2]) if len(argv) >= 2 else (37, 300)
+        sys.exit(f"{USAGE} (got {len(argv)} arguments)")
+    sizes = [_size(name, x) for name, x in zip(["M", "N"], argv)]
+    M, N = sizes or (37, 300)
     kernel = softmax(M, N)
     x = (np.random.default_rng().standard_normal((M, N)) * 3).astype(np.float16)
     if kernel.target.kind in ("cuda", "hip"):  # torch on ROCm names AMD GPUs "cuda" too

@@ -93,6 +93,16 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.n
     return (p / p.sum(axis=-1, keepdims=True)) @ v
 
 
+USAGE = "usage: python examples/03_flash_attention.py [batch heads seq dim [causal]]"
+
+
+def _size(name: str, word: str) -> int:
+    """A size argument: a positive integer, else the usage naming the argument."""
+    if not (word.isdecimal() and int(word) > 0):
+        sys.exit(f"{USAGE}: {name} must be a positive integer, got {word!r}")
+    return int(word)
+
+
 def _flag(word: str) -> bool:
     if word.lower() in ("1", "true", "yes", "causal"):
         return True
@@ -103,9 +113,9 @@ def _flag(word: str) -> bool:
 
 def main(argv: list[str]) -> None:
     if argv and not 4 <= len(argv) <= 5:
-        sys.exit(f"usage: python examples/03_flash_attention.py [batch heads seq dim [causal]] "
-                 f"(got {len(argv)} arguments)")
-    b, h, n, d = (int(x) for x in argv[:4]) if len(argv) >= 4 else (1, 2, 100, 64)
+        sys.exit(f"{USAGE} (got {len(argv)} arguments)")
+    sizes = [_size(name, x) for name, x in zip(["batch", "heads", "seq", "dim"], argv)]
+    b, h, n, d = sizes or (1, 2, 100, 64)
     causal = len(argv) > 4 and _flag(argv[4])
     kernel = flash_attention(b, h, n, d, causal)
     rng = np.random.default_rng()

@@ -31,10 +31,21 @@ GEMM_SPACE = {"block_M": [64, 128, 256], "block_N": [64, 128, 256], "block_K": [
 ATTENTION_SPACE = {"block_M": [64, 128], "block_N": [32, 64, 128], "num_stages": [1, 2], "threads": [128, 256]}
 
 
+USAGE = "usage: python examples/04_recommend.py [M N K]"
+
+
+def _size(name: str, word: str) -> int:
+    """A size argument: a positive integer, else the usage naming the argument."""
+    if not (word.isdecimal() and int(word) > 0):
+        sys.exit(f"{USAGE}: {name} must be a positive integer, got {word!r}")
+    return int(word)
+
+
 def main(argv: list[str]) -> None:
     if argv and not 3 <= len(argv) <= 3:
-        sys.exit(f"usage: python examples/04_recommend.py [M N K] (got {len(argv)} arguments)")
-    M, N, K = (int(x) for x in argv[:3]) if len(argv) >= 3 else (4096, 4096, 4096)
+        sys.exit(f"{USAGE} (got {len(argv)} arguments)")
+    sizes = [_size(name, x) for name, x in zip(["M", "N", "K"], argv)]
+    M, N, K = sizes or (4096, 4096, 4096)
     rec = tilec.recommend(matmul, M, N, K, space=GEMM_SPACE, top_k=8)
     print(rec)
     print()

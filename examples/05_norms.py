@@ -69,10 +69,21 @@ def reference_layer(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e
     return (x - mu) / np.sqrt(((x - mu) ** 2).mean(axis=1, keepdims=True) + eps) * w + b
 
 
+USAGE = "usage: python examples/05_norms.py [M N]"
+
+
+def _size(name: str, word: str) -> int:
+    """A size argument: a positive integer, else the usage naming the argument."""
+    if not (word.isdecimal() and int(word) > 0):
+        sys.exit(f"{USAGE}: {name} must be a positive integer, got {word!r}")
+    return int(word)
+
+
 def main(argv: list[str]) -> None:
     if argv and not 2 <= len(argv) <= 2:
-        sys.exit(f"usage: python examples/05_norms.py [M N] (got {len(argv)} arguments)")
-    M, N = (int(x) for x in argv[:2]) if len(argv) >= 2 else (37, 256)
+        sys.exit(f"{USAGE} (got {len(argv)} arguments)")
+    sizes = [_size(name, x) for name, x in zip(["M", "N"], argv)]
+    M, N = sizes or (37, 256)
     rng = np.random.default_rng()
     x = (rng.standard_normal((M, N)) * 2 + 0.5).astype(np.float16)
     w, b = (rng.standard_normal(N).astype(np.float16) for _ in range(2))

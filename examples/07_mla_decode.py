@@ -93,13 +93,23 @@ def reference(q: np.ndarray, q_pe: np.ndarray, kv: np.ndarray, k_pe: np.ndarray)
     return np.einsum("bhs,bhsd->bhd", p / p.sum(axis=-1, keepdims=True), kv_h)
 
 
+USAGE = "usage: python examples/07_mla_decode.py [batch heads seqlen]"
+
+
+def _size(name: str, word: str) -> int:
+    """A size argument: a positive integer, else the usage naming the argument."""
+    if not (word.isdecimal() and int(word) > 0):
+        sys.exit(f"{USAGE}: {name} must be a positive integer, got {word!r}")
+    return int(word)
+
+
 def main(argv: list[str]) -> None:
     if argv and not 3 <= len(argv) <= 3:
-        sys.exit(f"usage: python examples/07_mla_decode.py [batch heads seqlen] (got {len(argv)} arguments)")
-    b, h, s = (int(x) for x in argv[:3]) if len(argv) >= 3 else (1, 64, 100)
+        sys.exit(f"{USAGE} (got {len(argv)} arguments)")
+    sizes = [_size(name, x) for name, x in zip(["batch", "heads", "seqlen"], argv)]
+    b, h, s = sizes or (1, 64, 100)
     if h % 16:
-        sys.exit(f"usage: python examples/07_mla_decode.py [batch heads seqlen]: heads={h} is not a multiple of 16 "
-                 "(a block takes 16, 32 or 64 heads)")
+        sys.exit(f"{USAGE}: heads={h} is not a multiple of 16 (a block takes 16, 32 or 64 heads)")
     amd = tilec.target.parse_target(None).backend == "hip"  # 64 KB of LDS a block: 16 heads x 32 keys a tile
     if amd:
         tiles = dict(block_H=16, block_N=32, threads=128)

@@ -1964,6 +1964,105 @@ def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
     assert f"{path}:9:" in text, text
 
 
+@pytest.mark.parametrize(("stmt", "message"), [
+    ("T.fill(C_f, 'x')", "T.fill: value must be a scalar expression or a number, got str 'x'"),
+    ("T.fill(C_f, A_s)", "T.fill: value must be a scalar expression or a number, got Buffer"),
+    ("T.fill(C_f, None)", "T.fill: value must be a scalar expression or a number, got NoneType None"),
+    ("T.atomic_add(C[0, 0], 'x')", "T.atomic_add: value must be a scalar expression or a number, got str 'x'"),
+    ("T.atomic_add(C, 1.0)", "T.atomic_add: value must be a tile (dst C is a tile), got float 1.0"),
+    ("T.atomic_add(C, 'C_f')", "T.atomic_add: value must be a tile (dst C is a tile), got str 'C_f'"),
+    ("for k in T.serial('a'):\n            m[k] = 0", "T.serial: the extent must be an int or an integer scalar "
+                                                       "expression, got str 'a'"),
+    ("for k in T.serial(2.5):\n            m[k] = 0", "T.serial: the extent must be an int or an integer scalar "
+                                                       "expression, got float 2.5"),
+    ("for k in T.serial(0, 'b'):\n            m[k] = 0", "T.serial: stop must be an int or an integer scalar "
+                                                          "expression, got str 'b'"),
+    ("for k in T.serial(0.5, 4):\n            m[k] = 0", "T.serial: start must be an int or an integer scalar "
+                                                          "expression, got float 0.5"),
+    ("for k in T.Pipelined(A_s, num_stages=2):\n            m[k] = 0", "T.Pipelined: the extent must be an int "
+                                                                       "or an integer scalar expression, got Buffer"),
+    ("for k in T.Pipelined(4.0):\n            m[k] = 0", "T.Pipelined: the extent must be an int or an integer "
+                                                          "scalar expression, got float 4.0"),
+    ("for k in T.unroll('4'):\n            m[k] = 0", "T.unroll: the extent must be an int or an integer scalar "
+                                                       "expression, got str '4'"),
+])
+def test_a_wrongly_typed_value_or_loop_bound_names_the_primitive_and_parameter(stmt, message, tmp_path):
+    """A value of T.fill or T.atomic_add, or a bound of T.serial / T.Pipelined / T.unroll, of the wrong type was
+    refused with 'expected a scalar expression or a number, got str ...' or 'loop extent 2.5 must be an integer, got
+    float32', naming neither the primitive nor the parameter; T.atomic_add(C, 1.0) said dst must be an element or a
+    tile, though C is one. Each now names the primitive and the parameter, at the user's line."""
+    src = f'''
+import tilec.language as T
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+        A_s = T.alloc_shared((16, 16), "float16")
+        C_f = T.alloc_fragment((16, 16), "float32")
+        m = T.alloc_fragment((16,), "float32")
+        {stmt}
+'''
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    text = str(ei.value)
+    assert message in text, text
+    assert f"{path}:9:" in text, text
+
+
+@pytest.mark.parametrize("stmt", ["X = T.alloc_shared((16,), None)", "X = T.alloc_fragment((16,), None)",
+                                  "X = T.alloc_local((4,), None)", "X = T.alloc_var(None)"])
+def test_a_dtype_of_none_is_refused_at_its_line(stmt, tmp_path):
+    """``T.alloc_shared((16,), None)`` allocated a float64 buffer (numpy reads dtype None as float64), a silent change
+    of the kernel's numerics; a dtype of None is now refused, with the supported names, at the user's line."""
+    src = f'''
+import tilec.language as T
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16")):
+    with T.Kernel(1, threads=32) as bx:
+        {stmt}
+'''
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    text = str(ei.value)
+    assert "unsupported dtype None; expected one of: float64, float32, float16" in text, text
+    assert f"{path}:6:" in text, text
+
+
+@pytest.mark.parametrize(("stmt", "message"), [
+    ("T.copy(A['a', 0], A_s)", "buffer 'A', dimension 0: the index must be a scalar expression or a number, got "
+                               "str 'a'"),
+    ("T.copy(A[0, None], A_s)", "buffer 'A', dimension 1: the index must be a scalar expression or a number, got "
+                                "NoneType None"),
+    ("T.copy(A['a':16, 0:16], A_s)", "buffer 'A', dimension 0: the slice bound must be a scalar expression or a "
+                                     "number, got str 'a'"),
+    ("T.copy(A[0:16, 0:'b'], A_s)", "buffer 'A', dimension 1: the slice bound must be a scalar expression or a "
+                                    "number, got str 'b'"),
+    ("A_s[A_s, 0] = 0", "buffer 'A_s', dimension 0: the index must be a scalar expression or a number, got Buffer"),
+])
+def test_an_index_of_the_wrong_type_names_the_buffer_and_dimension(stmt, message, tmp_path):
+    """``A['a', 0]`` (or a slice bound of the wrong type) was refused with 'expected a scalar expression or a number,
+    got str 'a'' (or, for a slice's stop, an error from inside the subtraction of its bounds), naming neither the
+    buffer nor the dimension. The error now names both, at the user's line."""
+    src = f'''
+import tilec.language as T
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16")):
+    with T.Kernel(1, threads=32) as bx:
+        A_s = T.alloc_shared((16, 16), "float16")
+        {stmt}
+'''
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    text = str(ei.value)
+    assert message in text, text
+    assert f"{path}:7:" in text, text
+
+
 def test_tilelang_keywords_that_need_nothing_are_accepted():
     @T.prim_func
     def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):

@@ -87,6 +87,29 @@ def test_examples_refuse_a_wrong_number_of_sizes(script, args, usage):
     assert f"usage: python examples/{script} {usage} (got {len(args)} arguments)" in res.stderr
 
 
+SIZES = {"01_gemm.py": "M N K", "02_softmax.py": "M N", "03_flash_attention.py": "batch heads seq dim",
+         "04_recommend.py": "M N K", "05_norms.py": "M N", "06_fp8_gemm.py": "M N K",
+         "07_mla_decode.py": "batch heads seqlen"}
+
+
+@pytest.mark.parametrize("bad", ["a", "0", "-16", "2.5"])
+@pytest.mark.parametrize(("script", "usage"), [(s, u) for s, _, u in USAGES])
+def test_examples_refuse_a_size_that_is_not_a_positive_integer(script, usage, bad):
+    """`python examples/01_gemm.py a b c` ended in a ValueError traceback from int() (and a size of 0 or -16 in an
+    AssertionError, a TilecTypeError or numpy's ValueError): each example now prints its usage naming the argument."""
+    assert sorted(SIZES) == SCRIPTS  # every example takes sizes
+    names = SIZES[script].split()
+    for i, name in enumerate(names):
+        args = ["16"] * len(names)
+        args[i] = bad
+        res = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True,
+                             env=_env(), timeout=120, cwd=ROOT)
+        assert res.returncode != 0, res.stdout
+        assert "Traceback" not in res.stderr, res.stderr
+        assert f"usage: python examples/{script} {usage}: {name} must be a positive integer, got {bad!r}" \
+            in res.stderr, res.stderr
+
+
 @pytest.mark.parametrize(("script", "usage"), [(s, u) for s, _, u in USAGES])
 def test_the_run_line_of_each_example_is_its_usage(script, usage):
     """The ``Run:`` line of an example's docstring gives the arguments its usage message takes (03's said

@@ -10,6 +10,8 @@ import pytest
 import tilec
 import tilec.language as T
 from tilec.ir.kernel import PrimFunc
+from tilec.layout import row_major
+from tilec.lower.layouts import default_fragment
 from tilec.passes.verify import verify
 
 SCALE = 0.125  # a module global read by kernels
@@ -415,20 +417,13 @@ def test_atomic_add_element_and_tile_forms():
 # -------------------------------------------------------------------------------------- kernel annotations
 
 
-class _Swz:
-    """A stand-in layout object: annotate_layout takes any object for now (layout inference is elsewhere)."""
-
-    def __str__(self) -> str:
-        return "Swizzled128B"
-
-
 def test_use_swizzle_annotate_layout_print():
     @T.prim_func
     def main(A: T.Tensor((64, 64), "float16")):
         with T.Kernel(4, 4, threads=128) as (bx, by):
             s = T.alloc_shared((16, 64), "float16")
-            f = T.alloc_fragment((16, 64), "float32")
-            T.annotate_layout({s: _Swz(), f: lambda buf: f"rows_of_{buf.name}"})
+            f = T.alloc_fragment((16, 8), "float32")
+            T.annotate_layout({s: row_major(16, 64), f: lambda buf: default_fragment(buf.shape, 128)})
             T.use_swizzle(8, order="column")
             T.copy(A[by * 16, 0], s)
             T.print(s, msg="tile")
@@ -439,9 +434,9 @@ def test_use_swizzle_annotate_layout_print():
         def main(A: T.Tensor((64, 64), "float16")):
             with T.Kernel(4, 4, threads=128) as (bx, by):
                 s = T.alloc_shared((16, 64), "float16")
-                f = T.alloc_fragment((16, 64), "float32")
-                T.annotate_layout({s: Swizzled128B})
-                T.annotate_layout({f: rows_of_f})
+                f = T.alloc_fragment((16, 8), "float32")
+                T.annotate_layout({s: Layout((16, 64): (i, j) -> i*64 + j)})
+                T.annotate_layout({f: Fragment((16, 8): (i, j) -> thread i*8 + j, local 0; threads=128, locals=1)})
                 T.use_swizzle(8, order="column")
                 T.copy(A[by * 16:by * 16 + 16, :64], s)
                 T.print(s, msg='tile')

@@ -57,6 +57,28 @@ def test_model_only_run_writes_its_json(tmp_path, monkeypatch):
     assert entry["candidates"] == 2 and entry["rows"][0]["model_rank"] == 1 and "terms_us" in entry["rows"][0]
 
 
+@pytest.mark.parametrize("argv", [[], ["--only", "autotune"], ["--only", "gemm", "--quick"]])
+def test_measuring_without_a_gpu_points_to_model_only(monkeypatch, argv):
+    """``python benchmarks/recommend_eval.py`` without a GPU costed the first GEMM's candidates and then ended in a
+    traceback from tilec.autotune ("tuning needs a GPU"). It now exits, before any part runs, with a message that
+    measuring needs an NVIDIA GPU and that --model-only (or --replay) runs without one."""
+    import tilec.target
+
+    ev = _script()
+    monkeypatch.setattr(tilec.target, "gpu_available", lambda: False)
+    ran: list[str] = []
+    for part in ("part_gemm", "part_attention", "part_autotune"):
+        monkeypatch.setattr(ev, part, lambda opts, part=part: ran.append(part) or [])
+    with pytest.raises(SystemExit) as e:
+        ev.main(argv)
+    assert isinstance(e.value.code, str), e.value.code  # a message and exit status 1, not a traceback
+    assert "times the candidates on an NVIDIA GPU (through CuPy), and no GPU is visible" in e.value.code
+    assert "--model-only" in e.value.code and "--replay" in e.value.code
+    assert not ran
+    ev.main(["--only", "gemm", "--model-only"])  # what the message points to runs without a GPU
+    assert ran == ["part_gemm"]
+
+
 def test_replay_scores_the_model_against_kept_h200_measurements(tmp_path, capsys):
     """The D=64 attention entry of a kept H200 report, re-ranked by today's model (the recorded top-1 was the
     measured best; with register crowding priced in, it still is)."""

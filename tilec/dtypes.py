@@ -149,7 +149,7 @@ def dtype(value: Any) -> DType:
         found = _BY_NAME.get(value)
         if found is not None:
             return found
-    else:
+    elif value is not None:  # numpy reads None as float64
         name = _torch_name(value)
         if name is not None:
             return dtype(name)

@@ -449,6 +449,48 @@ def test_coalesced_width_where_it_cannot_apply_is_noted(rng):
     _run_gemm(plain, rng, M, N, K)
 
 
+def _inert_options():
+    @T.prim_func
+    def main(A: T.Tensor((100, 64), "float16"), B: T.Tensor((100, 64), "float16")):
+        with T.Kernel(T.ceildiv(100, 32), threads=128) as bx:
+            S = T.alloc_shared((32, 64), "float16")
+            T.copy(A[bx * 32, 0], S, coalesced_width=4, disable_tma=True)  # the copy
+            for i, j in T.Parallel(32, 64, coalesced_width=2):  # the loop
+                B[bx * 32 + i, j] = S[i, j] * 2
+
+    return main
+
+
+@pytest.mark.parametrize(("target", "configs"), [
+    ("cpu", None), ("simt:sm_80", None), ("simt:gfx90a", None), ("hip:gfx90a", None), ("cuda:sm_80", None),
+    ("cuda:sm_90a", None), ("simt:sm_90a", None), ("simt:sm_90a", {"tma": False, "wgmma": False}),
+])
+def test_copy_and_parallel_options_a_target_ignores_are_noted(rng, target, configs):
+    """coalesced_width on the CPU interpreter (T.copy's and T.Parallel's) and disable_tma where no copy goes by TMA
+    were dropped without a word, though the README says the report says why an option has no effect (as it did for
+    eviction_policy). Each is now noted with the target and the reason; where the option acts, nothing is noted; the
+    results match numpy."""
+    kernel = tilec.JITKernel(_inert_options(), target, pass_configs=configs)
+    notes = [n for n in _notes(kernel) if "is not applied on target" in n]
+    copy, loop = _line(_inert_options, "# the copy"), _line(_inert_options, "# the loop")
+    want = []
+    if target == "cpu":
+        want += [f"T.copy at line {copy}: coalesced_width=4 is not applied on target cpu: the CPU interpreter moves "
+                 "whole tiles, not runs of elements a thread (the results are the same without it)",
+                 f"T.Parallel at line {loop}: coalesced_width=2 is not applied on target cpu: the CPU interpreter "
+                 "moves whole tiles, not runs of elements a thread (the results are the same without it)"]
+    if not target.endswith("sm_90a") or configs:
+        want.append(f"T.copy at line {copy}: disable_tma=True is not applied on target {target}: only sm_90a with "
+                    "pass config 'tma' moves copies by TMA (the results are the same without it)")
+    assert sorted(notes) == sorted(want), kernel.report()
+    if target.startswith("cuda") or target.startswith("hip"):
+        return
+    a = randn(rng, (100, 64), "float16")
+    b = poisoned((100, 64), "float16")
+    kernel(a, b)
+    assert_close(b, a.astype(np.float64) * 2, "float16")
+
+
 @pytest.mark.parametrize(("value", "error", "message"), [
     (0, tilec.TilecTypeError, "T.copy: coalesced_width must be an int >= 1, got 0"),
     (2.0, tilec.TilecTypeError, "T.copy: coalesced_width must be an int >= 1, got 2.0"),

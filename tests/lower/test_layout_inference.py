@@ -434,6 +434,34 @@ def test_annotate_layout_that_cannot_be_the_buffers_is_an_error_naming_its_line(
         assert w in str(e.value)
 
 
+_MISTYPED_ANNOTATIONS = {  # name: (buffer, layout, words the error must contain)
+    "shared given an int": ("s", lambda: 3, ["T.annotate_layout of shared 's' needs a Layout", "got int 3"]),
+    "shared given a name": ("s", lambda: "swizzle", ["needs a Layout", "got str 'swizzle'"]),
+    "shared given None": ("s", lambda: None, ["needs a Layout", "got NoneType None"]),
+    "fragment given a Layout": ("a", lambda: row_major(16, 16), ["needs a Fragment", "got Layout"]),
+    "function giving an int": ("a", lambda: (lambda buf: 3), ["needs a Fragment", "got int 3"]),
+    "shared of another shape": ("s", lambda: row_major(16, 32),
+                                ["layout of shape (16, 32) given to 's' of shape (16, 16)"]),
+    "fragment of another rank": ("a", lambda: default_fragment((256,), 128),
+                                 ["layout of shape (256,) given to 'a' of shape (16, 16)"]),
+}
+
+
+@pytest.mark.parametrize("case", list(_MISTYPED_ANNOTATIONS))
+def test_annotate_layout_of_a_wrong_type_or_shape_is_refused_on_every_target(case):
+    """``T.annotate_layout({s: 3})`` (or a layout of another shape) was taken in by the kernel and refused only by
+    layout inference, which target 'cpu' does not run: the kernel compiled and ran there, and failed on a GPU target.
+    The kernel itself is now refused, naming the buffer, what it needs and the line."""
+    from tilec.errors import TilecError
+
+    name, make, words = _MISTYPED_ANNOTATIONS[case]
+    with pytest.raises(TilecError) as e:
+        tilec.compile(annotation_kernel(name, make()), target="cpu").report()
+    assert e.value.loc is not None and e.value.loc.line == line_of(annotation_kernel, "# annotation"), e.value
+    for w in words:
+        assert w in str(e.value)
+
+
 def test_annotate_layout_that_agrees_with_the_gemm_is_kept():
     @T.prim_func
     def main(A: T.Tensor((64, 32), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):

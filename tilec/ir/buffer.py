@@ -170,6 +170,9 @@ def index_buffer(buf: Buffer, key: Any) -> Load | Region:
         if isinstance(k, slice):
             _integer_bounds(buf, d, k)
         for part in (k.start, k.stop) if isinstance(k, slice) else (k,):
+            if part is not None or not isinstance(k, slice):  # a str, None or tile: which buffer and dimension
+                as_expr(part, what=f"buffer {buf.name!r}, dimension {d}: the "
+                        f"{'slice bound' if isinstance(k, slice) else 'index'}")
             _not_negative(buf, d, k, part)
     if not any(isinstance(k, slice) for k in keys):
         return Load(buf, tuple(_index_expr(buf, k) for k in keys))

@@ -241,8 +241,9 @@ def const(value: int | float | bool, dtype: DType | str | None = None) -> Const:
     return Const(value, dtype)
 
 
-def as_expr(value: Any, like: DType | None = None) -> Expr:
-    """Coerce a Python number to a :class:`Const` (taking ``like``'s dtype when compatible); pass Exprs through."""
+def as_expr(value: Any, like: DType | None = None, what: str = "") -> Expr:
+    """Coerce a Python number to a :class:`Const` (taking ``like``'s dtype when compatible); pass Exprs through.
+    ``what`` (``"T.fill: value"``) names the parameter in the error for anything else."""
     if isinstance(value, Expr):
         return value
     if hasattr(value, "scope") and tuple(value.shape) == ():  # a T.alloc_var or 0-d tensor read by name
@@ -254,7 +255,8 @@ def as_expr(value: Any, like: DType | None = None) -> Expr:
             if like.is_float or (like.is_int and isinstance(value, int)):
                 return const(value, like)
         return const(value)
-    raise TilecTypeError(f"expected a scalar expression or a number, got {type(value).__name__} {value!r}")
+    must = f"{what} must be" if what else "expected"
+    raise TilecTypeError(f"{must} a scalar expression or a number, got {type(value).__name__} {value!r}")
 
 
 def const_value(e: Any) -> int | float | bool | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tilec.errors import TilecTypeError
+from tilec.errors import LayoutConflictError, TilecTypeError
 from tilec.frontend.builder import current
 from tilec.ir.buffer import Buffer
 
@@ -50,8 +50,25 @@ def annotate_layout(layout_map: dict) -> None:
             raise TilecTypeError(f"T.annotate_layout: keys must be shared or fragment buffers, got {buf!r}")
         if callable(layout) and not hasattr(layout, "shape"):
             layout = layout(buf)
+        _check_layout(buf, layout)
         k.layout_map[buf] = layout
         k.layout_locs[buf] = b.loc
+
+
+def _check_layout(buf: Buffer, layout: Any) -> None:
+    """The value of ``buf`` in T.annotate_layout is a Fragment (for a fragment) or a Layout (for shared memory) of
+    the buffer's shape: refused here, on every target (layout inference checks the rest: threads, registers,
+    offsets)."""
+    from tilec.layout import Fragment, Layout
+
+    want = Fragment if buf.scope == "fragment" else Layout
+    head = f"T.annotate_layout of {buf.scope} {buf.name!r}"
+    if not isinstance(layout, want):
+        raise TilecTypeError(f"{head} needs a {want.__name__}, got {type(layout).__name__} {layout!r}")
+    shape = tuple(buf.shape)
+    if all(isinstance(d, int) for d in shape) and tuple(layout.shape) != shape:
+        raise LayoutConflictError(f"{head}: layout of shape {tuple(layout.shape)} given to {buf.name!r} of shape "
+                                  f"{shape}")
 
 
 def use_swizzle(panel_size: int, order: str = "row", enable: bool = True) -> None:

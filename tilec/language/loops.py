@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from tilec.errors import TilecSyntaxError, TilecTypeError, TilecValueError
+from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Const, Expr, as_expr, binop, ceildiv
 from tilec.ir.stmt import LOOP_ANNOTATIONS
 
@@ -54,6 +55,11 @@ def _is_int(v: Any) -> bool:
 
 
 def _range(what: str, start: Any, stop: Any, step: Any) -> tuple[Any, Any, Any]:
+    bounds = (("the extent", start),) if stop is None else (("start", start), ("stop", stop))
+    for name, v in bounds:  # a float made float loop indices; a str, 'expected a scalar expression' (of what?)
+        if not (_is_int(v) or isinstance(v, Expr) or isinstance(v, Buffer) and v.shape == ()):  # or a T.alloc_var
+            raise TilecTypeError(f"{what}: {name} must be an int or an integer scalar expression, got "
+                                 f"{type(v).__name__} {v!r}")
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step

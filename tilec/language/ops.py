@@ -128,12 +128,12 @@ def copy(src: BufferLike, dst: BufferLike, coalesced_width: int | None = None, d
         The run of consecutive innermost elements each thread moves where the block's threads share the copy out
         (plain loads and stores, and a pipeline's cp.async), in accesses as wide as divide it (narrower vectors, or
         several 16-byte ones). It must divide the destination's innermost extent. Where it cannot apply (TMA moves
-        the tile, a fragment's layout places the elements, a run too narrow for cp.async) the kernel's report says
-        so. None: the widest access that fits.
+        the tile, a fragment's layout places the elements, a run too narrow for cp.async, the CPU interpreter) the
+        kernel's report says so. None: the widest access that fits.
     disable_tma : bool
         True: no pass moves this copy by the tensor-memory accelerator (sm_90a): a pipelined loop reading it stays
         a cp.async pipeline, a warp-specialized loop's producer does not preload it, an accumulator's store is not
-        a TMA store. Each is noted in the report.
+        a TMA store. Each is noted in the report, as is the flag on a target that moves no copy by TMA.
     eviction_policy : {None, "evict_normal", "evict_first", "evict_last"}
         The L2 eviction priority of the copy's global loads and stores on CUDA targets (``.L2::cache_hint`` with a
         ``createpolicy`` policy on ld/st.global and TMA). ``"evict_normal"`` is the default priority and emits no
@@ -302,7 +302,7 @@ def fill(buffer: BufferLike, value: Any) -> None:
     b = _builder("T.fill")
     r = as_region(buffer, "T.fill")
     _check_static_bounds("T.fill", r)
-    v = cast(r.dtype, as_expr(value, r.dtype))
+    v = cast(r.dtype, as_expr(value, r.dtype, "T.fill: value"))
     b.emit(Fill(r, v, loc=b.loc))
 
 
@@ -332,10 +332,14 @@ def atomic_add(dst: BufferLike, value: Any, memory_order: str | None = None, ret
         _atomic_scope(rd.buffer)
         b.emit(AtomicAdd(rd, rs, loc=b.loc))
         return
+    if isinstance(dst, (Buffer, Region)):
+        tile = dst.name if isinstance(dst, Buffer) else str(dst)
+        raise TilecTypeError(f"T.atomic_add: value must be a tile (dst {tile} is a tile), got {type(value).__name__} "
+                             f"{value!r}")
     if not isinstance(dst, Load):
         raise TilecTypeError(f"T.atomic_add: dst must be an element `A[i, j]` or a tile, got {dst!r}")
     _atomic_scope(dst.buffer)
-    v = cast(dst.dtype, as_expr(value, dst.dtype))
+    v = cast(dst.dtype, as_expr(value, dst.dtype, "T.atomic_add: value"))
     b.emit(AtomicRMW("add", dst.buffer, dst.indices, v, loc=b.loc))
 
 

@@ -47,26 +47,44 @@ class Stage:
 
 def _verify(state: CompileState) -> CompileState:
     verify(state.func, "parse")
-    notes = _inert_options(state.func) + _copy_hints(state.func, state.target)
+    notes = _inert_options(state.func) + _copy_hints(state.func, state.target, state.options or {})
     return state.with_(report=state.report + notes) if notes else state
 
 
-def _copy_hints(func: PrimFunc, target: Target) -> tuple[str, ...]:
-    """A note for each T.copy whose ``eviction_policy`` has no effect: the copy touches no global memory, or the
-    target does not take the hint (it is emitted on CUDA targets only; results are the same without it)."""
-    from tilec.ir.stmt import Copy
+_SAME = "(the results are the same without it)"
+# T.copy / T.Parallel options a whole target has no use for: option -> (ignored on target with pass configs, why)
+_TARGET_INERT: dict[str, tuple[Callable[[Target, dict], bool], str]] = {
+    "coalesced_width": (lambda t, o: t.kind == "cpu",
+                        f"the CPU interpreter moves whole tiles, not runs of elements a thread {_SAME}"),
+    "disable_tma": (lambda t, o: t.arch != "sm_90a" or not o.get("tma"),
+                    f"only sm_90a with pass config 'tma' moves copies by TMA {_SAME}"),
+    "eviction_policy": (lambda t, o: t.kind != "cuda", f"it is an L2 cache hint of the CUDA backend {_SAME}"),
+}
+
+
+def _copy_hints(func: PrimFunc, target: Target, options: dict) -> tuple[str, ...]:
+    """A note for each option of a T.copy or T.Parallel that has no effect: one ``target`` (with the pass configs
+    ``options``) does not use (:data:`_TARGET_INERT`), or an ``eviction_policy`` on a copy that touches no global
+    memory (``"evict_normal"``, the default priority, is noted only there)."""
+    from tilec.ir.stmt import Copy, Parallel
     from tilec.ir.visit import walk
 
     notes = []
     for s in walk(func.launch.body):
-        if not isinstance(s, Copy) or s.eviction_policy is None:
+        if isinstance(s, Parallel):
+            given = {"coalesced_width": s.coalesced_width or None}
+        elif isinstance(s, Copy):
+            given = {"coalesced_width": s.coalesced_width, "disable_tma": s.disable_tma or None,
+                     "eviction_policy": None if s.eviction_policy == "evict_normal" else s.eviction_policy}
+        else:
             continue
-        at = f"T.copy at {where(s.loc)}: eviction_policy={s.eviction_policy!r}"
-        if "global" not in (s.src.buffer.scope, s.dst.buffer.scope):
-            notes.append(f"{at} has no effect: the copy does not read or write global memory")
-        elif s.eviction_policy != "evict_normal" and target.kind != "cuda":
-            notes.append(f"{at} is not applied on target {target}: it is an L2 cache hint of the CUDA backend "
-                         "(the results are the same without it)")
+        at = f"{'T.Parallel' if isinstance(s, Parallel) else 'T.copy'} at {where(s.loc)}"
+        if isinstance(s, Copy) and s.eviction_policy and "global" not in (s.src.buffer.scope, s.dst.buffer.scope):
+            notes.append(f"{at}: eviction_policy={s.eviction_policy!r} has no effect: the copy does not read or "
+                         "write global memory")
+            given["eviction_policy"] = None
+        notes += [f"{at}: {k}={v!r} is not applied on target {target}: {_TARGET_INERT[k][1]}"
+                  for k, v in given.items() if v is not None and _TARGET_INERT[k][0](target, options)]
     return tuple(notes)
 
 
