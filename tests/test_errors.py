@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1930,6 +1931,32 @@ def test_the_readme_lists_every_pass_config():
         assert documented[name] == (c.meaning, c.takes, default), name
 
 
+_KERNEL_HEAD = '''
+import tilec.language as T
+@T.prim_func
+def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
+    with T.Kernel(1, threads=32) as bx:
+'''
+_BUFFERS = """\
+        A_s = T.alloc_shared((16, 16), "float16")
+        C_f = T.alloc_fragment((16, 16), "float32")
+        m = T.alloc_fragment((16,), "float32")
+"""
+
+
+def _refused_at_its_line(stmt: str, tmp_path: Path, buffers: str = _BUFFERS) -> str:
+    """The TilecTypeError a kernel (A, C; ``buffers``; then ``stmt``) raises when defined, checked to name the
+    line of ``stmt`` in the user's file."""
+    src = _KERNEL_HEAD + buffers + f"        {stmt}\n"
+    path = tmp_path / "kernel.py"
+    path.write_text(src)
+    with pytest.raises(TilecTypeError) as ei:
+        exec(compile(src, str(path), "exec"), {})
+    text = str(ei.value)
+    assert f"{path}:{src.count(chr(10), 0, src.index(stmt)) + 1}:" in text, text
+    return text
+
+
 @pytest.mark.parametrize(("stmt", "name", "keyword"), [
     ("T.gemm(A_s, A_s, C_f, transpose_b=True)", "T.gemm", "transpose_b"),  # would compute A @ A, not A @ A.T
     ("T.reduce_max(C_f, m, dims=0)", "T.reduce_max", "dims"),  # would reduce dim -1
@@ -1945,23 +1972,8 @@ def test_the_readme_lists_every_pass_config():
 def test_misspelled_keywords_of_primitives_are_errors(stmt, name, keyword, tmp_path):
     """A keyword a T.* primitive does not take was swallowed (``**_``): a misspelled TileLang keyword silently
     changed the kernel's meaning. It is an error naming the primitive, the keyword and the line."""
-    src = f'''
-import tilec.language as T
-@T.prim_func
-def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
-    with T.Kernel(1, threads=32) as bx:
-        A_s = T.alloc_shared((16, 16), "float16")
-        C_f = T.alloc_fragment((16, 16), "float32")
-        m = T.alloc_fragment((16,), "float32")
-        {stmt}
-'''
-    path = tmp_path / "kernel.py"
-    path.write_text(src)
-    with pytest.raises(TilecTypeError) as ei:
-        exec(compile(src, str(path), "exec"), {})
-    text = str(ei.value)
+    text = _refused_at_its_line(stmt, tmp_path)
     assert f"calling {name}: TypeError: " in text and f"unexpected keyword argument '{keyword}'" in text, text
-    assert f"{path}:9:" in text, text
 
 
 @pytest.mark.parametrize(("stmt", "message"), [
@@ -1991,23 +2003,8 @@ def test_a_wrongly_typed_value_or_loop_bound_names_the_primitive_and_parameter(s
     refused with 'expected a scalar expression or a number, got str ...' or 'loop extent 2.5 must be an integer, got
     float32', naming neither the primitive nor the parameter; T.atomic_add(C, 1.0) said dst must be an element or a
     tile, though C is one. Each now names the primitive and the parameter, at the user's line."""
-    src = f'''
-import tilec.language as T
-@T.prim_func
-def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
-    with T.Kernel(1, threads=32) as bx:
-        A_s = T.alloc_shared((16, 16), "float16")
-        C_f = T.alloc_fragment((16, 16), "float32")
-        m = T.alloc_fragment((16,), "float32")
-        {stmt}
-'''
-    path = tmp_path / "kernel.py"
-    path.write_text(src)
-    with pytest.raises(TilecTypeError) as ei:
-        exec(compile(src, str(path), "exec"), {})
-    text = str(ei.value)
+    text = _refused_at_its_line(stmt, tmp_path)
     assert message in text, text
-    assert f"{path}:9:" in text, text
 
 
 @pytest.mark.parametrize("stmt", ["X = T.alloc_shared((16,), None)", "X = T.alloc_fragment((16,), None)",
@@ -2015,20 +2012,8 @@ def main(A: T.Tensor((16, 16), "float16"), C: T.Tensor((16, 16), "float32")):
 def test_a_dtype_of_none_is_refused_at_its_line(stmt, tmp_path):
     """``T.alloc_shared((16,), None)`` allocated a float64 buffer (numpy reads dtype None as float64), a silent change
     of the kernel's numerics; a dtype of None is now refused, with the supported names, at the user's line."""
-    src = f'''
-import tilec.language as T
-@T.prim_func
-def main(A: T.Tensor((16, 16), "float16")):
-    with T.Kernel(1, threads=32) as bx:
-        {stmt}
-'''
-    path = tmp_path / "kernel.py"
-    path.write_text(src)
-    with pytest.raises(TilecTypeError) as ei:
-        exec(compile(src, str(path), "exec"), {})
-    text = str(ei.value)
+    text = _refused_at_its_line(stmt, tmp_path, buffers="")
     assert "unsupported dtype None; expected one of: float64, float32, float16" in text, text
-    assert f"{path}:6:" in text, text
 
 
 @pytest.mark.parametrize(("stmt", "message"), [
@@ -2046,21 +2031,8 @@ def test_an_index_of_the_wrong_type_names_the_buffer_and_dimension(stmt, message
     """``A['a', 0]`` (or a slice bound of the wrong type) was refused with 'expected a scalar expression or a number,
     got str 'a'' (or, for a slice's stop, an error from inside the subtraction of its bounds), naming neither the
     buffer nor the dimension. The error now names both, at the user's line."""
-    src = f'''
-import tilec.language as T
-@T.prim_func
-def main(A: T.Tensor((16, 16), "float16")):
-    with T.Kernel(1, threads=32) as bx:
-        A_s = T.alloc_shared((16, 16), "float16")
-        {stmt}
-'''
-    path = tmp_path / "kernel.py"
-    path.write_text(src)
-    with pytest.raises(TilecTypeError) as ei:
-        exec(compile(src, str(path), "exec"), {})
-    text = str(ei.value)
+    text = _refused_at_its_line(stmt, tmp_path)
     assert message in text, text
-    assert f"{path}:7:" in text, text
 
 
 def test_tilelang_keywords_that_need_nothing_are_accepted():
