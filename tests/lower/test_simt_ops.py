@@ -1082,3 +1082,46 @@ def test_argmax_of_rows_whose_projection_the_loop_cannot_read(rng, target, M, N,
     cuda = tilec.JITKernel(main, target.replace("simt", "cuda"))
     assert "main_kernel" in cuda.get_kernel_source()
     assert "T.reduce_max at line" in cuda.report()  # its note: the layout conversion through shared memory
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:sm_90a"])
+@pytest.mark.parametrize(("M", "N", "bm", "threads"), [(12, 40, 4, 32), (64, 77, 32, 32), (128, 80, 4, 64)])
+@pytest.mark.parametrize("writes_mx", [True, False])
+def test_a_loop_over_both_argmax_vectors_laid_out_alike(rng, target, M, N, bm, threads, writes_mx):
+    """The row max laid out as the loop over the tile reads it (see the test above), the column index as the
+    reduction leaves it, then one loop over both, mi first: it took its layout from mi, which does not hold mx (or
+    holds only one of a thread's copies of an element), and the kernel was refused ("fragment 'mx' ... is not held
+    where the loop at line ... runs (the layout of mi ...)", or "... would write only one of them") though the loop
+    with mx first compiled. The loop now runs as mx is laid out where it writes mx, and mi, where mx's layout does
+    not hold it, is laid out like mx (the reduction converts it through shared memory)."""
+    import tilec
+
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float16"), I: T.Tensor((M,), "int32"), V: T.Tensor((M,), "float32")):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            x = T.alloc_fragment((bm, N), "float32")
+            mx = T.alloc_fragment((bm,), "float32")
+            idx = T.alloc_fragment((bm, N), "int32")
+            mi = T.alloc_fragment((bm,), "int32")
+            T.copy(X[bx * bm, 0], x)
+            T.reduce_max(x, mx, dim=1)
+            for i, j in T.Parallel(bm, N):
+                idx[i, j] = T.if_then_else(x[i, j] == mx[i], j, N)
+            T.reduce_min(idx, mi, dim=1)
+            if writes_mx:
+                for i in T.Parallel(bm):
+                    mi[i] = mi[i] + 1
+                    mx[i] = mx[i] * 2.0 + T.cast(mi[i], "float32")
+            else:
+                for i in T.Parallel(bm):
+                    mi[i] = mi[i] + T.cast(mx[i], "int32")
+            T.copy(mi, I[bx * bm])
+            T.copy(mx, V[bx * bm])
+
+    x = np.stack([rng.permutation(N) for _ in range(M)]).astype(np.float16)  # no ties
+    ind, val = poisoned((M,), "int32"), poisoned((M,), "float32")
+    tilec.JITKernel(main, target)(x, ind, val)
+    top, big = x.astype(np.float64).argmax(1), x.astype(np.float64).max(1)
+    np.testing.assert_array_equal(ind, top + 1 if writes_mx else top + big)
+    assert_close(val, 2 * big + top + 1 if writes_mx else big, "float32")
+    assert "main_kernel" in tilec.JITKernel(main, target.replace("simt", "cuda")).get_kernel_source()

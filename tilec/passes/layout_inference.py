@@ -13,7 +13,8 @@ Constraint propagation in three levels, each a fixpoint over the FTG's ops in pr
   absent: ``b[0, j]`` of a ``(1, N)`` fragment is ``b[j]`` of an ``(N,)`` one, laid out the same. A reduction's
   result that a loop reads where the projection does not hold it (a thread's registers straddling rows) is laid
   out as the loop reads it instead, a row in each register the loop runs it in, and inference starts again; the
-  reduction converts its rows to that through shared memory;
+  reduction converts its rows to that through shared memory. A loop writing such a result runs as it is laid out,
+  and another reduction's result that loop reads where that layout does not hold it is laid out alike;
 * *free*: fragments still open get an even spread over the threads, then loops without fragments too.
 
 A buffer given two different layouts raises :class:`~tilec.errors.LayoutConflictError` naming both ops.
@@ -49,6 +50,7 @@ from tilec.lower.layouts import (
     around,
     as_read_by,
     default_fragment,
+    held_twice,
     holds,
     needs_table,
     operand_layout,
@@ -331,7 +333,7 @@ class _Inference:
         loop = self.plan.loops.get(p)
         shape = _extents(p)
         if loop is None:
-            for buf, dims in accesses:
+            for buf, dims in self._layout_first(p, accesses):
                 f = self.plan.fragments.get(buf)
                 if f is not None and _kept(dims) == tuple(range(len(p.vars))) and _squeezed(f.shape, dims) == shape:
                     loop = self.plan.loops[p] = _squeeze(f, dims)
@@ -353,6 +355,19 @@ class _Inference:
             changed |= self.set_fragment(buf, frag, "common", p, f"indexed by the loop at {where(p.loc)}")
         return changed
 
+    def _layout_first(self, p: Parallel, accesses: list[tuple[Buffer, _Dims]]) -> list[tuple[Buffer, _Dims]]:
+        """The loop's fragments in the order it takes its layout from them: first those it writes that a thread holds
+        in several registers (a row vector laid out as a loop over a larger tile reads it, :func:`as_read_by`), as
+        only a loop running an iteration in each of those registers updates every copy; then program order."""
+        written = {id(n.buffer) for n in walk(p.body) if isinstance(n, Store)}
+        twice = [(b, d) for b, d in accesses if id(b) in written and b in self.plan.fragments
+                 and held_twice(self.plan.fragments[b])]
+        return twice + [a for a in accesses if a not in twice]
+
+    def _reroutable(self, buf: Buffer) -> bool:
+        """Whether ``buf`` is a reduction's result laid out as its rows' projection, which a loop may lay out anew."""
+        return isinstance(self.by[buf], Reduce) and self.plan.origin[buf][0] == "common" and buf not in self.rerouted
+
     def check_loop(self, p: Parallel, loop: Fragment, buf: Buffer, dims: tuple[int, ...]) -> None:
         """A fragment the loop reads or writes must be held where the loop runs (checked once per pair)."""
         key = (p, buf)
@@ -369,10 +384,16 @@ class _Inference:
         if _covers_part(f.shape, _extents(p), dims):
             part = (f"; the loop covers only part of it (extents {tuple(_extents(p)[d] for d in _kept(dims))} of its "
                     f"shape {_squeezed(f.shape, dims)}): a loop reading a fragment's registers runs over all of it")
-        elif isinstance(self.by[buf], Reduce) and self.plan.origin[buf][0] == "common" and buf not in self.rerouted:
+        elif self._reroutable(buf):
             read = as_read_by(loop, _kept(dims)).reshape(tuple(int(d) for d in buf.shape))
             if not needs_table(read):
                 raise _Reroute(buf, read, f"{self.plan.origin[buf][1]}, as the loop at {where(p.loc)} reads them")
+        elif src is not None and self._reroutable(src) and _kept(dims) == tuple(range(len(p.vars))) \
+                and _squeezed(f.shape, dims) == _extents(p):  # the loop runs as buf is laid out, src read so
+            src_dims = next(d for b, d in _fragment_accesses(p) if b is src)
+            read = as_read_by(_squeeze(f, dims), _kept(src_dims)).reshape(tuple(int(d) for d in src.shape))
+            if not needs_table(read):
+                raise _Reroute(src, read, f"{self.plan.origin[src][1]}, laid out as {buf.name} at {where(p.loc)}")
         raise LayoutConflictError(
             f"fragment {buf.name!r} ({self.plan.origin[buf][1]}, {_where(self.by[buf])}) is not held where the loop "
             f"at {where(p.loc)} runs ({how}){part}; copy one of them through a shared buffer (T.copy) or change one "
