@@ -1044,17 +1044,9 @@ def test_a_fragment_the_threads_do_not_divide_is_held_whole_with_a_note(rng):
     assert not any("does not spread evenly" in n for n in simt(kernel(4, 64)).state.report)
 
 
-@pytest.mark.parametrize("target", ["simt:sm_80", "simt:sm_90a"])
-@pytest.mark.parametrize(("M", "N", "bm", "threads"), [(12, 40, 4, 32), (64, 77, 32, 32), (128, 77, 64, 64)])
-def test_argmax_of_rows_whose_projection_the_loop_cannot_read(rng, target, M, N, bm, threads):
-    """Top-1 of each row, the tile loaded by T.copy. Its spread over the threads (4 x 40 over 32: thread t holds
-    elements t + 32 l) puts one thread's registers in several rows, different registers of one row on different
-    threads: the row max's layout from the reduction (one register per row) is not one the loop over the tile can
-    read (thread 0 finds row 0 in its register 1, thread 8 row 1), and the kernel was refused ("fragment 'mx'
-    (rows of x, ...) is not held where the loop at line ... runs"). The row max now takes the loop's registers (each
-    row in every register the loop runs an iteration of it in), converted from the reduction through shared memory;
-    a loop over the rows and a copy out read it there too."""
-    import tilec
+def _argmax(M: int, N: int, bm: int, threads: int, tail: str):
+    """Top-1 of each row of X (I) and its row max (V), after a last loop over the two row vectors: ``tail``
+    'scale' (mx = 2 mx), 'both' (mi first: mi += 1, mx = 2 mx + mi) or 'mi_from_mx' (mi += mx)."""
 
     @T.prim_func
     def main(X: T.Tensor((M, N), "float16"), I: T.Tensor((M,), "int32"), V: T.Tensor((M,), "float32")):
@@ -1068,11 +1060,35 @@ def test_argmax_of_rows_whose_projection_the_loop_cannot_read(rng, target, M, N,
             for i, j in T.Parallel(bm, N):
                 idx[i, j] = T.if_then_else(x[i, j] == mx[i], j, N)
             T.reduce_min(idx, mi, dim=1)
-            for i in T.Parallel(bm):
-                mx[i] = mx[i] * 2.0
+            if tail == "scale":
+                for i in T.Parallel(bm):
+                    mx[i] = mx[i] * 2.0
+            elif tail == "both":
+                for i in T.Parallel(bm):
+                    mi[i] = mi[i] + 1
+                    mx[i] = mx[i] * 2.0 + T.cast(mi[i], "float32")
+            else:
+                for i in T.Parallel(bm):
+                    mi[i] = mi[i] + T.cast(mx[i], "int32")
             T.copy(mi, I[bx * bm])
             T.copy(mx, V[bx * bm])
 
+    return main
+
+
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:sm_90a"])
+@pytest.mark.parametrize(("M", "N", "bm", "threads"), [(12, 40, 4, 32), (64, 77, 32, 32), (128, 77, 64, 64)])
+def test_argmax_of_rows_whose_projection_the_loop_cannot_read(rng, target, M, N, bm, threads):
+    """Top-1 of each row, the tile loaded by T.copy. Its spread over the threads (4 x 40 over 32: thread t holds
+    elements t + 32 l) puts one thread's registers in several rows, different registers of one row on different
+    threads: the row max's layout from the reduction (one register per row) is not one the loop over the tile can
+    read (thread 0 finds row 0 in its register 1, thread 8 row 1), and the kernel was refused ("fragment 'mx'
+    (rows of x, ...) is not held where the loop at line ... runs"). The row max now takes the loop's registers (each
+    row in every register the loop runs an iteration of it in), converted from the reduction through shared memory;
+    a loop over the rows and a copy out read it there too."""
+    import tilec
+
+    main = _argmax(M, N, bm, threads, "scale")
     x = np.stack([rng.permutation(N) for _ in range(M)]).astype(np.float16)  # no ties
     ind, val = poisoned((M,), "int32"), poisoned((M,), "float32")
     kernel = tilec.JITKernel(main, target)
@@ -1096,28 +1112,7 @@ def test_a_loop_over_both_argmax_vectors_laid_out_alike(rng, target, M, N, bm, t
     not hold it, is laid out like mx (the reduction converts it through shared memory)."""
     import tilec
 
-    @T.prim_func
-    def main(X: T.Tensor((M, N), "float16"), I: T.Tensor((M,), "int32"), V: T.Tensor((M,), "float32")):
-        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
-            x = T.alloc_fragment((bm, N), "float32")
-            mx = T.alloc_fragment((bm,), "float32")
-            idx = T.alloc_fragment((bm, N), "int32")
-            mi = T.alloc_fragment((bm,), "int32")
-            T.copy(X[bx * bm, 0], x)
-            T.reduce_max(x, mx, dim=1)
-            for i, j in T.Parallel(bm, N):
-                idx[i, j] = T.if_then_else(x[i, j] == mx[i], j, N)
-            T.reduce_min(idx, mi, dim=1)
-            if writes_mx:
-                for i in T.Parallel(bm):
-                    mi[i] = mi[i] + 1
-                    mx[i] = mx[i] * 2.0 + T.cast(mi[i], "float32")
-            else:
-                for i in T.Parallel(bm):
-                    mi[i] = mi[i] + T.cast(mx[i], "int32")
-            T.copy(mi, I[bx * bm])
-            T.copy(mx, V[bx * bm])
-
+    main = _argmax(M, N, bm, threads, "both" if writes_mx else "mi_from_mx")
     x = np.stack([rng.permutation(N) for _ in range(M)]).astype(np.float16)  # no ties
     ind, val = poisoned((M,), "int32"), poisoned((M,), "float32")
     tilec.JITKernel(main, target)(x, ind, val)
