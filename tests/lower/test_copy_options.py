@@ -214,9 +214,9 @@ def test_disable_tma_keeps_the_epilogue_store_on_threads(rng):
                                                               pass_configs=TMA).get_kernel_source()
 
 
-def _preloaded(disable_q=False, n=3):
+def _preloaded(disable_q=False, n=3, q_dtype="float16"):
     @T.prim_func
-    def main(Q: T.Tensor((128, 64), "float16"), B: T.Tensor((n * 64, 64), "float16"),
+    def main(Q: T.Tensor((128, 64), q_dtype), B: T.Tensor((n * 64, 64), "float16"),
              C: T.Tensor((128, 64), "float16")):
         with T.Kernel(2, threads=128) as bx:
             Q_s = T.alloc_shared((64, 64), "float16")
@@ -250,6 +250,104 @@ def test_disable_tma_keeps_a_copy_before_the_loop_off_the_producer(rng):
         c = poisoned((128, 64), "float16")
         k(q, b, c)
         assert_close(c, want, "float16")
+
+
+def test_preload_note_names_the_real_reason_not_disable_tma(rng):
+    """Q copied from a float32 tensor into a float16 tile (a conversion, which TMA cannot do) with disable_tma=True:
+    the preload note blamed disable_tma, though the copy stays the block's threads' without it too. The note now names
+    the conversion, the option is noted as having no effect, and the results match numpy."""
+    line = _line(_preloaded, "# the Q copy")
+    reason = "'Q': TMA copies 8-, 16- or 32-bit elements without conversion"
+    for disable in (True, False):
+        notes = _notes(tilec.JITKernel(_preloaded(disable, q_dtype="float32"), "simt:sm_90a", pass_configs=WS))
+        assert f"T.copy at line {line}: the block's threads load 'Q_s', not the producer warpgroup by TMA: " \
+            f"{reason}" in notes, notes
+        assert not any("has disable_tma=True" in n or n.endswith(": disable_tma=True") for n in notes), notes
+        inert = [n for n in notes if "disable_tma=True has no effect" in n]
+        assert inert == ([f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: {reason}"]
+                         if disable else []), notes
+    kernel = tilec.JITKernel(_preloaded(True, q_dtype="float32"), "simt:sm_90a", pass_configs=WS)
+    q, b = randn(rng, (128, 64), "float32"), randn(rng, (192, 64), "float16")
+    q16 = q.astype(np.float16).astype(np.float64)
+    want = sum(q16 @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
+    c = poisoned((128, 64), "float16")
+    kernel(q, b, c)
+    assert_close(c, want, "float16")
+
+
+def _both_disabled():
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float32"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((128, 64), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(2, num_stages=2):
+                T.copy(A[bx * 64, k * 32], A_s, disable_tma=True)  # the A copy
+                T.copy(B[k * 32, 0], B_s, disable_tma=True)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * 64, 0])
+
+    return main
+
+
+def test_pipelined_note_names_the_real_reason_not_disable_tma():
+    """Both operand copies with disable_tma=True, A's also converting float32 to float16: the loop's note named
+    A's disable_tma though TMA could not have copied A anyway; it now names the conversion, and notes A's option as
+    having no effect (B's, which kept B's tile off TMA, gets no such note)."""
+    line = _line(_both_disabled, "# the A copy")
+    notes = _notes(tilec.JITKernel(_both_disabled(), "simt:sm_90a", pass_configs=TMA))
+    assert f"T.Pipelined at line {line - 1}: cp.async, not TMA: 'A': TMA copies 8-, 16- or 32-bit elements " \
+        "without conversion" in notes, notes
+    assert f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: 'A': TMA copies 8-, 16- " \
+        "or 32-bit elements without conversion" in notes, notes
+    assert not any(f"line {line + 1}: disable_tma=True has no effect" in n for n in notes), notes
+
+
+def _no_tma_anyway():
+    @T.prim_func
+    def main(A: T.Tensor((100, 64), "float16"), R: T.Tensor((100, 36), "float16"), B: T.Tensor((100, 64), "float16"),
+             D: T.Tensor((100, 36), "float16")):
+        with T.Kernel(T.ceildiv(100, 32), threads=128) as bx:
+            S = T.alloc_shared((32, 64), "float16")
+            U = T.alloc_shared((32, 36), "float16")
+            F = T.alloc_fragment((32, 64), "float32")
+            T.copy(A[bx * 32, 0], S, disable_tma=True)  # the plain load
+            T.copy(R[bx * 32, 0], U, disable_tma=True)  # the odd rows
+            T.copy(S, F, disable_tma=True)  # the shared read
+            for i, j in T.Parallel(32, 64):
+                F[i, j] = F[i, j] * 2.0
+            T.copy(F, B[bx * 32, 0])
+            T.copy(U, D[bx * 32, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("configs", [None, TMA, WS], ids=["default", "tma", "tma ws"])
+def test_disable_tma_where_no_pass_would_use_tma_is_noted(rng, configs):
+    """On sm_90a with TMA, disable_tma=True on copies no pass would move by TMA (a global->shared copy outside any
+    T.Pipelined loop, one whose 72-byte rows no tensor map takes, a shared->fragment copy) got no note, so nothing
+    told the user the option did nothing. Each now gets one, with the copy's line and why TMA would not move it;
+    where the option acts (a pipelined gemm's copies and store) there is none. The results match numpy."""
+    kernel = tilec.JITKernel(_no_tma_anyway(), "simt:sm_90a", pass_configs=configs)
+    notes = [n for n in _notes(kernel) if "disable_tma" in n]
+    load, odd, read = (_line(_no_tma_anyway, t) for t in ("# the plain load", "# the odd rows", "# the shared read"))
+    assert sorted(notes) == sorted([
+        f"T.copy at line {load}: disable_tma=True has no effect: TMA would not move it: only a T.Pipelined loop's "
+        "first-stage copies and tiles a warp-specialized loop's gemms read go global->shared by TMA",
+        f"T.copy at line {odd}: disable_tma=True has no effect: TMA would not move it: 'R': its rows of 72 bytes are "
+        "not a multiple of 16",
+        f"T.copy at line {read}: disable_tma=True has no effect: TMA would not move it: TMA moves global->shared "
+        "copies and accumulator stores to global memory, not a shared->fragment copy"]), kernel.report()
+    a, r = randn(rng, (100, 64), "float16"), randn(rng, (100, 36), "float16")
+    b, d = poisoned((100, 64), "float16"), poisoned((100, 36), "float16")
+    kernel(a, r, b, d)
+    assert_close(b, a.astype(np.float64) * 2, "float16")
+    assert_close(d, r.astype(np.float64), "float16")
+    acting = tilec.JITKernel(_gemm(100, 72, 80, a={"disable_tma": True}, c={"disable_tma": True}), "simt:sm_90a",
+                             pass_configs=configs or TMA)
+    assert not any("has no effect" in n and "disable_tma" in n for n in _notes(acting)), acting.report()
 
 
 @pytest.mark.parametrize("value", ["yes", 2, None])

@@ -57,11 +57,14 @@ from tilec.ir.stmt import (
 )  # fmt: skip
 from tilec.ir.visit import walk
 from tilec.lower.layouts import swizzle_bytes
+from tilec.passes.pipelining import record_fate
 from tilec.target import Target
 
 
-def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
-    """``func`` with its accumulator stores staged (the same object when none is)."""
+def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None,
+                    fates: dict | None = None) -> tuple[PrimFunc, list[str]]:
+    """``func`` with its accumulator stores staged (the same object when none is); ``fates`` gets what became of the
+    stores with ``disable_tma`` that could go by TMA stores (:func:`tilec.passes.pipelining.record_fate`)."""
     launch = func.launch
     opts = options or {}
     if not target.arch.startswith("sm_") or not opts.get("stage_epilogue", True):
@@ -71,6 +74,7 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None)
 
     st = _Stager(launch, tma, smem_limit(target) if tma else 0, opts.get("stage_handoff", True),
                  opts.get("store_buffers", 2))
+    st.fates = {} if fates is None else fates
     body = st.seq(launch.body, top=True)
     if not st.new and not st.own:
         return func, st.notes + _inert(launch, opts, st)
@@ -186,6 +190,7 @@ class _Stager:
         # whether pass configs store_buffers and stage_handoff had a choice to make (stage_in_loop), and why not
         self.chunked = self.handed = False
         self.unchunked = ""
+        self.fates: dict = {}  # stores with disable_tma a TMA store was considered for (record_fate)
 
     def seq(self, s: Stmt, top: bool = False, looped: bool = False) -> Stmt:
         """The statement sequence ``s`` with its eligible stores staged (recursing into the consumers' part and into
@@ -222,6 +227,7 @@ class _Stager:
         if shape is None or c.dst.extents[-1] != shape[-1]:
             return None
         why = _tma_refusal(g, shape)
+        record_fate(self.fates, c, why)
         if why is not None:
             self.notes.append(f"T.copy at {where(c.loc)}: the accumulator is stored directly, not by TMA stores: {why}")
             return None
@@ -329,6 +335,8 @@ class _Stager:
             return None
         self.new.append((stage, tuple(fits)))
         why = _tma_refusal(g, shape) if self.tma else None
+        if self.tma:
+            record_fate(self.fates, c, why)
         tma = self.tma and why is None and not c.disable_tma
         self.notes.append(f"T.copy at {here}: {f.name} goes out through shared memory ({stage.name}, over "
                           f"{', '.join(u.name for u in fits)}), " + ("by TMA stores" if tma else _vectors(c))

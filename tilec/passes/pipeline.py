@@ -138,7 +138,9 @@ def _operand_registers(state: CompileState) -> CompileState:
 def _pipelining(state: CompileState) -> CompileState:
     from tilec.passes.pipelining import pipeline_loops
 
-    return _rewrite(state, pipeline_loops)
+    fates: dict = {}  # the copies with disable_tma a TMA path considered (for _tma_inert)
+    state = _rewrite(state, lambda f, t, o: pipeline_loops(f, t, o, fates))
+    return state.with_(artifacts={**state.artifacts, "tma_fates": fates})
 
 
 def _hand_schedules(state: CompileState) -> CompileState:
@@ -154,9 +156,41 @@ def _clusters(state: CompileState) -> CompileState:
 
 
 def _epilogue(state: CompileState) -> CompileState:
+    """The epilogue, then (the last pass that makes TMA copies) a note on each disable_tma no TMA path needed."""
     from tilec.passes.epilogue import stage_epilogues
 
-    return _rewrite(state, stage_epilogues)
+    fates = dict(state.artifacts.get("tma_fates", {}))
+    state = _rewrite(state, lambda f, t, o: stage_epilogues(f, t, o, fates))
+    notes = _tma_inert(state.artifacts.get("input_func", state.func), fates, state.target, state.options or {})
+    return state.with_(report=state.report + notes) if notes else state
+
+
+def _tma_inert(func: PrimFunc, fates: dict, target: Target, options: dict) -> tuple[str, ...]:
+    """A note for each T.copy whose ``disable_tma=True`` changed nothing on a target that moves copies by TMA: no
+    pass would have made it a TMA copy or store. ``fates`` (loc -> None where the option decided, else why not) holds
+    what the passes that considered such a copy found (:func:`tilec.passes.pipelining.record_fate`)."""
+    from tilec.ir.stmt import Copy
+    from tilec.ir.visit import walk
+    from tilec.passes.pipelining import tma_box_why
+
+    if _TARGET_INERT["disable_tma"][0](target, options):  # noted at verify, for the whole target
+        return ()
+    notes = []
+    for s in walk(func.launch.body):
+        if type(s) is not Copy or not s.disable_tma or fates.get(s.loc, "") is None:
+            continue
+        scopes = (s.src.buffer.scope, s.dst.buffer.scope)
+        why = fates.get(s.loc) or (
+            (tma_box_why(s) or "only a T.Pipelined loop's first-stage copies and tiles a warp-specialized loop's "
+             "gemms read go global->shared by TMA") if scopes == ("global", "shared") else
+            ("pass config 'stage_epilogue' is off" if not options.get("stage_epilogue", True) else
+             "pass config 'tma_store' is off" if not options.get("tma_store", True) else
+             "only an accumulator store staged through shared memory goes by TMA stores")
+            if scopes == ("fragment", "global") else
+            f"TMA moves global->shared copies and accumulator stores to global memory, not a {scopes[0]}->"
+            f"{scopes[1]} copy")
+        notes.append(f"T.copy at {where(s.loc)}: disable_tma=True has no effect: TMA would not move it: {why}")
+    return tuple(dict.fromkeys(notes))
 
 
 _INSTR_NAME = {"simt": "scalar FMA path"}  # the report's name of a gemm plan's instruction

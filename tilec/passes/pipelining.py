@@ -157,8 +157,12 @@ def _check_hand_accesses(loop: For, body: list[Stmt], stage: list[int], order: l
 
 
 class _Pipeliner:
-    def __init__(self, func: PrimFunc, target: Target, options: dict | None = None) -> None:
+    def __init__(self, func: PrimFunc, target: Target, options: dict | None = None,
+                 fates: dict | None = None) -> None:
         self.func = func
+        # copies with disable_tma a TMA path considered: loc -> None where the option kept it off TMA, else why TMA
+        # would not have moved it anyway (:func:`record_fate`; the report's note on an option with no effect)
+        self.fates: dict = {} if fates is None else fates
         self.target = target
         opts = options or {}
         self.overlap = bool(opts.get("wgmma")) and opts.get("wgmma_overlap", True) and target.arch == "sm_90a"
@@ -265,11 +269,23 @@ class _Pipeliner:
     def tma_refusal(self, loop: For, body: list[Stmt], stages: list[int],
                     versions: dict[int, tuple[Buffer, int, int]]) -> str | None:
         """Why the loop cannot be a TMA pipeline, or None when it can."""
+        producers = [st for st, g in zip(body, stages) if g == 0]
+        why = self.ring_refusal(loop, body, producers, versions)
+        for p in producers:
+            record_fate(self.fates, p, f"the T.Pipelined loop at {where(loop.loc)} is not a TMA pipeline: {why}"
+                        if why else tma_box_why(p))
+        if why is not None:
+            return why
+        whys = [tma_box_refusal(p) for p in producers]
+        return whys[0] if all(whys) else None  # some by TMA: the others by cp.async on the same ring
+
+    def ring_refusal(self, loop: For, body: list[Stmt], producers: list[Stmt],
+                     versions: dict[int, tuple[Buffer, int, int]]) -> str | None:
+        """Why the loop cannot be a TMA pipeline whatever its copies' tiles, or None."""
         from tilec.ir.stmt import Gemm
 
         if loop.ann("stage") is not None:
             return "stages given by hand"
-        producers = [st for st, g in zip(body, stages) if g == 0]
         if not producers or any(not self.is_async(p) for p in producers):
             return "a first-stage statement is not a global->shared copy"
         counts = {versions[id(p.dst.buffer)][2] for p in producers if id(p.dst.buffer) in versions}
@@ -280,8 +296,7 @@ class _Pipeliner:
             users = [o for o in body if o is not p and x in _reads(o)]
             if not users or any(type(o) is not Gemm or x not in (id(o.A.buffer), id(o.B.buffer)) for o in users):
                 return f"{p.dst.buffer.name!r} is read by something other than T.gemm"
-        whys = [tma_box_refusal(p) for p in producers]
-        return whys[0] if all(whys) else None  # some by TMA: the others by cp.async on the same ring
+        return None
 
     def ws_refusal(self, top: bool) -> str | None:
         """Why a TMA pipeline cannot be warp-specialized, or None when it can."""
@@ -856,10 +871,12 @@ class _Pipeliner:
                     any(type(g) is not Gemm or x not in (g.A.buffer, g.B.buffer) for g in readers) or \
                     any(not _into_fragment(o, x) or not any(o is b for b in stmts[i + 1:key]) for o in before):
                 continue
-            if tma_box_refusal(c) is not None:
-                if c.disable_tma:
-                    notes.append(f"T.copy at {where(c.loc)}: the block's threads load {x.name!r}, not the "
-                                 "producer warpgroup by TMA: disable_tma=True")
+            why = tma_box_why(c)
+            if why is not None or c.disable_tma:
+                notes.append(f"T.copy at {where(c.loc)}: the block's threads load {x.name!r}, not the producer "
+                             f"warpgroup by TMA: {why or 'disable_tma=True'}")
+                if self.preload_on:
+                    record_fate(self.fates, c, why)
                 continue
             moved.append(c)
             early += [o for o in before if all(o is not e for e in early)]
@@ -958,14 +975,26 @@ class _Pipeliner:
 
 
 def tma_box_refusal(c: Copy) -> str | None:
-    """Why TMA cannot do copy ``c`` (a global->shared tile), or None: the source a contiguous tensor of
-    compile-time shape (rank <= 5, no size 0, 16-byte row strides), the tile 2-D with the tensor's innermost
-    dimension as its columns, boxes of at most 256 rows, each 16-byte-multiple panel (or row) one box."""
+    """Why TMA does not do copy ``c`` (a global->shared tile), or None: :func:`tma_box_why`, else its
+    ``disable_tma``."""
+    why = tma_box_why(c)
+    return why if why is not None or not c.disable_tma else f"the T.copy at {where(c.loc)} has disable_tma=True"
+
+
+def record_fate(fates: dict, c: Stmt, why: str | None) -> None:
+    """Record in ``fates`` (loc -> why) what became of copy ``c`` on a TMA path that considered it, where ``c`` has
+    ``disable_tma``: ``why`` TMA would not have moved it anyway, None where the option decided (which stays)."""
+    if isinstance(c, Copy) and c.disable_tma and fates.get(c.loc, "") is not None:
+        fates[c.loc] = why
+
+
+def tma_box_why(c: Copy) -> str | None:
+    """Why TMA cannot do copy ``c`` (a global->shared tile) whatever its options, or None: the source a contiguous
+    tensor of compile-time shape (rank <= 5, no size 0, 16-byte row strides), the tile 2-D with the tensor's
+    innermost dimension as its columns, boxes of at most 256 rows, each 16-byte-multiple panel (or row) one box."""
     from tilec.lower.layouts import swizzle_bytes
 
     src, dst = c.src.buffer, c.dst.buffer
-    if c.disable_tma:
-        return f"the T.copy at {where(c.loc)} has disable_tma=True"
     if src.dtype is not dst.dtype or src.dtype.bits not in (8, 16, 32):
         return f"{src.name!r}: TMA copies 8-, 16- or 32-bit elements without conversion"
     shape = src.shape
@@ -1085,13 +1114,15 @@ def check_hand_schedules(func: PrimFunc, target: Target, options: dict | None = 
     return func, []
 
 
-def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None) -> tuple[PrimFunc, list[str]]:
+def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None,
+                   fates: dict | None = None) -> tuple[PrimFunc, list[str]]:
     """``func`` with its pipelined loops rewritten (the same object when there is nothing to do); ``options`` are
-    the pass configs (with ``wgmma``, wgmma groups overlap the next trip unless ``wgmma_overlap`` is False)."""
+    the pass configs (with ``wgmma``, wgmma groups overlap the next trip unless ``wgmma_overlap`` is False);
+    ``fates`` gets what became of the copies with ``disable_tma`` that a TMA path considered (:func:`record_fate`)."""
     launch = func.launch
     if not any(isinstance(n, For) and n.kind == "pipelined" for n in walk(launch.body)):
         return func, _tile_order_inert(launch, options, None) + _ws_inert(launch, options, None)
-    p = _Pipeliner(func, target, options)
+    p = _Pipeliner(func, target, options, fates)
 
     top = set(map(id, launch.body.stmts if isinstance(launch.body, SeqStmt) else (launch.body,)))
 
