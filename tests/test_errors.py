@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -831,6 +832,30 @@ def test_an_on_chip_buffer_of_no_element_is_refused_at_its_line(alloc):
                 f = getattr(T, alloc)((4, 0), "float32")
                 T.copy(A[0:0], f[0, :])
                 T.copy(f[0, :], B[0:0])
+
+
+@pytest.mark.parametrize("alloc", ["alloc_shared", "alloc_fragment", "alloc_local"])
+@pytest.mark.parametrize("shape, message", [
+    ((), r"shape \(\) has no dimension \(a tile of one element is shape \(1,\); a per-thread scalar is "
+         r"T.alloc_var\)"),
+    ([], r"shape \(\) has no dimension"),
+    ((-1, 4), r"on-chip buffers need sizes >= 1, got shape \(-1, 4\) \(dimension 0 is -1\)"),
+    ((4, -2), r"on-chip buffers need sizes >= 1, got shape \(4, -2\) \(dimension 1 is -2\)"),
+    (-3, r"on-chip buffers need sizes >= 1, got shape \(-3,\) \(dimension 0 is -3\)"),
+    (0, r"on-chip buffers need sizes >= 1, got shape \(0,\) \(dimension 0 is 0\)"),
+])
+def test_an_on_chip_buffer_of_a_degenerate_shape_is_refused_at_its_line(alloc, shape, message):
+    """An empty shape (T.alloc_fragment(())) was accepted: it ran on the CPU interpreter, and T.alloc_fragment /
+    T.alloc_shared failed every GPU target with a bare ValueError from the layout code ('shape must be a nonempty
+    tuple of positive ints; got ()'), naming no line. A negative size was a TilecTypeError saying sizes must be >= 0
+    (0 is refused too). Each is now a TilecValueError at the user's line naming the shape and the dimension."""
+    line = inspect.currentframe().f_lineno + 5
+    with pytest.raises(TilecValueError, match=rf"test_errors.py:{line}:\d+: T.{alloc}: {message}"):
+        @T.prim_func
+        def main(A: T.Tensor((4,), "float32")):
+            with T.Kernel(1, threads=32) as bx:
+                f = getattr(T, alloc)(shape, "float32")
+                T.fill(f, 0.0)
 
 
 @pytest.mark.parametrize("alloc, args, kwargs, message", [

@@ -16,15 +16,31 @@ from tilec.language.types import _shape
 def _alloc(scope: str, shape: Any, dtype: Any, what: str) -> Buffer:
     b = current(what)
     k = b.require_kernel(what)
+    if scope != "var":
+        _check_sizes(shape, what)
     shp = _shape(shape, what) if scope != "var" else ()
     for d in shp:
         if not isinstance(d, int):
             raise TilecTypeError(f"{what}: on-chip buffers need static sizes, got {d}")
-        if d == 0:  # no layout spreads zero elements over the threads
-            raise TilecValueError(f"{what}: on-chip buffers need sizes >= 1, got shape {shp}")
     buf = Buffer(b.take_name(scope), shp, dt.dtype(dtype), scope, loc=b.loc)
     k.allocs.append(buf)
     return buf
+
+
+def _check_sizes(shape: Any, what: str) -> None:
+    """Refuse an on-chip shape without a dimension or with an integer size below 1 (no layout spreads zero elements
+    over the threads; the layout code failed with a bare ValueError on the GPU targets)."""
+    dims = (shape,) if isinstance(shape, int) or hasattr(shape, "__index__") else shape
+    if not isinstance(dims, (tuple, list)):
+        return  # _shape names what is wrong with it
+    if not dims:
+        raise TilecValueError(f"{what}: shape () has no dimension (a tile of one element is shape (1,); a "
+                              "per-thread scalar is T.alloc_var)")
+    for i, d in enumerate(dims):
+        if hasattr(d, "__index__") and not isinstance(d, bool) and int(d) < 1:
+            shown = tuple(int(x) if hasattr(x, "__index__") else x for x in dims)
+            raise TilecValueError(f"{what}: on-chip buffers need sizes >= 1, got shape {shown} (dimension {i} is "
+                                  f"{int(d)})")
 
 
 # the ``scope=`` values each allocation takes (TileLang's names) and what they are: "shared" (static shared memory in
