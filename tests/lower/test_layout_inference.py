@@ -708,3 +708,19 @@ def test_the_suites_register_tiles_fit_without_a_note(name):
     func = getattr(load_example(example), factory)(*args, **kwargs)
     assert not _register_notes(func, "cuda:sm_90a", {**default_pass_configs(), **ws, "persistent": True})
     assert not _register_notes(func, "cuda:sm_80", default_pass_configs())
+
+
+@pytest.mark.parametrize("block_n, threads, note", [(240, 256, True), (128, 256, False), (192, 384, False)])
+def test_a_warp_specialized_kernel_is_held_to_the_registers_setmaxnreg_gives(block_n, threads, note):
+    """A warp-specialized kernel's consumers get what the producer warpgroup leaves them (setmaxnreg: 232 at 256 + 128
+    threads), not the 255 a 256-thread block could have: a 256 x 240 gemm accumulator (240 registers a consumer
+    thread) got no note (a 256 x 208 one already spills 2112 bytes; nvcc 13.0, sm_90a); a 256 x 128 one and a
+    192 x 192 one at 384 threads (96 of 160) have none."""
+    func = load_example("01_gemm").matmul.fn(4096, 4096, 4096, block_M=256 if threads == 256 else 192,
+                                              block_N=block_n, block_K=64, threads=threads, num_stages=2)
+    notes = _register_notes(func, "cuda:sm_90a", {**default_pass_configs(), "wgmma": True, "tma": True,
+                                                  "warp_specialize": True})
+    assert len(notes) == int(note), notes
+    if note:
+        assert "('C_f' 240;" in notes[0] and "more than the 232 a thread of a 256-thread block can have on sm_90a " \
+            "after setmaxnreg" in notes[0], notes[0]

@@ -34,7 +34,7 @@ from tilec import dtypes as dt
 from tilec.errors import LayoutConflictError, SourceLoc, TilecValueError, where
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load, Var, const_value
-from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store, TileOp, TmaCopy
+from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store, TileOp, TmaCopy, WarpRoles
 from tilec.ir.visit import walk
 from tilec.layout import (
     Fragment,
@@ -165,6 +165,8 @@ class _Inference:
         self.checked: set[tuple[Parallel, Buffer]] = set()
         self.wgmma = False  # T.gemm may use wgmma (sm_90a with the "wgmma" pass config)
         self.body: Any = None  # the kernel's body (the register note's liveness)
+        self.roles: WarpRoles | None = None  # warp specialization: the consumers' registers come from setmaxnreg
+        self.producer_regs = 0  # pass config producer_regs
         self.by: dict[Any, Any] = {}  # buffer -> op that fixed its layout
         self.rerouted: dict[Buffer, tuple[Fragment, str]] = rerouted or {}  # reduction results laid out as read
 
@@ -545,6 +547,11 @@ class _Inference:
 
         model = table_model(self.target.arch)
         limit = model.thread_register_limit(self.T)
+        if self.roles is not None:  # warp-specialized: the consumers get what setmaxnreg leaves them
+            from tilec.lower.tma import consumer_registers
+
+            limit = consumer_registers(model, self.T * self.roles.copies, self.roles.producer_threads,
+                                       self.producer_regs)
         regs = {b: math.ceil(f.num_locals * b.dtype.bits / 32) for b, f in self.plan.fragments.items()}
         held = held_fragments(self.body, regs)
         total = sum(regs[b] for b in held.fragments)
@@ -561,7 +568,8 @@ class _Inference:
             "elements a thread holds times their size over 4 bytes; fragments only streamed element by element "
             "through copies and T.Parallel loops, or reloadable from read-only inputs, and registers for addresses "
             f"are not counted), more than the {limit} a thread of a {self.T}-thread block can have on "
-            f"{self.target.arch}: the compiler spills them to local memory, correct but slow; "
+            f"{self.target.arch}{' after setmaxnreg (what the producer warpgroup leaves)' if self.roles else ''}: "
+            "the compiler spills them to local memory, correct but slow; "
             f"smaller tiles{' or more threads' if limit == model.regs_per_thread else ''} keep them in registers")
 
     def check_private(self, op: Parallel, private: list[Buffer]) -> None:
@@ -731,6 +739,8 @@ def infer_layouts(func: Any, ftg: Any, target: Target, options: dict | None = No
         inference = _Inference(ops, launch.num_threads, target, annotations, locs, rerouted)
         inference.wgmma = bool((options or {}).get("wgmma")) and target.arch == "sm_90a"
         inference.body = launch.body
+        inference.roles = next((n for n in walk(launch.body) if isinstance(n, WarpRoles)), None)
+        inference.producer_regs = (options or {}).get("producer_regs", 0)
         try:
             return inference.run()
         except _Reroute as e:
