@@ -283,6 +283,13 @@ def producer_registers(consumer_threads: int) -> int:
     return PRODUCER_REGS_WIDE if consumer_threads > 256 else PRODUCER_REGS
 
 
+def consumer_registers(model: Any, consumers: int, producer_threads: int, producer_regs: int = 0) -> int:
+    """The consumer threads' registers after ``setmaxnreg``: what the producer warpgroup leaves of the register file
+    (at most 240). ptxas allocates the consumers' code to this count, not to the launch's (nvcc 13.0)."""
+    regs = producer_regs or producer_registers(consumers)
+    return min(240, (model.regs_per_sm - regs * producer_threads) // consumers // 8 * 8)
+
+
 def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TStmt:
     """The producer warpgroup after the block's threads; registers moved to the consumers with setmaxnreg when the
     block is alone on its SM (launch bounds ask for that)."""
@@ -291,7 +298,7 @@ def lower_roles(lw: Lowerer, s: WarpRoles, lower: Callable[[Stmt], TStmt]) -> TS
     model = table_model(lw.target.arch)
     at_launch = model.regs_at_launch(threads)
     regs = lw.producer_regs or producer_registers(consumers)  # pass config producer_regs; the consumers the rest
-    consumer = min(240, (model.regs_per_sm - regs * s.producer_threads) // consumers // 8 * 8)
+    consumer = consumer_registers(model, consumers, s.producer_threads, regs)
     lw.issuer = consumers
     try:
         producer = lower(s.then_body)

@@ -34,7 +34,7 @@ from tilec import dtypes as dt
 from tilec.errors import LayoutConflictError, SourceLoc, TilecValueError, where
 from tilec.ir.buffer import Buffer
 from tilec.ir.expr import Load, Var, const_value
-from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store, TmaCopy
+from tilec.ir.stmt import Copy, Gemm, Parallel, Reduce, Store, TileOp, TmaCopy, WarpRoles
 from tilec.ir.visit import walk
 from tilec.layout import (
     Fragment,
@@ -164,6 +164,9 @@ class _Inference:
         self.loop_src: dict[Parallel, Buffer] = {}  # the fragment a loop took its layout from
         self.checked: set[tuple[Parallel, Buffer]] = set()
         self.wgmma = False  # T.gemm may use wgmma (sm_90a with the "wgmma" pass config)
+        self.body: Any = None  # the kernel's body (the register note's liveness)
+        self.roles: WarpRoles | None = None  # warp specialization: the consumers' registers come from setmaxnreg
+        self.producer_regs = 0  # pass config producer_regs
         self.by: dict[Any, Any] = {}  # buffer -> op that fixed its layout
         self.rerouted: dict[Buffer, tuple[Fragment, str]] = rerouted or {}  # reduction results laid out as read
 
@@ -532,29 +535,41 @@ class _Inference:
         return self.plan
 
     def note_registers(self) -> None:
-        """A report note where the fragments a thread holds, all counted as live together, take more 32-bit
-        registers than a thread of this block can have (the target table's per-thread limit, or the register file
-        shared out over the threads): the compiler then spills them to local memory, correct but slow. At the line
-        of the largest; the figures are each fragment's elements a thread holds times their size over 4 bytes."""
-        if not self.target.arch or not self.plan.fragments:
+        """A report note where the fragments a thread holds at once (:mod:`tilec.passes.held_fragments`: live across
+        a statement, not streamed element by element) take more 32-bit registers than a thread of this block can have
+        (the target table's per-thread limit, or the register file shared out over the threads): the compiler then
+        spills them to local memory, correct but slow. At the line of the largest; the figures are each fragment's
+        elements a thread holds times their size over 4 bytes."""
+        if not self.target.arch or not self.plan.fragments or self.body is None:
             return
         from tilec.arch import table_model
+        from tilec.passes.held_fragments import held_fragments
 
         model = table_model(self.target.arch)
         limit = model.thread_register_limit(self.T)
+        if self.roles is not None:  # warp-specialized: the consumers get what setmaxnreg leaves them
+            from tilec.lower.tma import consumer_registers
+
+            limit = consumer_registers(model, self.T * self.roles.copies, self.roles.producer_threads,
+                                       self.producer_regs)
         regs = {b: math.ceil(f.num_locals * b.dtype.bits / 32) for b, f in self.plan.fragments.items()}
-        total = sum(regs.values())
+        held = held_fragments(self.body, regs)
+        total = sum(regs[b] for b in held.fragments)
         if total <= limit:
             return
-        big = sorted(regs, key=lambda b: -regs[b])
+        big = held.fragments
         each = ", ".join(f"{b.name!r} {regs[b]}" for b in big)
         loc = big[0].loc or getattr(self.by.get(big[0]), "loc", None)
+        op = held.where
+        name = f"T.{op.kind}" if isinstance(op, TileOp) and op.kind != "op" else type(op).__name__
         self.plan.notes.append(
-            f"T.alloc_fragment at {where(loc)}: the kernel's fragments take about "
-            f"{total} 32-bit registers a thread ({each}; an estimate: each one's elements a thread holds times their "
-            f"size over 4 bytes, all counted as live together), more than the {limit} a thread of a {self.T}-thread "
-            f"block can have on {self.target.arch}: where that many are live at once the compiler spills them to "
-            "local memory, correct but slow; "
+            f"T.alloc_fragment at {where(loc)}: the fragments live at once at the {name} at {where(op.loc)} take about "
+            f"{total} 32-bit registers a thread ({each}; an estimate: each fragment live across that statement, its "
+            "elements a thread holds times their size over 4 bytes; fragments only streamed element by element "
+            "through copies and T.Parallel loops, or reloadable from read-only inputs, and registers for addresses "
+            f"are not counted), more than the {limit} a thread of a {self.T}-thread block can have on "
+            f"{self.target.arch}{' after setmaxnreg (what the producer warpgroup leaves)' if self.roles else ''}: "
+            "the compiler spills them to local memory, correct but slow; "
             f"smaller tiles{' or more threads' if limit == model.regs_per_thread else ''} keep them in registers")
 
     def check_private(self, op: Parallel, private: list[Buffer]) -> None:
@@ -723,6 +738,9 @@ def infer_layouts(func: Any, ftg: Any, target: Target, options: dict | None = No
     while True:  # again for each reduction result a loop reads where its rows' projection does not hold it
         inference = _Inference(ops, launch.num_threads, target, annotations, locs, rerouted)
         inference.wgmma = bool((options or {}).get("wgmma")) and target.arch == "sm_90a"
+        inference.body = launch.body
+        inference.roles = next((n for n in walk(launch.body) if isinstance(n, WarpRoles)), None)
+        inference.producer_regs = (options or {}).get("producer_regs", 0)
         try:
             return inference.run()
         except _Reroute as e:
