@@ -120,7 +120,9 @@ class DeviceModel:
 
     def regs_at_launch(self, threads: int) -> int:
         """The registers a thread of a ``threads``-thread block alone on its SM may use: what ptxas compiles the whole
-        kernel to under ``__launch_bounds__(threads, 1)`` (``setmaxnreg`` moves registers later, not ptxas's bound)."""
+        kernel to under ``__launch_bounds__(threads, 1)``, except code after a ``setmaxnreg.inc``, which gets that count
+        (flash attention's consumers use R219 under "Used 168 registers"; nvcc 13.0); each single instruction, a wgmma
+        with its accumulator, must fit this count even there (ptxas C7602)."""
         return min(self.regs_per_thread, self.regs_per_sm // threads) // 8 * 8
 
     def thread_register_limit(self, threads: int) -> int:

@@ -848,3 +848,22 @@ def test_reductions_of_shared_tiles_into_shared_vectors_share_the_lines_out(rows
     x64 = x.astype(np.float64)
     assert_close(y, np.minimum(x64.min(0), 1.0), "float32")
     assert_close(y2, x64.sum(1), "float32", scale=float(np.abs(x64).sum(1).max()))
+
+
+def test_a_wgmma_too_wide_for_the_launchs_registers_gets_a_hint(tmp_path):
+    """Three consumer warpgroups (512 threads launched: 128 registers a thread) with a 64 x 256 float32 accumulator
+    a wgmma: ptxas refuses the instruction (154 registers) though setmaxnreg gives the consumers 160; the error tilec
+    raises for that log says why and what to change."""
+    from tilec.backends.cuda.runtime import ptxas_hint
+
+    k = tilec.JITKernel(load_example("01_gemm").matmul.fn(4096, 4096, 4096, block_M=192, block_N=256, block_K=64,
+                                                          threads=384, num_stages=2),
+                        "cuda:sm_90a", [-1], pass_configs={"wgmma": True, "tma": True, "warp_specialize": True})
+    (tmp_path / "kernel.cu").write_text(k.get_kernel_source())
+    res = subprocess.run([NVCC, "-gencode=arch=compute_90a,code=sm_90a", "-std=c++17", "-cubin", "-o",
+                          str(tmp_path / "kernel.cubin"), str(tmp_path / "kernel.cu")], capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode != 0
+    hint = ptxas_hint(res.stdout + res.stderr)
+    assert "needs 154 registers" in hint and "the 128 the block's launch size allows" in hint, hint
+    assert "block_N" in hint and "fewer threads" in hint

@@ -1,7 +1,7 @@
 """What tilec reads from ptxas's log (no GPU, no nvcc): spill bytes and the performance warnings that
 ``kernel.report()`` shows once a CUDA kernel is compiled."""
 
-from tilec.backends.cuda.runtime import _spills, ptxas_warnings
+from tilec.backends.cuda.runtime import _spills, ptxas_hint, ptxas_warnings
 
 LOG = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'main_kernel' for 'sm_90a'
@@ -26,3 +26,12 @@ def test_performance_warnings_are_kept():
 
 def test_spill_bytes():
     assert _spills(LOG) == 24
+
+
+def test_insufficient_registers_gets_a_hint():
+    log = ("ptxas fatal   : (C7602) Insufficient registers (128) to compile instruction at line 373 in function "
+           "main_kernel. Try to compile with register target of 154 or higher.\n")
+    hint = ptxas_hint(log)
+    assert "needs 154 registers" in hint and "the 128 the block's launch size allows" in hint
+    assert "block_N" in hint
+    assert ptxas_hint(LOG) == ""

@@ -308,3 +308,16 @@ def test_persistent_flash_attention_consumer_copies(examples, split_rings):
     q, k_, v = (torch.randn(b, h, n, d, device="cuda").half() for _ in range(3))
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double())
     assert _rel(k(q, k_, v), ref) < 3e-3
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+def test_a_wgmma_too_wide_for_the_launch_fails_with_a_hint(examples):
+    """Three consumer warpgroups (128 registers a thread at launch) with a 64 x 256 float32 accumulator a wgmma:
+    ptxas refuses it; the error names the registers and what to change (not only ptxas's log)."""
+    from tilec.errors import TilecRuntimeError
+
+    a, b = (torch.randn(1024, 1024, device="cuda", dtype=torch.float16) for _ in range(2))
+    kernel = examples["01_gemm"].matmul.fn(1024, 1024, 1024, block_M=192, block_N=256, block_K=64, threads=384,
+                                           num_stages=2)
+    with pytest.raises(TilecRuntimeError, match=r"(?s)Insufficient registers.*hint: .*needs \d+ registers.*block_N"):
+        tilec.JITKernel(kernel, "cuda", [-1], pass_configs={"wgmma": True, "tma": True, "warp_specialize": True})(a, b)

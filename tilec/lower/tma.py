@@ -273,7 +273,7 @@ def lower_warpgroup_turn(lw: Lowerer, t: WarpgroupTurn) -> TStmt:
 
 
 PRODUCER_REGS = 40  # a TMA-issuing warpgroup needs few registers (24 measured no faster with two consumers, perf AU)
-PRODUCER_REGS_WIDE = 24  # with three consumer warpgroups or more (512+ threads: ptxas holds every thread to 128)
+PRODUCER_REGS_WIDE = 24  # with three consumer warpgroups or more (512+ threads: 128 at launch, 160 for consumers)
 
 
 def producer_registers(consumer_threads: int) -> int:

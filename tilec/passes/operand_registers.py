@@ -13,8 +13,8 @@ Only in warp-specialized kernels, whose consumers get the registers the producer
 only while the kernel's register tiles, the new one included, take at most 800 bytes a consumer thread (each
 tile's bytes shared evenly among the threads): flash attention at D=128 with 128-key tiles (S, P, O, Q and the
 row statistics: 778 bytes) compiles to 168 registers without spills, with 160 keys (874 bytes) it spills (nvcc
-13.0). Not with three consumer warpgroups or more: 512 threads leave ptxas 128 registers a thread whatever
-``setmaxnreg`` gives later, and flash attention at D=64 in 192-row tiles spills 148 bytes with Q in registers, none
+13.0). Not with three consumer warpgroups or more: 512 threads launch at 128 registers a thread and ``setmaxnreg``
+gives the consumers 160, and flash attention at D=64 in 192-row tiles spills 148 bytes with Q in registers, none
 without. Without a producer the extra registers cost occupancy (perf notes AV: 127 → 140 registers left one block an
 SM where there were two, 5-25 % slower). The report says which tiles moved and why others stayed.
 """

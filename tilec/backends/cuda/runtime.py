@@ -80,12 +80,25 @@ def nvrtc_compile(source: str, arch: str, name: str) -> tuple[bytes, str]:
             nvrtc.compileProgram(prog, opts)
         except Exception as e:  # noqa: BLE001 - NVRTC raises its own error type with the log separately
             log = nvrtc.getProgramLog(prog)
-            raise TilecRuntimeError(f"NVRTC failed to compile kernel {name!r} for {arch}:\n{log}") from e
+            raise TilecRuntimeError(f"NVRTC failed to compile kernel {name!r} for {arch}:\n{log}"
+                                    + ptxas_hint(log)) from e
         log = nvrtc.getProgramLog(prog)
         cubin = nvrtc.getCUBIN(prog)
     finally:
         nvrtc.destroyProgram(prog)
     return bytes(cubin), log
+
+
+def ptxas_hint(log: str) -> str:
+    """What to change, for the ptxas failures a tile configuration causes (appended to the compile log)."""
+    m = re.search(r"Insufficient registers \((\d+)\).*?register target of (\d+)", log)
+    if m is None:
+        return ""
+    have, need = m.groups()
+    return (f"\nhint: one instruction (a wgmma with its accumulator, most often) needs {need} registers a thread, and "
+            f"ptxas holds every single instruction to the {have} the block's launch size allows, even after "
+            "setmaxnreg gives a warp-specialized kernel's consumers more: a narrower block_N (fewer accumulator "
+            "registers per wgmma) or fewer threads per block (fewer consumer warpgroups) compiles")
 
 
 def _spills(log: str) -> int:
