@@ -87,6 +87,24 @@ def test_wgmma_mla_decode(rng, num_stages):
                  scale=float(np.abs(kv.astype(np.float64)).max()))
 
 
+def test_mla_decode_gemm_off_wgmma_takes_its_row_partners_along(rng):
+    """dv=64 on two warpgroups: PV's B tile (KV, stored K x N) is 32 columns a warpgroup, under its 64-column swizzle
+    panel, so PV runs on mma.sync; QK^T stayed on wgmma and compiling failed with a LayoutConflictError ('rescale'
+    ... not held where the loop at line 73 runs), though the kernel runs on sm_80. Gemms whose accumulators are tied
+    by row values (the softmax's rescale of O) now leave wgmma together."""
+    mla = load_example("07_mla_decode")
+    b, h, kvh, s, dv, dpe = 1, 64, 1, 70, 64, 16
+    kernel = _compile(mla.mla_decode(b, h, kvh, s, dv=dv, dpe=dpe, block_H=64, block_N=64, threads=256),
+                      "simt:sm_90a", [4], wgmma=True)
+    notes = [line for line in kernel.report().splitlines() if "note: T.gemm" in line]
+    assert len(notes) == 3 and all(": mma (" in line for line in notes), notes
+    assert "not wgmma: the gemm at" in notes[0] and "their accumulators' rows must lie alike" in notes[0]
+    q, q_pe = (randn(rng, (b, h, d), "float16") for d in (dv, dpe))
+    kv, k_pe = (randn(rng, (b, s, kvh, d), "float16") for d in (dv, dpe))
+    assert_close(kernel(q, q_pe, kv, k_pe), mla.reference(q, q_pe, kv, k_pe), "float16",
+                 scale=float(np.abs(kv.astype(np.float64)).max()))
+
+
 def test_wgmma_needs_its_pass_config():
     kernel = _compile(load_example("01_gemm").matmul(64, 64, 64, block_M=64, block_N=64), "simt:sm_90a", [-1])
     assert "mma (" in _gemm_note(kernel)

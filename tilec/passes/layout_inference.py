@@ -278,13 +278,17 @@ class _Inference:
 
     def _register_a_fallback(self, g: Gemm, m: int) -> str | None:
         """Why gemm ``g`` (``m`` rows) stays off wgmma for another's sake, or None: a gemm of as many rows whose A is
-        in registers cannot use wgmma (its N split between warpgroups, say), and values computed row by row
-        from one accumulator are used with the other (flash attention's softmax between QK^T and PV), so their rows
-        must lie alike over the threads: both on mma.sync."""
+        in registers, or whose accumulator is tied to ``g``'s by fragments the kernel's loops, reductions and copies
+        share (MLA decode's rescale of O by the softmax of S), cannot use wgmma (its N split between warpgroups, say),
+        and values computed row by row from one accumulator are used with the other (flash attention's softmax
+        between QK^T and PV), so their rows must lie alike over the threads: both on mma.sync."""
         from tilec.lower.wgmma import wgmma_plan, wgmma_refusal
 
+        tied = _fragment_ties(self.ops)
         for op in self.ops:
-            if op is g or not isinstance(op, Gemm) or op.A.buffer.scope != "fragment":
+            if op is g or not isinstance(op, Gemm):
+                continue
+            if op.A.buffer.scope != "fragment" and tied(op.C.buffer) != tied(g.C.buffer):
                 continue
             om, on, ok = (int(x) for x in op.mnk)
             if om == m and wgmma_plan(op, om, on, ok, self.T) is None:
@@ -685,6 +689,30 @@ def _warp_grid(policy: str, warps: int, m: int, n: int, atom: tuple[int, int] = 
     if policy == "FullCol":
         return max(ok, key=lambda g: g[1])
     return min(ok, key=lambda g: (abs((m / g[0]) / (n / g[1]) - 1.0), -g[0]))
+
+
+def _fragment_ties(ops: list[Any]) -> Callable[[Buffer], int]:
+    """The group of each fragment: fragments one T.Parallel loop indexes, a reduction's source and result, and a
+    fragment copied to another are in one group (their layouts follow each other's rows)."""
+    parent: dict[int, int] = {}
+
+    def find(b: Any) -> int:
+        k = id(b)
+        while parent.get(k, k) != k:
+            k = parent[k]
+        return k
+
+    def tie(bufs: list[Buffer]) -> None:
+        frags = [b for b in bufs if b.scope == "fragment"]
+        for b in frags[1:]:
+            parent[find(b)] = find(frags[0])
+
+    for op in ops:
+        if isinstance(op, Parallel):
+            tie([b for b, _ in _fragment_accesses(op)])
+        elif isinstance(op, (Reduce, Copy)):
+            tie([op.src.buffer, op.dst.buffer])
+    return find
 
 
 def _fragment_accesses(p: Parallel) -> list[tuple[Buffer, _Dims]]:
