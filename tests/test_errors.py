@@ -2993,8 +2993,30 @@ def test_ceildiv_of_numbers_takes_integers_only():
         msg = rf"T.ceildiv: {name} must be an integer, got \w+ {re.escape(repr(bad))}"
         with pytest.raises(TilecTypeError, match=msg):
             T.ceildiv(*args)
-    with pytest.raises(TilecValueError, match=r"T.ceildiv\(16, 0\): b must not be 0"):
-        T.ceildiv(16, 0)
+    with pytest.raises(TilecValueError, match=r"T.ceildiv\(16, 0\): b must not be 0") as ei:
+        T.ceildiv(16, 0)  # ceildiv-by-zero
+    assert ei.value.loc is not None and ei.value.loc.line == line_of("ceildiv-by-zero")  # the caller's line
+
+
+def test_ceildiv_in_a_jit_factory_names_the_factorys_line():
+    """A factory's block size of 0 (``softmax(5, 100, block_N=0)``) raised ``T.ceildiv(100, 0): b must not be 0``
+    with no location: the call is plain Python before the kernel, so the error names its file:line."""
+
+    @tilec.jit(out_idx=[-1])
+    def scale(N, block_N=64):
+        tiles = T.ceildiv(N, block_N)  # ceildiv-in-factory
+
+        @T.prim_func
+        def main(A: T.Tensor((N,), "float32"), B: T.Tensor((N,), "float32")):
+            with T.Kernel(tiles, threads=32) as bx:
+                for i in T.Parallel(block_N):
+                    B[bx * block_N + i] = A[bx * block_N + i] * 2.0
+
+        return main
+
+    with pytest.raises(TilecValueError, match=r"test_errors.py:\d+:\d+: T.ceildiv\(100, 0\): b must not be 0") as ei:
+        scale(100, block_N=0)
+    assert ei.value.loc.line == line_of("ceildiv-in-factory")
 
 
 def test_ceildiv_of_a_float_variable_in_a_kernel_is_refused_at_its_line():

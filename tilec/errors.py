@@ -42,6 +42,20 @@ def where(loc: SourceLoc | None) -> str:
     return f"line {loc.line}"
 
 
+def caller_loc() -> SourceLoc | None:
+    """Where user code called the tilec function that calls this: the location of its caller's caller, or None
+    where that is tilec itself (the frontend evaluating a kernel's line, which gives the error that line)."""
+    import sys
+
+    frame = sys._getframe(2)
+    if frame.f_code.co_filename.startswith(_PACKAGE):
+        return None
+    return SourceLoc(frame.f_code.co_filename, frame.f_lineno, 0, frame.f_code.co_name)
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 class TilecError(Exception):
     """Base class of every error tilec raises about a kernel or its arguments.
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from tilec import dtypes as dt
 from tilec.dtypes import DType
-from tilec.errors import TilecTypeError, TilecValueError
+from tilec.errors import TilecTypeError, TilecValueError, caller_loc
 
 if TYPE_CHECKING:
     from tilec.ir.buffer import Buffer
@@ -475,11 +475,11 @@ def ceildiv(a: ExprLike, b: ExprLike) -> Any:
     negative); block and loop indices, bounded by the grid, keep the one division."""
     if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in (a, b)):
         if b == 0:
-            raise TilecValueError(f"T.ceildiv({a}, {b}): b must not be 0")
+            raise TilecValueError(f"T.ceildiv({a}, {b}): b must not be 0", caller_loc())
         return -(-int(a) // int(b))
     for name, v in (("a", a), ("b", b)):  # of a float, 2.5, the result would be 7.0
         if isinstance(v, (bool, np.bool_, str)) or not as_expr(v).dtype.is_int:
-            raise TilecTypeError(f"T.ceildiv: {name} must be an integer, got {type(v).__name__} {v!r}")
+            raise TilecTypeError(f"T.ceildiv: {name} must be an integer, got {type(v).__name__} {v!r}", caller_loc())
     if _has_size_var(a):
         return binop("+", binop("//", a, b), binop("//", binop("+", binop("%", a, b), binop("-", b, 1)), b))
     return binop("//", binop("+", a, binop("-", b, 1)), b)
