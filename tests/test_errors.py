@@ -473,18 +473,42 @@ def test_a_gemm_tile_no_instruction_spreads_over_the_threads_names_the_gemm():
 
 
 
-def test_a_layout_conflict_with_a_scalar_gemms_accumulator_names_the_gemm():
-    """MLA decode with 16 heads x 16 keys a tile on four warps: S = Q K^T has no FullRow partition of 4 warps in
-    16x8 atoms and runs in scalar code, whose spread of S does not hold the row maxima where the softmax loop needs
-    them. The conflict named only S's spread; it names the gemm and why it left the tensor cores too."""
-    from conftest import example_line, load_example
+@pytest.mark.parametrize("target", ["simt:sm_80", "simt:sm_90a", "simt:gfx90a"])
+def test_a_layout_conflict_with_a_scalar_gemms_accumulator_names_the_gemm(target):
+    """S = A B in scalar code (float32 operands), its row maxima subtracted from X_f, whose annotated layout puts rows
+    on other threads than S's spread: the conflict names S's spread as the accumulator of the gemm, at its line, and
+    why it left the tensor cores. (A scalar gemm tied so to another gemm's accumulator follows that one's rows, as
+    MLA decode's S follows O in tests/lower/test_examples_simt.py; an annotated fragment is no gemm's.)"""
+    from tilec.lower.layouts import default_fragment
 
-    mla = load_example("07_mla_decode")
-    gemm = example_line("07_mla_decode", "T.gemm(Q_s, KV_s, S")
+    @T.prim_func
+    def main(A: T.Tensor((16, 32), "float32"), B: T.Tensor((32, 32), "float32"), X: T.Tensor((16, 64), "float32"),
+             Y: T.Tensor((16, 32), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((16, 32), "float32")
+            B_s = T.alloc_shared((32, 32), "float32")
+            S = T.alloc_fragment((16, 32), "float32")
+            X_f = T.alloc_fragment((16, 64), "float32")
+            m = T.alloc_fragment((16,), "float32")
+            T.annotate_layout({X_f: default_fragment((16, 64), 128)})  # even rows on threads 0-63, odd on 64-127
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.copy(X, X_f)
+            T.gemm(A_s, B_s, S, clear_accum=True)  # scalar-gemm-tied
+            T.reduce_max(S, m, dim=1)
+            for i, j in T.Parallel(16, 64):
+                X_f[i, j] -= m[i]
+            for i, j in T.Parallel(16, 32):  # loop-over-S
+                S[i, j] -= m[i]
+            T.copy(X_f, X)
+            T.copy(S, Y)
+
     with pytest.raises(TilecError, match=rf"the layout of S: spread over the threads, the accumulator of T.gemm at "
-                                         rf"line {gemm} in scalar code \(fallback: no FullRow partition of 4 warps"):
-        tilec.JITKernel(mla.mla_decode(1, 16, 1, 37, block_H=16, block_N=16, threads=128).prim_func, "simt:sm_80",
-                        [4]).report()
+                                         rf"line {line_of('scalar-gemm-tied')} in scalar code \(fallback: operand "
+                                         r"dtype float32") as ei:
+        tilec.JITKernel(main, target, [3], pass_configs={"wgmma": True} if target.endswith("90a") else None).report()
+    assert_points_at(ei.value, "loop-over-S")
+
 
 @pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
 def test_a_register_operand_gemm_off_the_tensor_cores_says_why(target):

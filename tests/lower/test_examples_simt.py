@@ -12,7 +12,9 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, assert_close, load_example, randn
+from conftest import EXAMPLES, ROOT, assert_close, load_example, poisoned, randn
+
+import tilec
 
 from .helpers import simt
 
@@ -73,6 +75,37 @@ def test_mla_decode(rng, b, h, kvh, s, tiles):
     assert_close(kernel(q, q_pe, kv, k_pe), mla.reference(q, q_pe, kv, k_pe), "float16",
                  scale=float(np.abs(kv.astype(np.float64)).max()))
     assert kernel.report().count("mma (FullRow)") == 3
+
+
+SCALAR_MLA = [  # (target, heads, seqlen, mla_decode kwargs): QK^T or PV (or both) on the scalar FMA path
+    *((t, 16, 17, {"block_N": 32, "dv": 64, "dpe": 16, "dtype": "float32"})  # every gemm scalar (fp32 operands)
+      for t in ("simt:sm_80", "simt:sm_90a", "simt:gfx90a")),
+    *((t, 16, 37, {"block_N": 16, "dv": 64, "dpe": 16})  # S scalar (no FullRow partition of 4 warps), O on mma/MFMA
+      for t in ("simt:sm_80", "simt:sm_90a", "simt:gfx90a")),
+    *((t, 16, 40, {"block_N": 32, "dv": 100, "dpe": 3})  # K=100, N=100: scalar; O does not spread over 128 threads
+      for t in ("simt:sm_80", "simt:sm_90a", "simt:gfx90a")),
+    ("simt:sm_80", 16, 20, {"block_N": 8, "dv": 64, "dpe": 16}),  # S 16x8 and PV's K=8: scalar
+    ("simt:gfx90a", 16, 23, {"block_N": 17, "dv": 32, "dpe": 16}),  # a 17-key tile, masked
+    ("simt:gfx90a", 16, 20, {"block_N": 32, "dv": 64, "dpe": 16, "threads": 32}),  # half a wavefront: no MFMA
+]
+
+
+@pytest.mark.parametrize(("target", "h", "s", "tiles"), SCALAR_MLA,
+                         ids=lambda x: str(x) if not isinstance(x, dict) else "-".join(f"{v}" for v in x.values()))
+def test_mla_decode_with_a_scalar_gemm(rng, target, h, s, tiles):
+    """A gemm on the scalar FMA path whose accumulator's rows are tied to another gemm's by the softmax (S's row
+    maxima rescale O): compiling failed with a LayoutConflictError ('m' ... not held where the loop at line 67 runs,
+    S spread over the threads); S is now laid out around O's rows (or O around S's)."""
+    mla = load_example("07_mla_decode")
+    dtype, dv, dpe = tiles.get("dtype", "float16"), tiles["dv"], tiles["dpe"]
+    kernel = tilec.JITKernel(mla.mla_decode(1, h, 1, s, block_H=16, **{"threads": 128, **tiles}).prim_func, target, [],
+                             pass_configs={"wgmma": True} if target.endswith("90a") else None)
+    assert "scalar FMA path" in kernel.report()
+    q, q_pe = (randn(rng, (1, h, d), dtype) for d in (dv, dpe))
+    kv, k_pe = (randn(rng, (1, s, 1, d), dtype) for d in (dv, dpe))
+    o = poisoned((1, h, dv), dtype)
+    kernel(q, q_pe, kv, k_pe, o)
+    assert_close(o, mla.reference(q, q_pe, kv, k_pe), dtype, scale=float(np.abs(kv.astype(np.float64)).max()))
 
 
 FLASH = [  # (batch, heads, seq, dim, causal, tile kwargs)

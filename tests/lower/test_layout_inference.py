@@ -296,6 +296,31 @@ def test_flash_attention_layouts(dim, causal, seq_len):
         assert got.equals(w)
 
 
+@pytest.mark.parametrize(("target", "tiles", "instrs"), [
+    ("cuda:sm_80", {"block_N": 16}, ["simt", "simt", "mma"]),  # S: no FullRow partition of 4 warps; O on mma
+    ("hip:gfx90a", {"block_N": 16}, ["simt", "simt", "mfma"]),
+    ("cuda:sm_80", {"block_N": 32, "dtype": "float32"}, ["simt", "simt", "simt"]),
+    ("cuda:sm_80", {"block_N": 32, "dv": 100, "dpe": 3}, ["simt", "simt", "simt"]),  # O_f: 1600 over 128 threads
+])
+def test_a_scalar_gemms_accumulator_follows_the_rows_it_is_tied_to(target, tiles, instrs):
+    """MLA decode, 16 heads on 128 threads: S (scalar QK^T) and O_f (PV) are tied by the softmax's row values, so each
+    row of S lies on the threads of that row of O_f (the mma accumulator's, or, both scalar, row i on threads
+    i % 16 + 16 r), its columns shared out over them; the row statistics are their rows' projection."""
+    p = Plan(load_example("07_mla_decode").mla_decode(1, 16, 1, 40, block_H=16, threads=128,
+                                                      **{"dv": 64, "dpe": 16, **tiles}), target)
+    assert [g.instr for g in p.gemms()] == instrs
+    s, o = p.frag("S"), p.frag("O_f")
+    assert s.is_valid() and o.is_valid()
+    rows = [[set(t[i].reshape(-1).tolist()) for i in range(16)] for t in (s.eval_tables()[0], o.eval_tables()[0])]
+    assert rows[0] == rows[1]
+    if instrs[-1] == "simt":
+        assert rows[0] == [{i + 16 * r for r in range(8)} for i in range(16)]
+        assert o.num_locals * 128 == o.size * o.replicate and o.replicate < 128  # not the whole tile on every thread
+    assert p.origin("S")[1].startswith("laid out as the accumulator of T.gemm at line")
+    for name in ("m", "l", "rescale"):
+        assert [set(t.reshape(-1).tolist()) for t in p.frag(name).eval_tables()[0]] == rows[0], name
+
+
 # ----------------------------------------------------------------------------------------------------- the free level
 
 

@@ -15,7 +15,12 @@ Constraint propagation in three levels, each a fixpoint over the FTG's ops in pr
   out as the loop reads it instead, a row in each register the loop runs it in, and inference starts again; the
   reduction converts its rows to that through shared memory. A loop writing such a result runs as it is laid out,
   and another reduction's result that loop reads where that layout does not hold it is laid out alike;
-* *free*: fragments still open get an even spread over the threads, then loops without fragments too.
+* *free*: fragments still open get an even spread over the threads, then loops without fragments too. The
+  accumulator of a gemm on the scalar FMA path whose rows are tied to another gemm's accumulator of as many rows
+  (flash attention and MLA decode: S's softmax statistics rescale O) is laid out around that one's rows where the
+  two spreads would put a row on different threads: each row's columns shared out over the threads holding that
+  row of the other (a tensor-core accumulator, or a scalar one laid out so before), else row ``i`` on threads
+  ``i % g + g r`` (``g = gcd(rows, threads)``) for the first of them.
 
 A buffer given two different layouts raises :class:`~tilec.errors.LayoutConflictError` naming both ops.
 """
@@ -422,16 +427,54 @@ class _Inference:
         # a scalar-fallback gemm's accumulator: an error or a layout conflict with it names the gemm, and why
         of = f"the accumulator of T.gemm at {where(gemm.loc)} in scalar code " \
             f"{self.plan.gemms[gemm].why}" if gemm else ""
-        frag = self._spread(tuple(int(d) for d in buf.shape), vec, gemm or op,
-                            f"fragment {buf.name!r}" + (f" ({of})" if of else ""))
+        shape = tuple(int(d) for d in buf.shape)
+        tied = self._tied_rows(gemm, shape) if gemm is not None else None
+        if tied is not None:
+            frag, why = tied[0], f"laid out as {of}, around {tied[1]}, to which its rows are tied"
+        else:
+            frag = self._spread(shape, vec, gemm or op, f"fragment {buf.name!r}" + (f" ({of})" if of else ""))
+            why = "spread over the threads" + (f", {of}" if of else "")
         n = size(buf)
         if n > 1 and frag.replicate == self.T:  # the tile does not spread evenly: every thread holds all of it
             self.plan.notes.append(
                 f"T.alloc_fragment at {where(buf.loc or op.loc)}: {buf.name!r} ({n} elements) does not spread evenly "
                 f"over the {self.T} threads, so every thread holds and computes the whole tile ({n} registers a "
                 f"thread, the work {self.T} times over); a tile whose size is a multiple of the thread count spreads")
-        self.set_fragment(buf, frag, "free", op, "spread over the threads" + (f", {of}" if of else ""))
+        self.set_fragment(buf, frag, "free", op, why)
         return True
+
+    def _tied_rows(self, g: Gemm, shape: tuple[int, ...]) -> tuple[Fragment, str] | None:
+        """A layout for the accumulator of a scalar-fallback gemm ``g`` whose rows are tied (:func:`_fragment_ties`)
+        to another gemm's accumulator of as many rows (the softmax statistics of S = Q K^T rescale O = P V), where
+        their layouts would put a row on different threads, and what its rows follow; None where they would not,
+        or where none is tied. Values computed row by row from one accumulator are then held where the other's rows
+        are: ``g``'s is laid out around (:func:`around`: each row's columns shared out over the threads holding
+        that row) the rows of the first tied one laid out already (a tensor-core accumulator), else of :func:`_rows`,
+        and the others follow it."""
+        c, m, tied = g.C.buffer, int(g.mnk[0]), _fragment_ties(self.ops)
+        if c.ndim != 2 or not g.C.is_full():
+            return None
+        partners = [o for o in self.plan.gemms if o.C.buffer is not c and o.C.buffer.scope == "fragment"
+                    and o.C.buffer.ndim == 2 and int(o.mnk[0]) == m and tied(o.C.buffer) == tied(c)]
+        laid = next((o for o in partners if o.C.buffer in self.plan.fragments), None)
+        alike = [self.plan.fragments[laid.C.buffer]] if laid is not None else [self._even(o.C.buffer) for o in partners]
+        if len({_row_threads(f) for f in [self._even(c), *alike]}) == 1:  # as spread, their rows lie alike
+            return None
+        rows = project(self.plan.fragments[laid.C.buffer], (0,)) if laid is not None else _rows(m, self.T)
+        frag = around(rows, (0,), shape)
+        if needs_table(frag):
+            return None
+        d = math.gcd(m, self.T)
+        return frag, (f"the rows of {laid.C.buffer.name} (the accumulator of T.gemm at {where(laid.loc)})"
+                      if laid is not None else f"{m} rows over {self.T} threads (row i on threads i % {d} + {d} r)")
+
+    def _even(self, buf: Buffer) -> Fragment | None:
+        """The even spread the free rule gives ``buf`` (None where there is none)."""
+        shape = tuple(int(d) for d in buf.shape)
+        try:
+            return default_fragment(shape, self.T, vector_width(buf.dtype, shape[-1]))
+        except TilecValueError:
+            return None
 
     def _spread(self, shape: tuple[int, ...], vec: int, op: Any, what: str) -> Fragment:
         """``default_fragment``, its error naming ``what`` is spread and where (``op``'s line)."""
@@ -689,6 +732,24 @@ def _warp_grid(policy: str, warps: int, m: int, n: int, atom: tuple[int, int] = 
     if policy == "FullCol":
         return max(ok, key=lambda g: g[1])
     return min(ok, key=lambda g: (abs((m / g[0]) / (n / g[1]) - 1.0), -g[0]))
+
+
+def _rows(m: int, threads: int) -> Fragment:
+    """``m`` rows over ``threads``: row ``i`` on threads ``i % g + g r`` for every ``r`` (``g = gcd(m, threads)``),
+    in register ``i // g``."""
+    g = math.gcd(m, threads)
+    if g == threads:
+        return Fragment((m,), lambda i: i % g, lambda i: i // g, num_threads=threads, num_locals=m // g)
+    return Fragment((m,), lambda i, r: i % g + g * r, lambda i, r: i // g, replicate=threads // g,
+                    num_threads=threads, num_locals=m // g)
+
+
+def _row_threads(frag: Fragment | None) -> tuple[tuple[int, ...], ...] | None:
+    """The threads holding each row of a 2-D fragment (None for none)."""
+    if frag is None:
+        return None
+    threads = frag.eval_tables()[0]
+    return tuple(tuple(int(t) for t in np.unique(row)) for row in threads.reshape(threads.shape[0], -1))
 
 
 def _fragment_ties(ops: list[Any]) -> Callable[[Buffer], int]:
