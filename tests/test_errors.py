@@ -510,49 +510,6 @@ def test_a_layout_conflict_with_a_scalar_gemms_accumulator_names_the_gemm(target
     assert_points_at(ei.value, "loop-over-S")
 
 
-@pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a"])
-def test_a_register_operand_gemm_off_the_tensor_cores_says_why(target):
-    """fp16 operands, a float32 accumulator, 64x64x32 tiles, A in registers but transposed: the error names that
-    (it listed the dtype and tile conditions, all met here)."""
-
-    @T.prim_func
-    def main(A: T.Tensor((32, 64), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1, threads=128) as bx:
-            A_f = T.alloc_fragment((32, 64), "float16")
-            B_s = T.alloc_shared((32, 64), "float16")
-            C_f = T.alloc_fragment((64, 64), "float32")
-            T.copy(A, A_f)
-            T.copy(B, B_s)
-            T.gemm(A_f, B_s, C_f, transpose_A=True, clear_accum=True)  # transposed-register-operand
-            T.copy(C_f, C)
-
-    with pytest.raises(TilecError, match=r"register \(fragment\) operand needs tensor cores, which this gemm cannot "
-                                         r"use \(a transposed register operand\); copy the operand to shared") as ei:
-        tilec.JITKernel(main, target, [-1]).report()
-    assert_points_at(ei.value, "transposed-register-operand")
-
-
-@pytest.mark.parametrize("target", ["simt:sm_80", "simt:sm_90a", "simt:gfx90a"])
-def test_a_register_operand_gemm_on_part_of_a_fragment_says_why(target):
-    """A in registers as half of a wider fragment: the tensor-core layouts fit the operand's shape, not the whole
-    fragment's, and the error said only "layout of shape (64, 32) given to 'A_f' of shape (64, 64)"."""
-
-    @T.prim_func
-    def main(A: T.Tensor((64, 64), "float16"), B: T.Tensor((32, 64), "float16"), C: T.Tensor((64, 64), "float32")):
-        with T.Kernel(1, threads=128) as bx:
-            A_f = T.alloc_fragment((64, 64), "float16")
-            B_s = T.alloc_shared((32, 64), "float16")
-            C_f = T.alloc_fragment((64, 64), "float32")
-            T.copy(A, A_f)
-            T.copy(B, B_s)
-            T.gemm(A_f[:, 32:64], B_s, C_f, clear_accum=True)  # register-operand-region
-            T.copy(C_f, C)
-
-    with pytest.raises(TilecError, match=r"register \(fragment\) operand needs tensor cores, which this gemm cannot "
-                                         r"use \(register operand A_f\[:64, 32:64\] is part of a fragment") as ei:
-        tilec.JITKernel(main, target, [-1], pass_configs={"wgmma": True} if target.endswith("90a") else None).report()
-    assert_points_at(ei.value, "register-operand-region")
-
 @pytest.mark.parametrize(("stage", "order", "marker"), [([1, 0, 0], None, "reads-the-copy"),
                                                          ([0, 1, 1], [0, 2, 1], "reads-the-fragment")])
 @pytest.mark.parametrize("target", ["simt:sm_80", "simt:gfx90a", "cpu"])

@@ -221,3 +221,25 @@ def test_float_to_int_casts_compile(tmp_path):
     source = tilec.JITKernel(main, "hip:gfx90a").get_kernel_source()
     assert source.count("tl::f2i<") == 32, source
     compile_hip(source, "gfx90a", tmp_path)
+
+
+STAGED = {  # flash attention whose P·V gemm runs on the scalar FMA path, P staged through shared memory
+    "float32": ((1, 8, 1000, 64, False), {"dtype": "float32"}),
+    "float32 causal 32x32": ((1, 8, 1000, 64, True), {"dtype": "float32", "block_M": 32, "block_N": 32,
+                                                      "threads": 64}),
+    "float16 32 threads": ((1, 8, 1000, 64, False), {"block_M": 32, "block_N": 32, "threads": 32}),
+    "float16 D=40 causal": ((1, 8, 1000, 40, True), {}),  # P·V's N=40: no 16x16 MFMA tiling
+}
+
+
+@pytest.mark.parametrize("case", list(STAGED))
+def test_attention_with_a_staged_register_operand_compiles(case, tmp_path):
+    args, kwargs = STAGED[case]
+    jk = tilec.JITKernel(load_example("03_flash_attention").flash_attention.fn(*args, **kwargs), "hip:gfx90a", [3])
+    assert "its A operand 'P' is staged through shared memory" in jk.report()
+    source = jk.get_kernel_source()
+    assert "P_staged" in source
+    info = compile_hip(source, "gfx90a", tmp_path)
+    line = f"{'flash attention staged ' + case:<42} gfx90a {info['vgpr']:>3} VGPRs, {info['scratch']} B scratch"
+    print(line)
+    HIPCC_INFO.append(line)

@@ -867,3 +867,26 @@ def test_a_wgmma_too_wide_for_the_launchs_registers_gets_a_hint(tmp_path):
     hint = ptxas_hint(res.stdout + res.stderr)
     assert "needs 154 registers" in hint and "the 128 the block's launch size allows" in hint, hint
     assert "block_N" in hint and "fewer threads" in hint
+
+
+STAGED = {  # flash attention whose P·V gemm runs on the scalar FMA path, P staged through shared memory
+    "float32": ((1, 8, 1000, 64, False), {"dtype": "float32"}),
+    "float32 causal 32x32 2 stages": ((1, 8, 1000, 64, True), {"dtype": "float32", "block_M": 32, "block_N": 32,
+                                                               "threads": 64, "num_stages": 2}),
+    "float16 64x40 causal": ((1, 8, 1000, 64, True), {"block_N": 40}),  # P·V's K=40: no mma.m16n8k16 steps
+}
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("case", list(STAGED))
+def test_attention_with_a_staged_register_operand_compiles(case, arch, tmp_path):
+    args, kwargs = STAGED[case]
+    jk = tilec.JITKernel(load_example("03_flash_attention").flash_attention.fn(*args, **kwargs), f"cuda:{arch}", [3])
+    assert "its A operand 'P' is staged through shared memory" in jk.report()
+    source = jk.get_kernel_source()
+    assert "P_staged" in source
+    info = compile_cuda(source, tmp_path, arch)
+    line = f"{'flash attention staged ' + case + f' ({arch})':<46} {info['registers']:>3} registers, " \
+           f"{info['spill_stores']} B spill stores"
+    print(line)
+    PTXAS.append(line)

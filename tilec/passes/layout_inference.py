@@ -816,6 +816,19 @@ def _of_bits(bits: int) -> dt.DType:
     return {8: dt.int8, 16: dt.float16, 32: dt.float32, 64: dt.float64}.get(bits, dt.float32)
 
 
+def _uses_wgmma(target: Target, options: dict | None) -> bool:
+    return bool((options or {}).get("wgmma")) and target.arch == "sm_90a"
+
+
+def gemm_plan(g: Gemm, ops: list[Any], threads: int, target: Target, options: dict | None = None) -> GemmPlan:
+    """The plan layout inference gives ``g`` among the kernel's tile ``ops`` (its FTG's, in program order): what a
+    pass that rewrites a gemm by its instruction (:mod:`tilec.passes.stage_operands`) asks before."""
+    inference = _Inference(ops, threads, target, {})
+    inference.wgmma = _uses_wgmma(target, options)
+    m, n, k = (int(x) for x in g.mnk)
+    return inference.partition(g, m, n, k)
+
+
 def infer_layouts(func: Any, ftg: Any, target: Target, options: dict | None = None) -> LayoutPlan:
     """The :class:`LayoutPlan` of a kernel, from its FTG's ops in program order. ``options`` are the pass
     configs: ``{"wgmma": True}`` lets ``T.gemm`` on sm_90a use wgmma where it can."""
@@ -826,7 +839,7 @@ def infer_layouts(func: Any, ftg: Any, target: Target, options: dict | None = No
     rerouted: dict[Buffer, tuple[Fragment, str]] = {}
     while True:  # again for each reduction result a loop reads where its rows' projection does not hold it
         inference = _Inference(ops, launch.num_threads, target, annotations, locs, rerouted)
-        inference.wgmma = bool((options or {}).get("wgmma")) and target.arch == "sm_90a"
+        inference.wgmma = _uses_wgmma(target, options)
         inference.body = launch.body
         inference.roles = next((n for n in walk(launch.body) if isinstance(n, WarpRoles)), None)
         inference.producer_regs = (options or {}).get("producer_regs", 0)

@@ -327,11 +327,12 @@ def _min_blocks(target: Target, smem: int, threads: int, producer: bool) -> int:
 
 
 def _check_shared(nbytes: int, target: Target, launch: KernelLaunch, shared: tuple[tuple[Mem, int], ...],
-                  scratch_for: dict[Mem, SourceLoc]) -> None:
+                  scratch_for: dict[Mem, SourceLoc], staged: dict[Buffer, str]) -> None:
     """A kernel needing more shared memory than the target's block may have is refused here, on the CPU too (the
     thread interpreter would run it; the GPU would not load it). The error names the largest buffers: those the
     passes add (a second copy of the consumers' tiles, the stages of a pipeline) show there, and lowering's scratch
-    (``scratch_for``: a layout conversion's, a reduction's) with the line of the statement it serves."""
+    (``scratch_for``: a layout conversion's, a reduction's) with the line of the statement it serves; the staged
+    operands of scalar-path gemms (``staged``) always, with what they serve."""
     if not target.arch:
         return
     from tilec.arch import table_model
@@ -340,8 +341,10 @@ def _check_shared(nbytes: int, target: Target, launch: KernelLaunch, shared: tup
     if nbytes > limit:
         sizes = sorted(((int(m.size) * m.dtype.bits // 8, m.name, m) for m, _ in shared), reverse=True,
                        key=lambda x: x[:2])
+        shown = sizes[:6] + [x for x in sizes[6:] if x[2].buffer in staged]
         largest = ", ".join(f"{name} {size}" + (f" (tilec's scratch for {where(scratch_for[m])})"
-                                                if m in scratch_for else "") for size, name, m in sizes[:6])
+                                                if m in scratch_for else f" ({staged[m.buffer]})"
+                                                if m.buffer in staged else "") for size, name, m in shown)
         raise TilecValueError(f"the kernel needs {nbytes} bytes of shared memory; a block on {target.arch} may have "
                               f"at most {limit} (largest buffers, bytes: {largest}): use smaller tiles or fewer "
                               "pipeline stages (num_stages), or drop a pass config that adds buffers (consumers)",
@@ -361,7 +364,10 @@ def _check_grid(func: PrimFunc) -> None:
                                   "only; make the extent one of those", launch.loc)
 
 
-def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict | None = None) -> ThreadKernel:
+def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict | None = None,
+                 staged: dict[Buffer, str] | None = None) -> ThreadKernel:
+    """The thread-level kernel of ``func``. ``staged``: the shared buffers a pass added, with what each serves (named
+    in the error of a kernel needing too much shared memory, :mod:`tilec.passes.stage_operands`)."""
     _check_grid(func)
     lw = Lowerer(func, plan, target)
     lw.anchor_waits = (options or {}).get("wgmma_wait_anchor", False)
@@ -376,7 +382,7 @@ def lower_kernel(func: PrimFunc, plan: LayoutPlan, target: Target, options: dict
     params = tuple(lw.mem_of(p) if hasattr(p, "scope") else p for p in func.params)
     body = seq(_raster(launch, hw) + [_Driver(lw).stmt(launch.body)] + _drain_wgmma(lw, None))
     shared, nbytes = _place_shared(lw.shared, launch)
-    _check_shared(nbytes, target, launch, shared, lw.scratch_for)
+    _check_shared(nbytes, target, launch, shared, lw.scratch_for, staged or {})
     align = tuple((i, lw.align[p]) for i, p in enumerate(func.params) if p in lw.align)
     threads = launch.num_threads * lw.copies + lw.producer_threads
     cluster = [1, 1, 1]

@@ -193,6 +193,16 @@ def _tma_inert(func: PrimFunc, fates: dict, target: Target, options: dict) -> tu
     return tuple(dict.fromkeys(notes))
 
 
+def _stage_operands(state: CompileState) -> CompileState:
+    """Fragment operands of scalar-path gemms staged through shared memory; the buffers go to lowering (whose shared
+    memory error names them)."""
+    from tilec.passes.stage_operands import stage_operands
+
+    staged: dict = {}
+    state = _rewrite(state, lambda f, t, o: stage_operands(f, state.ftg, t, o, staged))
+    return state.with_(artifacts={**state.artifacts, "staged_operands": staged}) if staged else state
+
+
 _INSTR_NAME = {"simt": "scalar FMA path"}  # the report's name of a gemm plan's instruction
 
 
@@ -210,7 +220,8 @@ def _layouts(state: CompileState) -> CompileState:
 def _lower(state: CompileState) -> CompileState:
     from tilec.passes.lower import lower_kernel
 
-    kernel = lower_kernel(state.func, state.artifacts["layout_inference"], state.target, state.options)
+    kernel = lower_kernel(state.func, state.artifacts["layout_inference"], state.target, state.options,
+                          state.artifacts.get("staged_operands"))
     return state.with_(artifacts={**state.artifacts, "lower": kernel}, report=state.report + kernel.notes)
 
 
@@ -241,6 +252,7 @@ def default_pipeline(target: Target) -> list[Stage]:
         Stage("pipelining", _pipelining, "multi-stage cp.async pipelines for T.Pipelined loops"),
         Stage("clusters", _clusters, "thread-block clusters with TMA multicast"),
         Stage("epilogue", _epilogue, "accumulator stores staged through shared memory"),
+        Stage("stage_operands", _stage_operands, "register operands of scalar-path gemms staged in shared memory"),
         Stage("layout_inference", _layouts, "fragment, shared-memory and loop layouts"),
         Stage("lower", _lower, "tile ops to the thread IR"),
         Stage("barriers", _barriers, "__syncthreads where shared memory needs them"),
