@@ -101,6 +101,17 @@ def test_flash_attention(examples, causal, shape, tiles):
     assert _rel(out, ref) < 3e-3
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("tiles", [{}, {"block_M": 32, "block_N": 32, "threads": 64}])
+def test_flash_attention_float32(examples, causal, tiles):
+    """Float32: both gemms on the scalar FMA path, P staged through shared memory for P.V (pass stage_operands)."""
+    fa = examples["03_flash_attention"]
+    q, k, v = (torch.randn(1, 2, 200, 64, device="cuda") for _ in range(3))
+    out = fa.flash_attention(1, 2, 200, 64, causal, num_stages=2, dtype="float32", **tiles)(q, k, v)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    assert _rel(out, ref) < 1e-5
+
+
 @tilec.jit(target="cuda", out_idx=[1])
 def reductions(M, N, red, bm=16, dtype="float32"):
     @T.prim_func
