@@ -630,3 +630,77 @@ def test_disable_tma_keeps_a_persistent_kernels_store_direct(rng):
     g = _gemm(M, N, K, c={"disable_tma": True})
     src = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=configs).get_kernel_source()
     assert "bulk_group" not in src
+
+
+# ---------------------------------------------------------------- disable_tma: notes on a copy used several times
+
+
+@T.macro
+def _load(src, row, col, dst):
+    T.copy(src[row, col], dst, disable_tma=True)  # the macro's copy
+
+
+def _macro_twice(pipelined=True):
+    """The macro's copy used before the loop (no pass would move it by TMA) and, with ``pipelined``, in a TMA ring
+    (where the option keeps it off TMA); else once more before the loop."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((128, 64), "float16"),
+             D: T.Tensor((128, 64), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            X_s = T.alloc_shared((64, 64), "float16")
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            _load(A, bx * 64, 0, X_s)  # the plain call
+            T.copy(X_s, D[bx * 64, 0])
+            T.clear(C_f)
+            for k in T.Pipelined(2, num_stages=2):
+                if pipelined:
+                    _load(A, bx * 64, k * 32, A_s)  # the pipelined call
+                else:
+                    _load(A, bx * 64, k * 32, A_s)  # the second plain call
+                    T.copy(A[bx * 64, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * 64, 0])
+
+    return main
+
+
+def _run_macro_twice(kernel, rng):
+    a, b = randn(rng, (128, 64), "float16"), randn(rng, (64, 64), "float16")
+    c, d = poisoned((128, 64), "float16"), poisoned((128, 64), "float16")
+    kernel(a, b, c, d)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "float16")
+    assert_close(d, a.astype(np.float64), "float16")
+
+
+@pytest.mark.parametrize("configs", [TMA, WS], ids=["tma", "tma ws"])
+def test_disable_tma_of_a_macro_used_twice_is_noted_for_each_use(rng, configs):
+    """A T.macro's copy with disable_tma=True, used in a TMA ring (where the option keeps it on cp.async) and before
+    the loop (where no pass would move it by TMA): the fates were kept by the copy's line, so the use the option
+    decided hid the other's note. The use before the loop now gets the note, naming the macro's line and its call
+    site; the one in the ring gets none. The results match numpy."""
+    kernel = tilec.JITKernel(_macro_twice(), "simt:sm_90a", pass_configs=configs)
+    line, plain = _line(_load.fn, "# the macro's copy"), _line(_macro_twice, "# the plain call")
+    notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
+    assert notes == [f"T.copy at line {line} (in the T.macro called at line {plain}): disable_tma=True has no effect: "
+                     "TMA would not move it: only a T.Pipelined loop's first-stage copies and tiles a warp-specialized "
+                     "loop's gemms read go global->shared by TMA"], kernel.report()
+    _run_macro_twice(kernel, rng)
+
+
+def test_disable_tma_of_a_macro_used_twice_gets_a_note_for_each_use(rng):
+    """Both uses of the macro's copy with no effect: the two notes read the same and were merged into one; each now
+    names its own call site."""
+    kernel = tilec.JITKernel(_macro_twice(False), "simt:sm_90a", pass_configs=TMA)
+    line = _line(_load.fn, "# the macro's copy")
+    sites = [_line(_macro_twice, t) for t in ("# the plain call", "# the second plain call")]
+    notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
+    assert sorted(notes) == [f"T.copy at line {line} (in the T.macro called at line {s}): disable_tma=True has no "
+                             "effect: TMA would not move it: only a T.Pipelined loop's first-stage copies and tiles a "
+                             "warp-specialized loop's gemms read go global->shared by TMA" for s in sites], \
+        kernel.report()
+    _run_macro_twice(kernel, rng)
+

@@ -983,7 +983,8 @@ def tma_box_refusal(c: Copy) -> str | None:
 
 def record_fate(fates: dict, c: Stmt, why: str | None) -> None:
     """Record in ``fates`` (loc -> why) what became of copy ``c`` on a TMA path that considered it, where ``c`` has
-    ``disable_tma``: ``why`` TMA would not have moved it anyway, None where the option decided (which stays)."""
+    ``disable_tma``: ``why`` TMA would not have moved it anyway, None where the option decided (which stays). A
+    ``T.macro``'s line called twice has two locs (:attr:`tilec.errors.SourceLoc.site`), one fate for each use."""
     if isinstance(c, Copy) and c.disable_tma and fates.get(c.loc, "") is not None:
         fates[c.loc] = why
 
