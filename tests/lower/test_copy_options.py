@@ -704,3 +704,60 @@ def test_disable_tma_of_a_macro_used_twice_gets_a_note_for_each_use(rng):
         kernel.report()
     _run_macro_twice(kernel, rng)
 
+
+# ------------------------------------------------------- disable_tma: why a copy in a loop or before it is not TMA's
+
+
+def _one_stage(stages=1):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((128, 64), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(2, num_stages=stages):  # the loop
+                T.copy(A[bx * 64, k * 32], A_s, disable_tma=True)  # the A copy
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * 64, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("stages", [0, 1])
+@pytest.mark.parametrize("configs", [TMA, WS], ids=["tma", "tma ws"])
+def test_disable_tma_in_a_plain_loop_names_the_stages(rng, configs, stages):
+    """A T.Pipelined loop of fewer than 2 stages stays a plain loop, so TMA would not have moved its copies: the note
+    on disable_tma gave the generic reason (only a pipelined loop's first-stage copies go by TMA), which reads as if
+    the copy were outside any such loop. It now names the loop and its num_stages. The results match numpy."""
+    kernel = tilec.JITKernel(_one_stage(stages), "simt:sm_90a", pass_configs=configs)
+    line, loop = _line(_one_stage, "# the A copy"), _line(_one_stage, "# the loop")
+    notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
+    assert notes == [f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: the T.Pipelined "
+                     f"loop at line {loop} is not a TMA pipeline: num_stages={stages}, a plain loop (TMA needs 2 "
+                     "stages or more)"], kernel.report()
+    a, b = randn(rng, (128, 64), "float16"), randn(rng, (64, 64), "float16")
+    c = poisoned((128, 64), "float16")
+    kernel(a, b, c)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
+@pytest.mark.parametrize("extra, reason", [
+    ({"preload": False}, "pass config 'preload' is off"),
+    ({"persistent": True, "consumers": 2}, "the consumers run in 2 copies (pass config 'consumers'), for which the "
+     "producer warpgroup loads no tile copied before the loop")], ids=["preload off", "consumers 2"])
+def test_disable_tma_before_a_specialized_loop_names_the_config(rng, extra, reason):
+    """A tile copied before a warp-specialized loop that only its gemms read goes to the producer warpgroup's TMA
+    copies, unless pass config preload is off or the consumers run in copies: then disable_tma=True on that copy
+    has no effect, and its note gave the generic reason; it now names the pass config. The results match numpy."""
+    kernel = tilec.JITKernel(_preloaded(True), "simt:sm_90a", pass_configs={**WS, **extra})
+    line = _line(_preloaded, "# the Q copy")
+    notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
+    assert notes == [f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: {reason}"], \
+        kernel.report()
+    q, b = randn(rng, (128, 64), "float16"), randn(rng, (192, 64), "float16")
+    want = sum(q.astype(np.float64) @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
+    c = poisoned((128, 64), "float16")
+    kernel(q, b, c)
+    assert_close(c, want, "float16")
