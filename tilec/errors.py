@@ -13,6 +13,8 @@ class SourceLoc:
 
     ``kernel_file`` is the file of the kernel a ``T.macro`` of another file was inlined into ('' for the kernel's
     own lines): :func:`where` then names ``file``, whose line number alone would read as one of the kernel's.
+    ``site`` is where the ``T.macro`` whose line this is was called (None for the kernel's own lines): the lines of
+    a macro called twice are told apart (:func:`called_at`).
     """
 
     file: str
@@ -20,6 +22,7 @@ class SourceLoc:
     col: int = 0
     func: str = ""
     kernel_file: str = ""
+    site: SourceLoc | None = None
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col + 1}"
@@ -40,6 +43,16 @@ def where(loc: SourceLoc | None) -> str:
     if loc.kernel_file and loc.kernel_file != loc.file:
         return f"{os.path.basename(loc.file)}:{loc.line}"
     return f"line {loc.line}"
+
+
+def called_at(loc: SourceLoc | None) -> str:
+    """The ``T.macro`` calls a line was inlined through, innermost first, for a note that must tell a macro's uses
+    apart: ' (in the T.macro called at line 30)', '' for a line of the kernel itself."""
+    sites = []
+    while loc is not None and loc.site is not None:
+        loc = loc.site
+        sites.append(where(loc))
+    return f" (in the T.macro called at {', called at '.join(sites)})" if sites else ""
 
 
 def caller_loc() -> SourceLoc | None:

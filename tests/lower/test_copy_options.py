@@ -630,3 +630,134 @@ def test_disable_tma_keeps_a_persistent_kernels_store_direct(rng):
     g = _gemm(M, N, K, c={"disable_tma": True})
     src = tilec.JITKernel(g, "cuda:sm_90a", pass_configs=configs).get_kernel_source()
     assert "bulk_group" not in src
+
+
+# ---------------------------------------------------------------- disable_tma: notes on a copy used several times
+
+
+@T.macro
+def _load(src, row, col, dst):
+    T.copy(src[row, col], dst, disable_tma=True)  # the macro's copy
+
+
+def _macro_twice(pipelined=True):
+    """The macro's copy used before the loop (no pass would move it by TMA) and, with ``pipelined``, in a TMA ring
+    (where the option keeps it off TMA); else once more before the loop."""
+
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((128, 64), "float16"),
+             D: T.Tensor((128, 64), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            X_s = T.alloc_shared((64, 64), "float16")
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            _load(A, bx * 64, 0, X_s)  # the plain call
+            T.copy(X_s, D[bx * 64, 0])
+            T.clear(C_f)
+            for k in T.Pipelined(2, num_stages=2):
+                if pipelined:
+                    _load(A, bx * 64, k * 32, A_s)  # the pipelined call
+                else:
+                    _load(A, bx * 64, k * 32, A_s)  # the second plain call
+                    T.copy(A[bx * 64, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * 64, 0])
+
+    return main
+
+
+def _run_macro_twice(kernel, rng):
+    a, b = randn(rng, (128, 64), "float16"), randn(rng, (64, 64), "float16")
+    c, d = poisoned((128, 64), "float16"), poisoned((128, 64), "float16")
+    kernel(a, b, c, d)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "float16")
+    assert_close(d, a.astype(np.float64), "float16")
+
+
+@pytest.mark.parametrize("configs", [TMA, WS], ids=["tma", "tma ws"])
+def test_disable_tma_of_a_macro_used_twice_is_noted_for_each_use(rng, configs):
+    """A T.macro's copy with disable_tma=True, used in a TMA ring (where the option keeps it on cp.async) and before
+    the loop (where no pass would move it by TMA): the fates were kept by the copy's line, so the use the option
+    decided hid the other's note. The use before the loop now gets the note, naming the macro's line and its call
+    site; the one in the ring gets none. The results match numpy."""
+    kernel = tilec.JITKernel(_macro_twice(), "simt:sm_90a", pass_configs=configs)
+    line, plain = _line(_load.fn, "# the macro's copy"), _line(_macro_twice, "# the plain call")
+    notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
+    assert notes == [f"T.copy at line {line} (in the T.macro called at line {plain}): disable_tma=True has no effect: "
+                     "TMA would not move it: only a T.Pipelined loop's first-stage copies and tiles a warp-specialized "
+                     "loop's gemms read go global->shared by TMA"], kernel.report()
+    _run_macro_twice(kernel, rng)
+
+
+def test_disable_tma_of_a_macro_used_twice_gets_a_note_for_each_use(rng):
+    """Both uses of the macro's copy with no effect: the two notes read the same and were merged into one; each now
+    names its own call site."""
+    kernel = tilec.JITKernel(_macro_twice(False), "simt:sm_90a", pass_configs=TMA)
+    line = _line(_load.fn, "# the macro's copy")
+    sites = [_line(_macro_twice, t) for t in ("# the plain call", "# the second plain call")]
+    notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
+    assert sorted(notes) == [f"T.copy at line {line} (in the T.macro called at line {s}): disable_tma=True has no "
+                             "effect: TMA would not move it: only a T.Pipelined loop's first-stage copies and tiles a "
+                             "warp-specialized loop's gemms read go global->shared by TMA" for s in sites], \
+        kernel.report()
+    _run_macro_twice(kernel, rng)
+
+
+# ------------------------------------------------------- disable_tma: why a copy in a loop or before it is not TMA's
+
+
+def _one_stage(stages=1):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((128, 64), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(2, num_stages=stages):  # the loop
+                T.copy(A[bx * 64, k * 32], A_s, disable_tma=True)  # the A copy
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * 64, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("stages", [0, 1])
+@pytest.mark.parametrize("configs", [TMA, WS], ids=["tma", "tma ws"])
+def test_disable_tma_in_a_plain_loop_names_the_stages(rng, configs, stages):
+    """A T.Pipelined loop of fewer than 2 stages stays a plain loop, so TMA would not have moved its copies: the note
+    on disable_tma gave the generic reason (only a pipelined loop's first-stage copies go by TMA), which reads as if
+    the copy were outside any such loop. It now names the loop and its num_stages. The results match numpy."""
+    kernel = tilec.JITKernel(_one_stage(stages), "simt:sm_90a", pass_configs=configs)
+    line, loop = _line(_one_stage, "# the A copy"), _line(_one_stage, "# the loop")
+    notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
+    assert notes == [f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: the T.Pipelined "
+                     f"loop at line {loop} is not a TMA pipeline: num_stages={stages}, a plain loop (TMA needs 2 "
+                     "stages or more)"], kernel.report()
+    a, b = randn(rng, (128, 64), "float16"), randn(rng, (64, 64), "float16")
+    c = poisoned((128, 64), "float16")
+    kernel(a, b, c)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
+@pytest.mark.parametrize("extra, reason", [
+    ({"preload": False}, "pass config 'preload' is off"),
+    ({"persistent": True, "consumers": 2}, "the consumers run in 2 copies (pass config 'consumers'), for which the "
+     "producer warpgroup loads no tile copied before the loop")], ids=["preload off", "consumers 2"])
+def test_disable_tma_before_a_specialized_loop_names_the_config(rng, extra, reason):
+    """A tile copied before a warp-specialized loop that only its gemms read goes to the producer warpgroup's TMA
+    copies, unless pass config preload is off or the consumers run in copies: then disable_tma=True on that copy
+    has no effect, and its note gave the generic reason; it now names the pass config. The results match numpy."""
+    kernel = tilec.JITKernel(_preloaded(True), "simt:sm_90a", pass_configs={**WS, **extra})
+    line = _line(_preloaded, "# the Q copy")
+    notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
+    assert notes == [f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: {reason}"], \
+        kernel.report()
+    q, b = randn(rng, (128, 64), "float16"), randn(rng, (192, 64), "float16")
+    want = sum(q.astype(np.float64) @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
+    c = poisoned((128, 64), "float16")
+    kernel(q, b, c)
+    assert_close(c, want, "float16")

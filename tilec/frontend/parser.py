@@ -438,7 +438,8 @@ class Parser(ExprParser):
         except TypeError as e:
             raise TilecTypeError(f"macro {macro.__name__!r}: {e}") from None
         bound.apply_defaults()
-        src = dataclasses.replace(function_source(macro.fn), kernel_file=self.src.kernel_file or self.src.file)
+        src = dataclasses.replace(function_source(macro.fn), kernel_file=self.src.kernel_file or self.src.file,
+                                  site=self.b.loc)  # the call's (ExprParser sets it)
         sub = Parser(src, function_env(macro.fn), self.b, dict(bound.arguments))
         self.b.macro_depth += 1
         try:

@@ -20,17 +20,18 @@ class FunctionSource:
 
     ``tree`` has line numbers and columns of the original file (the dedent is undone), so every
     :class:`SourceLoc` made from it points at the user's text. ``kernel_file`` is the kernel's file where this is a
-    ``T.macro`` inlined into it ('' for the kernel itself).
+    ``T.macro`` inlined into it ('' for the kernel itself), ``site`` where that macro was called.
     """
 
     tree: ast.FunctionDef
     file: str
     name: str
     kernel_file: str = ""
+    site: SourceLoc | None = None
 
     def loc(self, node: ast.AST) -> SourceLoc:
         return SourceLoc(self.file, getattr(node, "lineno", self.tree.lineno), getattr(node, "col_offset", 0),
-                         self.name, self.kernel_file)
+                         self.name, self.kernel_file, self.site)
 
 
 @functools.lru_cache(maxsize=512)

@@ -168,7 +168,9 @@ def _epilogue(state: CompileState) -> CompileState:
 def _tma_inert(func: PrimFunc, fates: dict, target: Target, options: dict) -> tuple[str, ...]:
     """A note for each T.copy whose ``disable_tma=True`` changed nothing on a target that moves copies by TMA: no
     pass would have made it a TMA copy or store. ``fates`` (loc -> None where the option decided, else why not) holds
-    what the passes that considered such a copy found (:func:`tilec.passes.pipelining.record_fate`)."""
+    what the passes that considered such a copy found (:func:`tilec.passes.pipelining.record_fate`); the loc of a
+    ``T.macro``'s line holds its call site, so each use of the macro gets its own note, naming that site."""
+    from tilec.errors import called_at
     from tilec.ir.stmt import Copy
     from tilec.ir.visit import walk
     from tilec.passes.pipelining import tma_box_why
@@ -189,7 +191,8 @@ def _tma_inert(func: PrimFunc, fates: dict, target: Target, options: dict) -> tu
             if scopes == ("fragment", "global") else
             f"TMA moves global->shared copies and accumulator stores to global memory, not a {scopes[0]}->"
             f"{scopes[1]} copy")
-        notes.append(f"T.copy at {where(s.loc)}: disable_tma=True has no effect: TMA would not move it: {why}")
+        notes.append(f"T.copy at {where(s.loc)}{called_at(s.loc)}: disable_tma=True has no effect: TMA would not "
+                     f"move it: {why}")
     return tuple(dict.fromkeys(notes))
 
 

@@ -235,6 +235,13 @@ class _Pipeliner:
         stages, order, versions = self.plan(loop, body, outside)
         depth = max(stages) + 1
         if depth < 2:
+            if self.tma:  # a first-stage copy of a pipelined loop would have gone by TMA
+                why = "stages given by hand" if loop.ann("stage") is not None else \
+                    f"num_stages={loop.ann('num_stages') or 0}, a plain loop (TMA needs 2 stages or more)"
+                for st in body:
+                    if self.is_producer(st, body, outside):
+                        record_fate(self.fates, st, f"the T.Pipelined loop at {where(loop.loc)} is not a TMA "
+                                    f"pipeline: {why}")
             return dataclasses.replace(loop, kind="serial")
         if self.overlap and supports_async_copy(self.target):
             body = self.overlap_wgmma(loop, body, stages, versions)
@@ -845,10 +852,12 @@ class _Pipeliner:
         return binop("or", binop("and", binop("<", at_last, tiles), binop("==", self.tile, last)),
                       binop("and", binop(">=", at_last, tiles), binop("==", self.tile, binop("-", last, 1))))
 
-    def preloadable(self, stmts: list[Stmt], key: int, notes: list[str]) -> tuple[list[Copy], list[Copy], bool]:
+    def preloadable(self, stmts: list[Stmt], key: int, notes: list[str],
+                    off: str | None) -> tuple[list[Copy], list[Copy], bool]:
         """The tile copies before the specialized loop ``stmts[key]`` that :meth:`preload` moves to the producer, the
         copies of those tiles into fragments before the loop, and whether gemms in the loop read them; why a copy
-        stays with the block's threads goes to ``notes``."""
+        stays with the block's threads goes to ``notes``. ``off``: why :meth:`preload` moves none (None where it
+        does), the fate of a copy with disable_tma that TMA could move."""
         from tilec.ir.stmt import Gemm
 
         loop = stmts[key]
@@ -875,8 +884,7 @@ class _Pipeliner:
             if why is not None or c.disable_tma:
                 notes.append(f"T.copy at {where(c.loc)}: the block's threads load {x.name!r}, not the producer "
                              f"warpgroup by TMA: {why or 'disable_tma=True'}")
-                if self.preload_on:
-                    record_fate(self.fates, c, why)
+                record_fate(self.fates, c, why or off)
                 continue
             moved.append(c)
             early += [o for o in before if all(o is not e for e in early)]
@@ -894,12 +902,14 @@ class _Pipeliner:
         from then on. Where gemms in the loop read it and shared memory holds two versions, the next tile's goes
         into the other one while this one is read. (inits, producer, consumer statements)."""
         loop = stmts[key]
-        if self.copies > 1:  # (a copy's wait would come before its turn: see copy_turns)
-            return inits, producer, stmts
-        moved, early, in_loop = self.preloadable(stmts, key, self.notes if self.preload_on else [])
-        if moved:
+        # (copies of the consumers: a copy's wait would come before its turn: see copy_turns)
+        off = f"the consumers run in {self.copies} copies (pass config 'consumers'), for which the producer " \
+            "warpgroup loads no tile copied before the loop" if self.copies > 1 else \
+            "pass config 'preload' is off" if not self.preload_on else None
+        moved, early, in_loop = self.preloadable(stmts, key, [] if off else self.notes, off)
+        if moved and self.copies == 1:
             self.acted.add("preload")
-        if not self.preload_on or not moved:
+        if off or not moved:
             return inits, producer, stmts
         self.preloaded = True
         loc = moved[0].loc
@@ -983,7 +993,8 @@ def tma_box_refusal(c: Copy) -> str | None:
 
 def record_fate(fates: dict, c: Stmt, why: str | None) -> None:
     """Record in ``fates`` (loc -> why) what became of copy ``c`` on a TMA path that considered it, where ``c`` has
-    ``disable_tma``: ``why`` TMA would not have moved it anyway, None where the option decided (which stays)."""
+    ``disable_tma``: ``why`` TMA would not have moved it anyway, None where the option decided (which stays). A
+    ``T.macro``'s line called twice has two locs (:attr:`tilec.errors.SourceLoc.site`), one fate for each use."""
     if isinstance(c, Copy) and c.disable_tma and fates.get(c.loc, "") is not None:
         fates[c.loc] = why
 
