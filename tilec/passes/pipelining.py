@@ -434,12 +434,15 @@ class _Pipeliner:
             for i, st in enumerate(body):
                 if type(st) is not Copy or st.src.buffer.scope != "global" or st.dst.buffer.scope != "shared":
                     continue
-                at = f"T.Pipelined at {here}: the copy at {where(st.loc)} stays in its " \
-                     "iteration"
-                if any(id(st.src.buffer) in _writes(o) for o in body if o is not st):
-                    self.notes.append(f"{at}: the loop writes {st.src.buffer.name!r}")
-                elif any(id(st.dst.buffer) in _reads(o) for o in body[:i]):
-                    self.notes.append(f"{at}: the loop reads {st.dst.buffer.name!r} before it (the previous tile)")
+                written = [b for b in (st.src.buffer, st.dst.buffer) if any(id(b) in _writes(o) for o in body
+                                                                           if o is not st)]
+                why = f"the loop writes {written[0].name!r}" if written else \
+                    f"the loop reads {st.dst.buffer.name!r} before it (the previous tile)" \
+                    if any(id(st.dst.buffer) in _reads(o) for o in body[:i]) else None
+                if why is not None:
+                    self.notes.append(f"T.Pipelined at {here}: the copy at {where(st.loc)} stays in its iteration: "
+                                      f"{why}")
+                    record_fate(self.fates, st, f"it stays in its iteration of the T.Pipelined loop at {here}: {why}")
         if s < 2 or not producers:
             if s >= 2:
                 self.notes.append(f"T.Pipelined at {here}: no global->shared copy to overlap; a plain loop")
