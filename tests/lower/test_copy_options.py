@@ -786,3 +786,27 @@ def test_disable_tma_before_a_specialized_loop_names_the_config(rng, extra, reas
     c = poisoned((128, 64), "float16")
     kernel(q, b, c)
     assert_close(c, want, "float16")
+
+
+@pytest.mark.parametrize("disable, q_dtype, why", [
+    (True, "float16", "disable_tma=True"),
+    (False, "float32", "'Q': TMA copies 8-, 16- or 32-bit elements without conversion")],
+    ids=["disable_tma", "convert"])
+def test_preload_off_note_names_the_tile_that_stays_with_the_threads(rng, disable, q_dtype, why):
+    """Pass config preload=False on a warp-specialized kernel whose only tile copied before the loop (Q, read by the
+    loop's gemms) stays the block's threads' copy (disable_tma=True, or a conversion TMA cannot do): the config has
+    no effect, but its note said the kernel has no such tile. It now names the tile and why it stays. The results
+    match numpy."""
+    kernel = tilec.JITKernel(_preloaded(disable, q_dtype=q_dtype), "simt:sm_90a",
+                             pass_configs={**WS, "preload": False})
+    notes = [n for n in _notes(kernel) if "pass config 'preload' has no effect" in n]
+    assert notes == [f"T.Kernel at line {_line(_preloaded, 'with T.Kernel')}: pass config 'preload' has no effect: it "
+                     "has the producer warpgroup load the tiles copied before the loop that only its gemms read, or "
+                     "that are copied into fragments there, and the kernel's only such tile, 'Q_s', stays the block's "
+                     f"threads' copy: {why}"], kernel.report()
+    q, b = randn(rng, (128, 64), q_dtype), randn(rng, (192, 64), "float16")
+    q64 = q.astype(np.float16).astype(np.float64)
+    want = sum(q64 @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
+    c = poisoned((128, 64), "float16")
+    kernel(q, b, c)
+    assert_close(c, want, "float16")
