@@ -642,7 +642,8 @@ def _load(src, row, col, dst):
 
 def _macro_twice(pipelined=True):
     """The macro's copy used before the loop (no pass would move it by TMA) and, with ``pipelined``, in a TMA ring
-    (where the option keeps it off TMA); else once more before the loop."""
+    (where the option keeps it off TMA); else once more in the loop, beside another copy into its tile (so that it
+    stays in its iteration)."""
 
     @T.prim_func
     def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((128, 64), "float16"),
@@ -697,18 +698,20 @@ def test_disable_tma_of_a_macro_used_twice_gets_a_note_for_each_use(rng):
     kernel = tilec.JITKernel(_macro_twice(False), "simt:sm_90a", pass_configs=TMA)
     line = _line(_load.fn, "# the macro's copy")
     sites = [_line(_macro_twice, t) for t in ("# the plain call", "# the second plain call")]
+    loop = _line(_macro_twice, "for k in T.Pipelined")
+    whys = ["only a T.Pipelined loop's first-stage copies and tiles a warp-specialized loop's gemms read go "
+            "global->shared by TMA", f"it stays in its iteration of the T.Pipelined loop at line {loop}: the loop "
+            "writes 'A_s'"]
     notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
     assert sorted(notes) == [f"T.copy at line {line} (in the T.macro called at line {s}): disable_tma=True has no "
-                             "effect: TMA would not move it: only a T.Pipelined loop's first-stage copies and tiles a "
-                             "warp-specialized loop's gemms read go global->shared by TMA" for s in sites], \
-        kernel.report()
+                             f"effect: TMA would not move it: {why}" for s, why in zip(sites, whys)], kernel.report()
     _run_macro_twice(kernel, rng)
 
 
 # ------------------------------------------------------- disable_tma: why a copy in a loop or before it is not TMA's
 
 
-def _one_stage(stages=1):
+def _one_stage(stages=1, touch=False):
     @T.prim_func
     def main(A: T.Tensor((128, 64), "float16"), B: T.Tensor((64, 64), "float16"), C: T.Tensor((128, 64), "float16")):
         with T.Kernel(2, threads=128) as bx:
@@ -717,6 +720,8 @@ def _one_stage(stages=1):
             C_f = T.alloc_fragment((64, 64), "float32")
             T.clear(C_f)
             for k in T.Pipelined(2, num_stages=stages):  # the loop
+                if touch:
+                    A_s[0, 0] = 0  # a write of the tile: the copy stays in its iteration
                 T.copy(A[bx * 64, k * 32], A_s, disable_tma=True)  # the A copy
                 T.copy(B[k * 32, 0], B_s)
                 T.gemm(A_s, B_s, C_f)
@@ -743,6 +748,26 @@ def test_disable_tma_in_a_plain_loop_names_the_stages(rng, configs, stages):
     assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "float16")
 
 
+@pytest.mark.parametrize("configs", [TMA, WS], ids=["tma", "tma ws"])
+def test_disable_tma_of_a_copy_that_stays_in_its_iteration_names_the_cause(rng, configs):
+    """A copy in a 2-stage T.Pipelined loop that writes its tile: the copy stays in its iteration (no first-stage
+    copy, so no TMA), but the note on its disable_tma=True gave the generic reason (only a pipelined loop's
+    first-stage copies go by TMA), as if the copy were outside the loop, and the loop's own note did not say why the
+    copy stays. Both now name the cause. The results match numpy."""
+    kernel = tilec.JITKernel(_one_stage(2, touch=True), "simt:sm_90a", pass_configs=configs)
+    line, loop = _line(_one_stage, "# the A copy"), _line(_one_stage, "# the loop")
+    notes = _notes(kernel)
+    assert f"T.Pipelined at line {loop}: the copy at line {line} stays in its iteration: the loop writes 'A_s'" \
+        in notes, kernel.report()
+    assert [n for n in notes if "disable_tma=True has no effect" in n] == [
+        f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: it stays in its iteration of "
+        f"the T.Pipelined loop at line {loop}: the loop writes 'A_s'"], kernel.report()
+    a, b = randn(rng, (128, 64), "float16"), randn(rng, (64, 64), "float16")
+    c = poisoned((128, 64), "float16")
+    kernel(a, b, c)
+    assert_close(c, a.astype(np.float64) @ b.astype(np.float64), "float16")
+
+
 @pytest.mark.parametrize("extra, reason", [
     ({"preload": False}, "pass config 'preload' is off"),
     ({"persistent": True, "consumers": 2}, "the consumers run in 2 copies (pass config 'consumers'), for which the "
@@ -758,6 +783,30 @@ def test_disable_tma_before_a_specialized_loop_names_the_config(rng, extra, reas
         kernel.report()
     q, b = randn(rng, (128, 64), "float16"), randn(rng, (192, 64), "float16")
     want = sum(q.astype(np.float64) @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
+    c = poisoned((128, 64), "float16")
+    kernel(q, b, c)
+    assert_close(c, want, "float16")
+
+
+@pytest.mark.parametrize("disable, q_dtype, why", [
+    (True, "float16", "disable_tma=True"),
+    (False, "float32", "'Q': TMA copies 8-, 16- or 32-bit elements without conversion")],
+    ids=["disable_tma", "convert"])
+def test_preload_off_note_names_the_tile_that_stays_with_the_threads(rng, disable, q_dtype, why):
+    """Pass config preload=False on a warp-specialized kernel whose only tile copied before the loop (Q, read by the
+    loop's gemms) stays the block's threads' copy (disable_tma=True, or a conversion TMA cannot do): the config has
+    no effect, but its note said the kernel has no such tile. It now names the tile and why it stays. The results
+    match numpy."""
+    kernel = tilec.JITKernel(_preloaded(disable, q_dtype=q_dtype), "simt:sm_90a",
+                             pass_configs={**WS, "preload": False})
+    notes = [n for n in _notes(kernel) if "pass config 'preload' has no effect" in n]
+    assert notes == [f"T.Kernel at line {_line(_preloaded, 'with T.Kernel')}: pass config 'preload' has no effect: it "
+                     "has the producer warpgroup load the tiles copied before the loop that only its gemms read, or "
+                     "that are copied into fragments there, and the kernel's only such tile, 'Q_s', stays the block's "
+                     f"threads' copy: {why}"], kernel.report()
+    q, b = randn(rng, (128, 64), q_dtype), randn(rng, (192, 64), "float16")
+    q64 = q.astype(np.float16).astype(np.float64)
+    want = sum(q64 @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
     c = poisoned((128, 64), "float16")
     kernel(q, b, c)
     assert_close(c, want, "float16")

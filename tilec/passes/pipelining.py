@@ -172,6 +172,8 @@ class _Pipeliner:
         self.pingpong = opts.get("pingpong", True)
         self.split_rings = opts.get("split_rings", True)
         self.preload_on = opts.get("preload", True)
+        # the tiles :meth:`preloadable` found that stay the block's threads' copies, and why (:func:`_ws_inert`)
+        self.stayed: list[tuple[str, str]] = []
         self.notes: list[str] = []
         # the configs of a specialized pipeline that had something to act on (either value would change the kernel),
         # and whether a loop's second gemm runs one iteration late (:func:`_ws_inert`)
@@ -434,12 +436,15 @@ class _Pipeliner:
             for i, st in enumerate(body):
                 if type(st) is not Copy or st.src.buffer.scope != "global" or st.dst.buffer.scope != "shared":
                     continue
-                at = f"T.Pipelined at {here}: the copy at {where(st.loc)} stays in its " \
-                     "iteration"
-                if any(id(st.src.buffer) in _writes(o) for o in body if o is not st):
-                    self.notes.append(f"{at}: the loop writes {st.src.buffer.name!r}")
-                elif any(id(st.dst.buffer) in _reads(o) for o in body[:i]):
-                    self.notes.append(f"{at}: the loop reads {st.dst.buffer.name!r} before it (the previous tile)")
+                written = [b for b in (st.src.buffer, st.dst.buffer) if any(id(b) in _writes(o) for o in body
+                                                                           if o is not st)]
+                why = f"the loop writes {written[0].name!r}" if written else \
+                    f"the loop reads {st.dst.buffer.name!r} before it (the previous tile)" \
+                    if any(id(st.dst.buffer) in _reads(o) for o in body[:i]) else None
+                if why is not None:
+                    self.notes.append(f"T.Pipelined at {here}: the copy at {where(st.loc)} stays in its iteration: "
+                                      f"{why}")
+                    record_fate(self.fates, st, f"it stays in its iteration of the T.Pipelined loop at {here}: {why}")
         if s < 2 or not producers:
             if s >= 2:
                 self.notes.append(f"T.Pipelined at {here}: no global->shared copy to overlap; a plain loop")
@@ -885,6 +890,7 @@ class _Pipeliner:
                 notes.append(f"T.copy at {where(c.loc)}: the block's threads load {x.name!r}, not the producer "
                              f"warpgroup by TMA: {why or 'disable_tma=True'}")
                 record_fate(self.fates, c, why or off)
+                self.stayed.append((x.name, why or "disable_tma=True"))
                 continue
             moved.append(c)
             early += [o for o in before if all(o is not e for e in early)]
@@ -1208,6 +1214,17 @@ def _ws_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) 
             if name in _SHAPES and name not in p.acted]
 
 
+def _stayed(stayed: list[tuple[str, str]]) -> str:
+    """Why pass config ``preload`` had no tile to move: the tiles it could take stay the block's threads' copies
+    (name, why: :meth:`_Pipeliner.preloadable`), or the kernel has none."""
+    if not stayed:
+        return "the kernel has none"
+    if len(stayed) == 1:
+        return f"the kernel's only such tile, {stayed[0][0]!r}, stays the block's threads' copy: {stayed[0][1]}"
+    return "the kernel's such tiles all stay the block's threads' copies: " + \
+        ", ".join(f"{name!r} ({why})" for name, why in stayed)
+
+
 # what each config of a specialized pipeline acts on, and why a pipeline gave it nothing (``p.acted`` lacks it)
 _SHAPES: dict[str, tuple[str, Callable[[_Pipeliner], str]]] = {
     "rotate": ("it delays a loop's second wgmma gemm by one iteration, beside the next iteration's first",
@@ -1220,7 +1237,7 @@ _SHAPES: dict[str, tuple[str, Callable[[_Pipeliner], str]]] = {
     "preload": ("it has the producer warpgroup load the tiles copied before the loop that only its gemms read, or "
                 "that are copied into fragments there",
                 lambda p: "the consumers run in copies (pass config 'consumers')" if p.copies > 1 else
-                "the kernel has none"),
+                _stayed(p.stayed)),
 }
 
 
