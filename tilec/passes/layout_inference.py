@@ -281,6 +281,11 @@ class _Inference:
             return GemmPlan(1, 1, "simt", "(fallback: " + ", ".join(reasons) + not_wgmma + ")")
         return GemmPlan(grid[0], grid[1], tc.instr, f"({g.policy}{not_wgmma})")
 
+    @functools.cached_property
+    def ties(self) -> Callable[[Buffer], int]:
+        """The group of each fragment whose rows follow the others' (:func:`_fragment_ties` of the kernel's ops)."""
+        return _fragment_ties(self.ops)
+
     def _register_a_fallback(self, g: Gemm, m: int) -> str | None:
         """Why gemm ``g`` (``m`` rows) stays off wgmma for another's sake, or None: a gemm of as many rows whose A is
         in registers, or whose accumulator is tied to ``g``'s by fragments the kernel's loops, reductions and copies
@@ -289,7 +294,7 @@ class _Inference:
         between QK^T and PV), so their rows must lie alike over the threads: both on mma.sync."""
         from tilec.lower.wgmma import wgmma_plan, wgmma_refusal
 
-        tied = _fragment_ties(self.ops)
+        tied = self.ties
         for op in self.ops:
             if op is g or not isinstance(op, Gemm):
                 continue
@@ -451,7 +456,7 @@ class _Inference:
         are: ``g``'s is laid out around (:func:`around`: each row's columns shared out over the threads holding
         that row) the rows of the first tied one laid out already (a tensor-core accumulator), else of :func:`_rows`,
         and the others follow it."""
-        c, m, tied = g.C.buffer, int(g.mnk[0]), _fragment_ties(self.ops)
+        c, m, tied = g.C.buffer, int(g.mnk[0]), self.ties
         if c.ndim != 2 or not g.C.is_full():
             return None
         partners = [o for o in self.plan.gemms if o.C.buffer is not c and o.C.buffer.scope == "fragment"
