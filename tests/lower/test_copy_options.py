@@ -810,3 +810,41 @@ def test_preload_off_note_names_the_tile_that_stays_with_the_threads(rng, disabl
     c = poisoned((128, 64), "float16")
     kernel(q, b, c)
     assert_close(c, want, "float16")
+
+
+# ------------------------------------------------------------------------------------ offsets read from a tensor
+
+
+def _indexed():
+    """A pipelined GEMM whose A copy's column offset is an index read from tensor I."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 64), "float16"), C: T.Tensor((128, 64), "float16"),
+             I: T.Tensor((4,), "int32")):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[bx * 64, I[k] * 32], A_s, disable_tma=True)  # the indexed copy
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * 64, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("target, configs", [("cpu", None), ("simt:sm_80", None), ("simt:sm_90a", TMA)],
+                         ids=["cpu", "sm_80", "sm_90a tma"])
+def test_copy_offset_read_from_a_tensor(rng, target, configs):
+    """A copy whose offset reads an index from a tensor (A[bx * 64, I[k] * 32]) crashed the CUDA targets' lowering
+    ('TypeError: cannot emit Load'); the index is now read into a scalar before the copy, and the results match
+    numpy."""
+    kernel = tilec.JITKernel(_indexed(), target, pass_configs=configs)
+    a, b = randn(rng, (128, 128), "float16"), randn(rng, (128, 64), "float16")
+    idx = rng.permutation(4).astype(np.int32)
+    want = sum(a[:, i * 32:(i + 1) * 32].astype(np.float64) @ b[k * 32:(k + 1) * 32].astype(np.float64)
+               for k, i in enumerate(idx))
+    c = poisoned((128, 64), "float16")
+    kernel(a, b, c, idx)
+    assert_close(c, want, "float16")
