@@ -810,3 +810,100 @@ def test_preload_off_note_names_the_tile_that_stays_with_the_threads(rng, disabl
     c = poisoned((128, 64), "float16")
     kernel(q, b, c)
     assert_close(c, want, "float16")
+
+
+# ------------------------------------------------------------------------------------ offsets read from a tensor
+
+
+def _indexed():
+    """A pipelined GEMM whose A copy's column offset is an index read from tensor I."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 64), "float16"), C: T.Tensor((128, 64), "float16"),
+             I: T.Tensor((4,), "int32")):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(4, num_stages=2):
+                T.copy(A[bx * 64, I[k] * 32], A_s, disable_tma=True)  # the indexed copy
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * 64, 0])
+
+    return main
+
+
+@pytest.mark.parametrize("target, configs", [("cpu", None), ("simt:sm_80", None), ("simt:sm_90a", TMA)],
+                         ids=["cpu", "sm_80", "sm_90a tma"])
+def test_copy_offset_read_from_a_tensor(rng, target, configs):
+    """A copy whose offset reads an index from a tensor (A[bx * 64, I[k] * 32]) crashed the CUDA targets' lowering
+    ('TypeError: cannot emit Load'); the index is now read into a scalar before the copy, and the results match
+    numpy."""
+    kernel = tilec.JITKernel(_indexed(), target, pass_configs=configs)
+    a, b = randn(rng, (128, 128), "float16"), randn(rng, (128, 64), "float16")
+    idx = rng.permutation(4).astype(np.int32)
+    want = sum(a[:, i * 32:(i + 1) * 32].astype(np.float64) @ b[k * 32:(k + 1) * 32].astype(np.float64)
+               for k, i in enumerate(idx))
+    c = poisoned((128, 64), "float16")
+    kernel(a, b, c, idx)
+    assert_close(c, want, "float16")
+
+
+def _kept_in_place(case):
+    """A pipelined GEMM whose A copy keeps its place in its iteration: it fills part of A_s ("part"), its offset
+    reads an index from I ("index"), or A_s is stored out after the loop ("after")."""
+    @T.prim_func
+    def main(A: T.Tensor((128, 128), "float16"), B: T.Tensor((128, 64), "float16"), C: T.Tensor((128, 64), "float16"),
+             I: T.Tensor((4,), "int32"), D: T.Tensor((128, 32), "float16")):
+        with T.Kernel(2, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "float16")
+            B_s = T.alloc_shared((32, 64), "float16")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.clear(C_f)
+            if case == "part":
+                T.clear(A_s)  # the rows the copies leave
+            for k in T.Pipelined(4, num_stages=2):
+                if case == "part":
+                    T.copy(A[bx * 64:bx * 64 + 48, k * 32:k * 32 + 32], A_s[0:48, 0:32], disable_tma=True)  # part
+                elif case == "index":
+                    T.copy(A[bx * 64, I[k] * 32], A_s, disable_tma=True)  # index
+                else:
+                    T.copy(A[bx * 64, k * 32], A_s, disable_tma=True)  # after
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_f)
+            T.copy(C_f, C[bx * 64, 0])
+            T.copy(A_s, D[bx * 64, 0])  # the use after the loop
+
+    return main
+
+
+@pytest.mark.parametrize("case", ["part", "index", "after"])
+def test_disable_tma_on_a_copy_kept_in_its_iteration_names_why(rng, case):
+    """disable_tma=True on a pipelined loop's copy that stays in its iteration (so TMA would not move it): the note
+    gave the generic 'only a T.Pipelined loop's first-stage copies ...' reason. It now names the cause: the part of
+    the tile the copy fills and the tensor's shape, the offset read from memory, or the line that uses the tile after
+    the loop; the loop's note says the same. The results match numpy (tile interpreter and thread interpreter)."""
+    line, use, loop = (_line(_kept_in_place, t) for t in (f"# {case}", "# the use after the loop", "T.Pipelined("))
+    why = {"part": "it fills A_s[:48, :32], 48x32 of the 64x32 tile, from 'A' (128x128); only a whole tile's copy "
+                   "goes ahead",
+           "index": "its offset in 'A' is read from memory (I[k])",
+           "after": f"'A_s' is used outside the loop, at line {use}"}[case]
+    kernel = tilec.JITKernel(_kept_in_place(case), "simt:sm_90a", pass_configs=TMA)
+    notes = _notes(kernel)
+    assert [n for n in notes if "disable_tma=True has no effect" in n] == [
+        f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: it stays in its iteration of "
+        f"the T.Pipelined loop at line {loop}: {why}"], kernel.report()
+    assert f"T.Pipelined at line {loop}: the copy at line {line} stays in its iteration: {why}" in notes, notes
+    a, b = randn(rng, (128, 128), "float16"), randn(rng, (128, 64), "float16")
+    idx = rng.permutation(4).astype(np.int32) if case == "index" else np.arange(4, dtype=np.int32)
+    tiles = [a[:, i * 32:(i + 1) * 32].astype(np.float64) for i in idx]
+    if case == "part":
+        tiles = [np.concatenate([t.reshape(2, 64, 32)[:, :48], np.zeros((2, 16, 32))], 1).reshape(128, 32)
+                 for t in tiles]
+    want = sum(t @ b[k * 32:(k + 1) * 32].astype(np.float64) for k, t in enumerate(tiles))
+    for k in (kernel, tilec.JITKernel(_kept_in_place(case), "cpu")):
+        c, d = poisoned((128, 64), "float16"), poisoned((128, 32), "float16")
+        k(a, b, c, idx, d)
+        assert_close(c, want, "float16")
+        assert_close(d, tiles[-1], "float16")

@@ -14,7 +14,7 @@ from typing import Any
 
 from tilec import dtypes as dt
 from tilec.errors import SourceLoc, TilecError, TilecValueError, where
-from tilec.ir.buffer import Buffer
+from tilec.ir.buffer import Buffer, Region
 from tilec.ir.expr import Expr, Load, Var, binop, const
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import (
@@ -83,6 +83,26 @@ def block_expr(lw: Lowerer, e: Expr) -> Expr:
         return MemRef(mem, lw.private_offset(buf, idx))
 
     return transform(e, load)
+
+
+def _offset_reads(lw: Lowerer, s: Stmt) -> tuple[Stmt, list[TStmt]]:
+    """Tile op ``s`` with each element read in its regions' offsets (``A[I[k] * 32, 0]``: an index loaded from a
+    tensor) made a scalar declared before the op, and those declarations (none, ``s`` itself, where it reads none)."""
+    reads: list[TStmt] = []
+
+    def scalar(n: Any) -> Any:
+        if not isinstance(n, Load):
+            return None
+        v = Var(f"{n.buffer.name}_at", n.dtype)
+        reads.append(Decl(v, block_expr(lw, n)))
+        return v
+
+    def region(n: Any) -> Any:
+        if not isinstance(n, Region) or not any(isinstance(x, Load) for e in n.starts for x in walk(e)):
+            return None
+        return dataclasses.replace(n, starts=tuple(transform(e, scalar) for e in n.starts))
+
+    return transform(s, region), reads
 
 
 def _label(s: Stmt) -> str:
@@ -222,9 +242,12 @@ class _Driver:
             rule = LOWER_RULES.get(type(s))
             if rule is None:
                 raise TilecError(f"T.{s.kind} has no lowering for target {lw.target}", s.loc)
-            body = rule(lw, s)
+            tile, reads = _offset_reads(lw, s)
+            body = rule(lw, tile)
+            if reads:
+                body = seq(reads + [body])
             if isinstance(s, Copy):
-                body = hint_global_accesses(body, s, lw)
+                body = hint_global_accesses(body, tile, lw)
                 coalesced_note(lw, s)
             if _needs_proxy_fence(lw, s):
                 body = seq([body, FenceProxyAsync()])

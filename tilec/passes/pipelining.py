@@ -70,7 +70,7 @@ from tilec.ir.stmt import (
     WarpgroupTurn,
     WarpRoles,
 )  # fmt: skip
-from tilec.ir.visit import substitute, transform, vars_in, walk
+from tilec.ir.visit import children, substitute, transform, vars_in, walk
 from tilec.passes.prefetch import prefetch_loop
 from tilec.target import Target
 
@@ -433,14 +433,8 @@ class _Pipeliner:
         s = loop.ann("num_stages") or 0
         producers = [i for i, st in enumerate(body) if self.is_producer(st, body, outside)]
         if s >= 2:
-            for i, st in enumerate(body):
-                if type(st) is not Copy or st.src.buffer.scope != "global" or st.dst.buffer.scope != "shared":
-                    continue
-                written = [b for b in (st.src.buffer, st.dst.buffer) if any(id(b) in _writes(o) for o in body
-                                                                           if o is not st)]
-                why = f"the loop writes {written[0].name!r}" if written else \
-                    f"the loop reads {st.dst.buffer.name!r} before it (the previous tile)" \
-                    if any(id(st.dst.buffer) in _reads(o) for o in body[:i]) else None
+            for st in body:
+                why = self.stay_reason(st, body, outside)
                 if why is not None:
                     self.notes.append(f"T.Pipelined at {here}: the copy at {where(st.loc)} stays in its iteration: "
                                       f"{why}")
@@ -457,18 +451,34 @@ class _Pipeliner:
         return stages, order
 
     def is_producer(self, st: Stmt, body: list[Stmt], outside: Stmt) -> bool:
+        return type(st) is Copy and st.src.buffer.scope == "global" and st.dst.buffer.scope == "shared" and \
+            self.stay_reason(st, body, outside) is None
+
+    @staticmethod
+    def stay_reason(st: Stmt, body: list[Stmt], outside: Stmt) -> str | None:
+        """Why global->shared copy ``st`` of a loop's ``body`` keeps its place in its iteration rather than being
+        issued stages ahead (None: it can be, and so can any statement that is not such a copy). ``outside``: the
+        kernel's body without the loop."""
+        from tilec.ir.printer import expr_str
+
         if type(st) is not Copy or st.src.buffer.scope != "global" or st.dst.buffer.scope != "shared":
-            return False
-        x = st.dst.buffer
-        if not st.dst.is_full() or any(isinstance(n, Load) for s in st.src.starts for n in walk(s)):
-            return False
+            return None
+        x, src = st.dst.buffer, st.src.buffer
+        if not st.dst.is_full():
+            return f"it fills {st.dst}, {_shape(st.dst.extents)} of the {_shape(x.shape)} tile, from {src.name!r} " \
+                f"({_shape(src.shape)}); only a whole tile's copy goes ahead"
+        load = next((n for e in st.src.starts for n in walk(e) if isinstance(n, Load)), None)
+        if load is not None:  # the value to read may be written by the iterations before
+            return f"its offset in {src.name!r} is read from memory ({expr_str(load)})"
         # a tensor the loop writes may carry a value from one iteration to the next: its copy keeps its place
-        if any(_writes(o) & {id(x), id(st.src.buffer)} for o in body if o is not st):
-            return False
+        written = [b for b in (src, x) if any(id(b) in _writes(o) for o in body if o is not st)]
+        if written:
+            return f"the loop writes {written[0].name!r}"
         # a statement before it reads the tile of the previous iteration: the copy keeps its place
         if any(id(x) in _reads(o) for o in body[:next(i for i, o in enumerate(body) if o is st)]):
-            return False
-        return not any(isinstance(n, Buffer) and n is x for n in walk(outside))
+            return f"the loop reads {x.name!r} before it (the previous tile)"
+        use = _first_use(outside, x)  # the statement there needs the last iteration's tile in the one buffer
+        return f"{x.name!r} is used outside the loop, at {where(use.loc)}" if use is not None else None
 
     def versions(self, body: list[Stmt], stages: list[int]) -> dict[int, tuple[Buffer, int, int]]:
         """Shared buffers written in stage a and read in a later stage b: id -> (buffer, a, versions)."""
@@ -1531,6 +1541,18 @@ def _sms(target: Target) -> int:
     from tilec.arch import device_model
 
     return device_model(target).sms
+
+
+def _shape(dims: tuple) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def _first_use(s: Stmt, x: Buffer) -> Stmt | None:
+    """The first innermost statement of ``s`` that uses buffer ``x``, or None."""
+    if not any(n is x for n in walk(s)):
+        return None
+    inner = (_first_use(c, x) for c in children(s) if isinstance(c, Stmt))
+    return next((u for u in inner if u is not None), s)
 
 
 def _without(body: Stmt, loop: Stmt) -> Stmt:
