@@ -50,6 +50,8 @@ SHAPES = [  # (M, N, K, block_M, block_N, block_K, threads, transpose_A, transpo
     (50, 70, 45, 64, 32, 15, 128, True, False, 8),  # 16 elements a thread (4 rows x 4 columns): 15 by 8
     (33, 40, 40, 32, 32, 8, 64, True, True, 8),  # 8 operands a step: the whole k-tile unrolled
     (20, 36, 27, 16, 16, 9, 32, False, False, 9),
+    (40, 60, 20, 32, 56, 8, 32, False, False, 1),  # 14 rows a thread, in 7 pairs 16 rows apart, and 7 column
+    (40, 60, 20, 32, 56, 8, 32, True, True, 1),  # groups of 4: 7 + 7 offset bases a k-step
 ]
 
 

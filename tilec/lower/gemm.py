@@ -18,13 +18,14 @@ import numpy as np
 
 from tilec.errors import TilecError
 from tilec.ir.buffer import Region
-from tilec.ir.expr import Expr, Load, Var, binop, cast, const
+from tilec.ir.expr import Expr, Load, Var, binop, cast, const, const_value
 from tilec.ir.stmt import Gemm, Parallel, Store
 from tilec.layout import Fragment
 from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.layouts import inverse_table
 from tilec.lower.parallel import lower_parallel
-from tilec.lower.tir import LdMatrix, Loop, Mem, Mma, TStmt, Write, seq
+from tilec.lower.symbolic import NotTabulable, eval_np, to_ir
+from tilec.lower.tir import Decl, LdMatrix, Loop, Mem, MemRef, Mma, TStmt, Write, seq
 
 GEMM_INSTRS: dict[str, Callable[[Lowerer, Gemm, int, int], TStmt]] = {}
 # ldmatrix instructions of a whole gemm (k-steps x loads per step) up to which its k-loop is unrolled: beyond, the
@@ -32,6 +33,8 @@ GEMM_INSTRS: dict[str, Callable[[Lowerer, Gemm, int, int], TStmt]] = {}
 UNROLLED_LOADS = 48
 # 32-bit operand values the scalar FMA gemm's unrolled k-steps may load at once (see simt_k_unroll)
 SIMT_OPERAND_REGS = 64
+# (placements of an operand tile x threads x k-steps x elements a thread) up to which _operand_bases enumerates
+SIMT_ENUMERATED = 1 << 24
 
 
 def gemm_instr(name: str) -> Callable:
@@ -184,7 +187,7 @@ def _simt(lw: Lowerer, g: Gemm, why: str = "") -> TStmt:
         parts.append(lower_parallel(lw, Parallel((i, j), (m, n), Store(g.C.buffer, tuple(c_idx), cast(acc, 0)),
                                                  loc=g.loc), layout))
     lw.ranges[kv] = (0, k - 1)
-    step = lower_parallel(lw, Parallel((i, j), (m, n), update, loc=g.loc), layout)
+    step = _simt_step(lw, g, kv, k, layout) or lower_parallel(lw, Parallel((i, j), (m, n), update, loc=g.loc), layout)
     factor = simt_k_unroll(layout, k)
     parts.append(Loop(kv, const(k), step, unroll=True, unroll_factor=0 if factor >= k else factor)
                  if k > 1 else at(step, kv))
@@ -208,3 +211,69 @@ def simt_k_unroll(layout: Fragment, k: int) -> int:
     if k * per_step <= SIMT_OPERAND_REGS:
         return k
     return 1 << max(0, (SIMT_OPERAND_REGS // per_step).bit_length() - 1)
+
+
+def _simt_step(lw: Lowerer, g: Gemm, kv: Var, k: int, layout: Fragment) -> TStmt | None:
+    """One k-step of a scalar gemm, element by element, each operand's shared-memory offsets written as one of a few
+    bases (a ``const int`` each) plus a compile-time constant (None where :func:`_operand_bases` finds no such
+    split). Written as an unrolled loop, the offset of each of the thread's rows (columns) is an expression the CUDA
+    compiler hoists out of the k loop, one register each where the rows are not an arithmetic progression of the
+    thread id (a 128 x 224 tile at 128 threads: 56 rows; a swizzled one: 60), spilling accumulators."""
+    inv, lvar, acc = layout.inverse(), Var(lw.fresh("l")), g.C.dtype
+
+    def operands(slot: Expr) -> tuple[list[Expr], list[Expr]]:  # the tile coordinates of A and B for element slot
+        i, j = (to_ir(e, {inv.symbols[0]: lw.tx, inv.symbols[1]: slot}) for e in inv.exprs[:2])
+        return [kv, i] if g.transpose_A else [i, kv], [j, kv] if g.transpose_B else [kv, j]
+
+    splits = [_operand_bases(lw, r, local, kv, k, lvar, layout.num_locals) for r, local in
+              zip((g.A, g.B), operands(lvar))]
+    if None in splits:
+        return None
+    out: list[TStmt] = []
+    refs: list[list[Expr]] = []
+    for x, (r, (classes, deltas)) in enumerate(zip((g.A, g.B), splits)):  # type: ignore[misc]
+        mem, bases = lw.mem_of(r.buffer), {}
+        for first in sorted(set(classes.values())):
+            var = Var(lw.fresh(f"{r.buffer.name}_at"))
+            out.append(Decl(var, lw.shared_offset(r.buffer, r.index_at(operands(const(first))[x]))))
+            bases[first] = var
+        refs.append([MemRef(mem, binop("+", bases[classes[l]], deltas[l])) for l in range(layout.num_locals)])
+    c = lw.mem_of(g.C.buffer)
+    for l, (a, b) in enumerate(zip(*refs)):
+        out.append(Write(c, const(l), binop("+", MemRef(c, const(l)), binop("*", cast(acc, a), cast(acc, b))),
+                         loc=g.loc))
+    return seq(out)
+
+
+def _operand_bases(lw: Lowerer, r: Region, local: list[Expr], kv: Var, k: int, lvar: Var,
+                   n: int) -> tuple[dict[int, int], list[int]] | None:
+    """Group a thread's elements ``l`` (``local``: the operand's tile coordinates for element ``lvar`` at k-step
+    ``kv``) so that within a group the shared offsets differ by constants: ({element: first element of its group},
+    [offset of each element from its group's first]). Checked by enumeration over the threads, k-steps, elements and
+    every in-bounds start of the region where its start is not a constant (a pipeline stage); None where that is
+    too many values or the offsets depend on anything else."""
+    buf, placements, idx, rels = r.buffer, [{}], [], iter(local)
+    for d, (s, e) in enumerate(zip(r.starts, r.extents)):
+        rel = next(rels) if not (isinstance(e, int) and e == 1) else const(0)
+        if const_value(s) is not None:
+            idx.append(binop("+", s, rel))
+            continue
+        top = buf.shape[d] - e if isinstance(buf.shape[d], int) and isinstance(e, int) else -1
+        if top < 0:
+            return None
+        sv = Var(f"start{d}")
+        placements = [{**p, sv: x} for p in placements for x in range(top + 1)]
+        idx.append(binop("+", sv, rel))
+    if len(placements) * lw.T * k * n > SIMT_ENUMERATED:
+        return None
+    off = lw.shared_offset(buf, idx)
+    env = {lw.tx: np.arange(lw.T)[:, None, None], kv: np.arange(k)[None, :, None], lvar: np.arange(n)[None, None, :]}
+    try:
+        vals = np.stack([np.broadcast_to(eval_np(off, {**env, **p}), (lw.T, k, n)) for p in placements])
+    except NotTabulable:
+        return None
+    vals = vals.reshape(-1, n).astype(np.int64)
+    shape_of = (vals - vals[:1]).T  # each element's offsets relative to its own at the first point
+    first: dict[bytes, int] = {}
+    classes = {l: first.setdefault(np.ascontiguousarray(shape_of[l]).tobytes(), l) for l in range(n)}
+    return classes, [int(vals[0, l] - vals[0, classes[l]]) for l in range(n)]
