@@ -35,6 +35,9 @@ UNROLLED_LOADS = 48
 SIMT_OPERAND_REGS = 64
 # (placements of an operand tile x threads x k-steps x elements a thread) up to which _operand_bases enumerates
 SIMT_ENUMERATED = 1 << 24
+# accumulator elements a thread up to which _simt_step writes a k-step element by element: past the registers a
+# thread has, the accumulator is in local memory anyway and the k-step stays a loop (one statement, not thousands)
+SIMT_STEP_ELEMENTS = 256
 
 
 def gemm_instr(name: str) -> Callable:
@@ -187,7 +190,8 @@ def _simt(lw: Lowerer, g: Gemm, why: str = "") -> TStmt:
         parts.append(lower_parallel(lw, Parallel((i, j), (m, n), Store(g.C.buffer, tuple(c_idx), cast(acc, 0)),
                                                  loc=g.loc), layout))
     lw.ranges[kv] = (0, k - 1)
-    step = _simt_step(lw, g, kv, k, layout) or lower_parallel(lw, Parallel((i, j), (m, n), update, loc=g.loc), layout)
+    step = (_simt_step(lw, g, kv, k, layout) if layout.num_locals <= SIMT_STEP_ELEMENTS else None) or \
+        lower_parallel(lw, Parallel((i, j), (m, n), update, loc=g.loc), layout)
     factor = simt_k_unroll(layout, k)
     parts.append(Loop(kv, const(k), step, unroll=True, unroll_factor=0 if factor >= k else factor)
                  if k > 1 else at(step, kv))
