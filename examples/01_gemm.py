@@ -12,7 +12,8 @@ import tilec.language as T
 
 
 @tilec.jit(out_idx=[-1])
-def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=128, dtype="float16", panel=0):
+def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=128, dtype="float16", panel=0,
+           allow_tf32=False):
     @T.prim_func
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
@@ -24,7 +25,7 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_s)
                 T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_f)
+                T.gemm(A_s, B_s, C_f, allow_tf32=allow_tf32)  # float32 on TF32 tensor cores when True
             T.copy(C_f, C[by * block_M, bx * block_N])
 
     return main

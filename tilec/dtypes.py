@@ -230,6 +230,25 @@ def float32_to_odd(x: np.ndarray) -> np.ndarray:
     return u.astype(np.uint32).view(np.float32)
 
 
+TF32_DROPPED_BITS = 13  # float32 mantissa bits a TF32 value lacks (10 of 23 kept)
+
+
+def round_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to TF32 as ``cvt.rna.tf32.f32`` rounds them: to nearest, ties away from zero, keeping
+    10 mantissa bits (the low 13 bits zero); past the largest TF32 value to infinity; infinities and NaN unchanged."""
+    f = np.asarray(x, np.float32)
+    u = f.view(np.uint32)
+    half, low = np.uint32(1 << (TF32_DROPPED_BITS - 1)), np.uint32((1 << TF32_DROPPED_BITS) - 1)
+    rounded = (u + half) & ~low  # sign and magnitude: adding half an ulp to the magnitude rounds ties away from 0
+    return np.where(np.isfinite(f), rounded, u).astype(np.uint32).view(np.float32).reshape(f.shape)
+
+
+def truncate_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 values as a TF32 tensor-core instruction reads them: the low 13 mantissa bits ignored."""
+    u = np.asarray(x, np.float32).view(np.uint32)
+    return (u & ~np.uint32((1 << TF32_DROPPED_BITS) - 1)).view(np.float32)
+
+
 def typed(x: Any, d: DType) -> np.ndarray:
     """``x`` as a numpy array (0-d for scalars) of ``d``'s storage type. A conversion to fp8 saturates like CUDA's
     (``__NV_SATFINITE``: beyond the largest finite value, infinities included, it is that value; NaN stays NaN)."""

@@ -232,6 +232,27 @@ def test_hopper_path_compiles_with_nvcc(case, tmp_path):
             assert op in sass, f"{op} not in the SASS of {case}"
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_tf32_gemm_compiles_without_spills(tmp_path, arch):
+    """The plain GEMM example on float32 with allow_tf32=True (128 x 128 x 32 tiles, 128 threads): mma.sync m16n8k8 on
+    TF32 operands rounded by cvt.rna.tf32.f32 (on sm_90a too), no spills; the SASS holds the TF32 HMMA where
+    cuobjdump is present."""
+    kernel = load_example("01_gemm").matmul(4096, 4096, 4096, dtype="float32", allow_tf32=True)
+    jk = tilec.JITKernel(kernel.prim_func, f"cuda:{arch}")
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in jk.report()
+    info = compile_cuda(jk.get_kernel_source(), tmp_path, arch)
+    line = (f"{'gemm 4096^3 128x128x32 float32 tf32 (' + arch + ')':<46} {info['registers']:>3} registers, "
+            f"{info['spill_stores']} B spill stores, {info['spill_loads']} B spill loads, {info['stack']} B stack")
+    print(line)
+    PTXAS.append(line)
+    assert info["spill_stores"] == info["spill_loads"] == 0, line
+    cuobjdump = shutil.which("cuobjdump")
+    if cuobjdump is not None:
+        sass = subprocess.run([cuobjdump, "-sass", str(tmp_path / "kernel.cubin")], capture_output=True,
+                              text=True, timeout=120).stdout
+        assert "HMMA.1688.F32.TF32" in sass, "no TF32 HMMA in the SASS"
+
+
 def test_fence_ties_keep_register_writes_above_the_wgmma_fence(tmp_path, monkeypatch):
     """With ``FENCE_TIES`` the MLA decode kernel's rescale of O (``O_f *= rescale``) stays above the fence of the PV
     wgmma, which reads O: without the ties LLVM sinks the multiplies below the fence and ptxas injects a

@@ -25,7 +25,8 @@ def _poisoned(shape, dtype):
 
 
 @tilec.jit(target="cuda")
-def gemm(M, N, K, trans_a, trans_b, bm=128, bn=128, bk=32, stages=3, threads=128, dtype="float16", relu=False):
+def gemm(M, N, K, trans_a, trans_b, bm=128, bn=128, bk=32, stages=3, threads=128, dtype="float16", relu=False,
+         allow_tf32=False):
     a_shape = (K, M) if trans_a else (M, K)
     b_shape = (N, K) if trans_b else (K, N)
 
@@ -45,7 +46,7 @@ def gemm(M, N, K, trans_a, trans_b, bm=128, bn=128, bk=32, stages=3, threads=128
                     T.copy(B[bx * bn, k * bk], B_s)
                 else:
                     T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_A=trans_a, transpose_B=trans_b)
+                T.gemm(A_s, B_s, C_f, transpose_A=trans_a, transpose_B=trans_b, allow_tf32=allow_tf32)
             if relu:
                 for i, j in T.Parallel(bm, bn):
                     C_f[i, j] = T.max(C_f[i, j], 0)
@@ -68,6 +69,31 @@ def test_gemm(dtype, ta, tb, mnk):
     gemm(M, N, K, ta, tb, dtype=dtype)(a, b, c)
     ref = (a.double().T if ta else a.double()) @ (b.double().T if tb else b.double())
     assert _rel(c, ref) < (3e-3 if dtype == "float16" else 1.5e-2)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
+def test_gemm_tf32(examples, ta, tb):
+    """float32 with allow_tf32=True on mma.sync m16n8k8 (sm_80+; mma.sync on sm_90a too): within TF32's error of the
+    float64 product, not exact float32's (the operands were rounded), and within float32 summation error of the
+    product of the operands rounded as cvt.rna.tf32.f32 rounds them. 1024 x 1000 x 520: ragged N and K tiles."""
+    from tilec.dtypes import round_tf32
+
+    M, N, K = 1024, 1000, 520
+    a = torch.randn((K, M) if ta else (M, K), device="cuda")
+    b = torch.randn((N, K) if tb else (K, N), device="cuda")
+    if not (ta or tb):
+        kernel = examples["01_gemm"].matmul(M, N, K, dtype="float32", allow_tf32=True)
+        c = kernel(a, b)
+    else:
+        kernel = gemm(M, N, K, ta, tb, dtype="float32", allow_tf32=True)
+        c = _poisoned((M, N), torch.float32)
+        kernel(a, b, c)
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kernel.report()
+    op = lambda x, t: x.T if t else x  # noqa: E731
+    err = _rel(c, op(a.double(), ta) @ op(b.double(), tb))
+    assert 1e-6 < err < 1e-3, err
+    ra, rb = (torch.from_numpy(round_tf32(x.cpu().numpy())).double() for x in (a, b))
+    assert _rel(c, op(ra, ta) @ op(rb, tb)) < 1e-5
 
 
 def test_gemm_relu():

@@ -77,6 +77,8 @@ class CTable:
     # a statement telling the compiler {cond} holds (the thread index's range); none for HIP, where hipcc then
     # hoisted more and spilled (MLA decode 399 -> 512 VGPRs and 68 bytes of scratch, gfx90a)
     assume: str = ""
+    # TCall name -> (device function, its definition in namespace tl), printed once where a kernel uses it
+    intrinsic_helpers: dict[str, tuple[str, str]] = field(default_factory=dict)
     # a programmatic dependent launch's (wait for the previous kernel, let the next one launch); none on HIP
     grid_dependency: tuple[str, str] = ()
     # a float (float or double) to int type {t}, when C's cast of a value out of range (undefined) differs: {v}
@@ -163,6 +165,17 @@ def kernel_name(k: ThreadKernel) -> str:
 
 
 _PTX_FP8 = {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
+# mma.sync m16n8k8 on TF32 operands (float32 registers that cvt.rna.tf32.f32 rounded), fp32 accumulators; A: 4
+# floats, B: 2, C: 4 per thread (PTX order)
+MMA_TF32 = (
+    "__device__ __forceinline__ void mma_m16n8k8_tf32(float* c, const float* a, const float* b) {\n"
+    "  const unsigned* A = reinterpret_cast<const unsigned*>(a);\n"
+    "  const unsigned* B = reinterpret_cast<const unsigned*>(b);\n"
+    '  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "\n'
+    '               "{%0,%1,%2,%3};\\n"\n'
+    '               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])\n'
+    '               : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]));\n'
+    "}\n")
 
 
 def _literal_value(v: float, d: DType) -> float:
@@ -380,6 +393,8 @@ class CEmitter:
         if isinstance(s, Mma):
             if s.a.dtype.bits == 8:
                 fn = self.mma_fp8_helper(s.a.dtype, s.b.dtype)
+            elif s.a.dtype is dt.float32:
+                fn = self.helper("mma_m16n8k8_tf32", MMA_TF32)
             else:
                 fn = "tl::mma_m16n8k16_bf16" if s.a.dtype is dt.bfloat16 else "tl::mma_m16n8k16_f16"
             self.emit(d, f"{fn}({n(s.c)} + {s.c_off}, {n(s.a)} + {s.a_off}, {n(s.b)} + {s.b_off});")
@@ -499,6 +514,8 @@ class CEmitter:
             vals = ", ".join(self.e(v) for v in x.values)
             return f"tl::bits<{self.ctype(x.dtype)}>(tl::Vec<{narrow}, {len(x.values)}>{{{{{vals}}}}})"
         if isinstance(x, TCall):
+            if x.name in self.t.intrinsic_helpers:
+                self.helper(*self.t.intrinsic_helpers[x.name])
             fmt = self.t.intrinsics[x.name]
             if len(x.args) == 1:
                 return fmt.format(v=self.e(x.args[0]))

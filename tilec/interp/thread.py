@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tilec.dtypes import typed
+from tilec.dtypes import float32, round_tf32, truncate_tf32, typed
 from tilec.errors import RaceError, SourceLoc, TilecBoundsError, TilecError
 from tilec.interp.atomics import add_at
 from tilec.interp.tile import _BIN, _CALL
@@ -100,8 +100,25 @@ def _mma_k32_tables() -> tuple[np.ndarray, ...]:
     return a_lane, a_reg, b_lane, b_reg, *_mma_tables()[4:]
 
 
+def _mma_tf32_tables() -> tuple[np.ndarray, ...]:
+    """(lane, register) of each element of the m16n8k8 TF32 A (16x8) and B (8x8) fragments (C as m16n8k16)."""
+    a_lane, a_reg = np.zeros((16, 8), int), np.zeros((16, 8), int)
+    b_lane, b_reg = np.zeros((8, 8), int), np.zeros((8, 8), int)
+    for lane in range(32):
+        g, t = lane >> 2, lane % 4
+        for i in range(4):  # a0..a3: rows g / g+8 (a1, a3), column t (+4 for a2, a3)
+            a_lane[g + 8 * (i & 1), t + 4 * (i >> 1)], a_reg[g + 8 * (i & 1), t + 4 * (i >> 1)] = lane, i
+        for i in range(2):  # b0, b1: row (k) t (+4 for b1), column (n) g
+            b_lane[t + 4 * i, g], b_reg[t + 4 * i, g] = lane, i
+    return a_lane, a_reg, b_lane, b_reg, *_mma_tables()[4:]
+
+
 _MMA = _mma_tables()
 _MMA_K32 = _mma_k32_tables()
+_MMA_TF32 = _mma_tf32_tables()
+# operand dtype bits -> (registers of A, registers of B, the fragment tables) of one mma.sync: m16n8k16 (16-bit),
+# m16n8k32 (fp8), m16n8k8 (TF32 in float32 registers)
+_MMA_SHAPES = {16: (8, 4, _MMA), 8: (16, 8, _MMA_K32), 32: (4, 2, _MMA_TF32)}
 
 
 class _Shared:
@@ -458,6 +475,8 @@ class ThreadInterpreter:
                 args = [a.astype(np.float32) for a in args]
             return typed(_CALL[e.name](*args), e.dtype)
         if isinstance(e, TCall):
+            if e.name == "cvt_tf32":  # cvt.rna.tf32.f32: a value of this thread, no other lane's
+                return round_tf32(np.asarray(self.eval(e.args[0], env, mask), np.float32))
             return self.shuffle(e, env, mask)
         if isinstance(e, VecPack):
             return np.stack([np.broadcast_to(self.eval(v, env, mask), (self.T,)) for v in e.values], axis=1)
@@ -613,11 +632,12 @@ _PRINTF_LLD = re.compile(r"%(%|lld|llu)")
 @stmt_rule(Mma)
 def _mma(it: ThreadInterpreter, s: Mma, env: dict, mask: np.ndarray) -> None:
     warps = full_warps(it, mask, "mma.sync")
-    e = 16 // s.a.dtype.bits  # 2 for fp8 (m16n8k32)
-    a_lane, a_reg, b_lane, b_reg, c_lane, c_reg = _MMA_K32 if e == 2 else _MMA
+    na, nb, (a_lane, a_reg, b_lane, b_reg, c_lane, c_reg) = _MMA_SHAPES[s.a.dtype.bits]
     ao, bo, co = (uniform_offset(it, x, env, mask, "mma.sync") for x in (s.a_off, s.b_off, s.c_off))
-    ra = it.regs[s.a][:, ao : ao + 8 * e].astype(np.float32).reshape(-1, 32, 8 * e)
-    rb = it.regs[s.b][:, bo : bo + 4 * e].astype(np.float32).reshape(-1, 32, 4 * e)
+    ra = it.regs[s.a][:, ao : ao + na].astype(np.float32).reshape(-1, 32, na)
+    rb = it.regs[s.b][:, bo : bo + nb].astype(np.float32).reshape(-1, 32, nb)
+    if s.a.dtype is float32:  # .tf32 operands: the tensor cores read no more than TF32's bits
+        ra, rb = truncate_tf32(ra), truncate_tf32(rb)
     rc = it.regs[s.c][:, co : co + 4].astype(np.float32).reshape(-1, 32, 4)
     A = ra[:, a_lane, a_reg]
     B = rb[:, b_lane, b_reg]

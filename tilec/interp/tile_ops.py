@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tilec.dtypes import typed, work_type
+from tilec.dtypes import round_tf32, typed, work_type
 from tilec.interp.tile import TileInterpreter, tile_rule
 from tilec.ir.buffer import Region
 from tilec.ir.stmt import (
@@ -102,6 +102,8 @@ def _gemm(it: TileInterpreter, op: Gemm, env: dict) -> None:
         b = b.T
     cdt = op.C.buffer.dtype
     acc = np.float64 if cdt.name == "float64" else (np.int64 if cdt.is_int else np.float32)
+    if op.allow_tf32 and a.dtype == b.dtype == np.float32 and cdt.name == "float32":  # as TF32 tensor cores do
+        a, b = round_tf32(a), round_tf32(b)
     prod = a.astype(acc) @ b.astype(acc)
     if not op.clear_accum:
         prod = read(it, op.C, env).reshape(prod.shape).astype(acc) + prod

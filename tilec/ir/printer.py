@@ -317,7 +317,7 @@ class _Printer:
         if isinstance(s, Copy):
             return f"T.copy({self.r(s.src)}, {self.r(s.dst)}{opts})"
         if isinstance(s, Gemm):
-            opts = [k for k in ("transpose_A", "transpose_B", "clear_accum") if getattr(s, k)]
+            opts = [k for k in ("transpose_A", "transpose_B", "clear_accum", "allow_tf32") if getattr(s, k)]
             extra = [f"{k}=True" for k in opts]
             if s.policy != "Square":
                 extra.append(f"policy=T.GemmWarpPolicy.{s.policy}")

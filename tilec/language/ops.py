@@ -181,11 +181,15 @@ def _policy(policy: Any) -> str:
 
 def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False, transpose_B: bool = False,
          policy: Any = GemmWarpPolicy.Square, clear_accum: bool = False, k_pack: int = 1, wg_wait: int = 0,
-         mbar: Any = None) -> None:
+         mbar: Any = None, allow_tf32: bool = False) -> None:
     """``T.gemm(A, B, C)``: ``C += A @ B`` on tiles (``A.T`` / ``B.T`` with the transpose flags).
 
     A and B live in shared memory or fragments, C in a fragment. ``clear_accum=True`` overwrites C. TileLang's
     ``wg_wait`` is accepted and needs nothing: tilec places the wgmma waits itself (before the first read of C).
+    ``allow_tf32=True`` lets a float32 gemm (float32 A, B and C) run on TF32 tensor cores: each operand rounded to
+    TF32 (10 mantissa bits, to nearest, ties away from zero), the products summed in float32 (``mma.sync`` m16n8k8
+    on NVIDIA sm_80 and newer, sm_90a included; the CPU interpreters compute the same). Elsewhere (AMD, other
+    dtypes, tiles that do not split into its atoms) the gemm stays as it was, the report saying why.
     """
     if mbar is not None:
         raise TilecTypeError("T.gemm: mbar= (completion on an mbarrier) is not supported; tilec synchronizes the "
@@ -193,6 +197,7 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
     bld = _builder("T.gemm")
     transpose_A, transpose_B, clear_accum = (_flag("T.gemm", n, v) for n, v in (
         ("transpose_A", transpose_A), ("transpose_B", transpose_B), ("clear_accum", clear_accum)))
+    allow_tf32 = _flag("T.gemm", "allow_tf32", allow_tf32)
     if not isinstance(k_pack, numbers.Integral) or isinstance(k_pack, bool) or k_pack < 1:
         raise TilecTypeError(f"T.gemm: k_pack must be an int >= 1, got {k_pack!r}")
     if not isinstance(wg_wait, numbers.Integral) or isinstance(wg_wait, (bool, np.bool_)) or wg_wait < -1:
@@ -227,7 +232,7 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
         raise TilecTypeError(f"T.gemm: A and B must have one dtype (or be two fp8 types), got {ra.dtype} "
                              f"({ra.buffer.name}) and {rb.dtype} ({rb.buffer.name})")
     bld.emit(Gemm(ra, rb, rc, transpose_A, transpose_B, _policy(policy), clear_accum, int(k_pack),
-                  loc=bld.loc))
+                  allow_tf32=allow_tf32, loc=bld.loc))
 
 
 def _dim(what: str, r: Region, dim: int) -> int:

@@ -6,8 +6,11 @@
 memory through ``ldmatrix`` (``.trans`` where a 16-bit tile is stored the other way round) or straight from a
 register fragment. An fp8 atom is the 16-bit one with every 16-bit element two fp8 values adjacent along K, so
 both use the same ldmatrix addressing in 16-byte rows; fp8 operands must be K-major (A stored M x K, B stored
-N x K), since ldmatrix transposes only 16-bit elements. ``simt``: every thread
-accumulates its elements of C with scalar multiply-adds (the fallback for other dtypes, reported).
+N x K), since ldmatrix transposes only 16-bit elements. ``mma_tf32`` (``T.gemm(..., allow_tf32=True)`` on float32
+operands): the same warp grid and accumulator layout with ``mma.sync.m16n8k8`` on TF32 operands, each thread loading
+its 4 A and 2 B elements of an atom from shared memory by 32-bit loads (ldmatrix moves 16-bit elements) and rounding
+them with ``cvt.rna.tf32.f32``; any stored orientation. ``simt``: every thread accumulates its elements of C with
+scalar multiply-adds (the fallback for other dtypes, reported).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tilec import dtypes as dt
 from tilec.errors import TilecError
 from tilec.ir.buffer import Region
 from tilec.ir.expr import Expr, Load, Var, binop, cast, const, const_value
@@ -25,12 +29,15 @@ from tilec.lower.context import Lowerer, lower_rule
 from tilec.lower.layouts import inverse_table
 from tilec.lower.parallel import lower_parallel
 from tilec.lower.symbolic import NotTabulable, eval_np, to_ir
-from tilec.lower.tir import Decl, LdMatrix, Loop, Mem, MemRef, Mma, TStmt, Write, seq
+from tilec.lower.tir import Decl, LdMatrix, Loop, Mem, MemRef, Mma, TCall, TStmt, Write, seq
 
 GEMM_INSTRS: dict[str, Callable[[Lowerer, Gemm, int, int], TStmt]] = {}
 # ldmatrix instructions of a whole gemm (k-steps x loads per step) up to which its k-loop is unrolled: beyond, the
 # unrolled loads' distinct swizzled addresses stay live across the enclosing loop and spill (MLA decode: 96 and 68)
 UNROLLED_LOADS = 48
+# operand registers of a whole TF32 gemm's k-steps (4 a 16-row atom, 2 an 8-column one) up to which its k-loop is
+# unrolled: past that ptxas hoists the unrolled steps' loads and spills accumulators
+TF32_UNROLLED_REGS = 64
 # 32-bit operand values the scalar FMA gemm's unrolled k-steps may load at once (see simt_k_unroll)
 SIMT_OPERAND_REGS = 64
 # (placements of an operand tile x threads x k-steps x elements a thread) up to which _operand_bases enumerates
@@ -97,6 +104,50 @@ def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     unroll = fragment or ks * loads <= UNROLLED_LOADS
     parts.append(Loop(kk, const(ks), body, unroll=unroll) if ks > 1 else at(body, kk))
     return seq(parts)
+
+
+@gemm_instr("mma_tf32")
+def _mma_tf32(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
+    """``mma.sync.m16n8k8`` TF32 atoms, 8-deep k-steps. PTX register order, with ``g = lane / 4``, ``t = lane % 4``:
+    A (16 x 8) a0..a3 at (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B (8 x 8) b0, b1 at (k, n) = (t, g),
+    (t + 4, g); C as m16n8k16's."""
+    m, n, k = (int(x) for x in g.mnk)
+    tm, tn = m // warp_m, n // warp_n
+    am, an, ks = tm // 16, tn // 8, k // 8
+    w = Warp(lw, warp_n)
+    grp, tig = binop("//", w.lane, 4), binop("%", w.lane, 4)
+    c = lw.mem_of(g.C.buffer)
+    parts: list[TStmt] = []
+    if g.clear_accum:
+        parts += [Write(c, const(i), const(0.0)) for i in range(c.size)]  # type: ignore[arg-type]
+    kk = Var(lw.fresh("kk"))
+    lw.ranges[kk] = (0, ks - 1)
+    k0 = binop("*", kk, 8)
+    a_regs, b_regs = lw.scratch_reg("a_frag", dt.float32, am * 4), lw.scratch_reg("b_frag", dt.float32, an * 2)
+    step: list[TStmt] = []
+    for mi in range(am):
+        m0 = binop("+", binop("*", w.wm, tm), mi * 16)
+        for r, (dm, dk) in enumerate(((0, 0), (8, 0), (0, 4), (8, 4))):
+            row, col = binop("+", m0, binop("+", grp, dm)), binop("+", k0, binop("+", tig, dk))
+            step.append(_tf32_load(lw, g.A, [col, row] if g.transpose_A else [row, col], a_regs, mi * 4 + r))
+    for ni in range(an):
+        col = binop("+", binop("+", binop("*", w.wn, tn), ni * 8), grp)
+        for r, dk in enumerate((0, 4)):
+            row = binop("+", k0, binop("+", tig, dk))
+            step.append(_tf32_load(lw, g.B, [col, row] if g.transpose_B else [row, col], b_regs, ni * 2 + r))
+    for mi in range(am):
+        for ni in range(an):
+            step.append(Mma(a_regs, const(mi * 4), b_regs, const(ni * 2), c, const((mi * an + ni) * 4)))
+    body = seq(step)
+    unroll = ks * (am * 4 + an * 2) <= TF32_UNROLLED_REGS
+    parts.append(Loop(kk, const(ks), body, unroll=unroll) if ks > 1 else at(body, kk))
+    return seq(parts)
+
+
+def _tf32_load(lw: Lowerer, r: Region, local: list[Expr], regs: Mem, off: int) -> TStmt:
+    """``regs[off]`` = the element of shared operand ``r`` at tile coordinates ``local``, rounded to TF32."""
+    value = MemRef(lw.mem_of(r.buffer), lw.shared_offset(r.buffer, r.index_at(local)))
+    return Write(regs, const(off), TCall("cvt_tf32", (value,), dt.float32))
 
 
 def at(stmt: TStmt, v: Var) -> TStmt:

@@ -62,7 +62,7 @@ class MemRef(Expr):
 @dataclass(frozen=True, eq=False, repr=False)
 class TCall(Expr):
     """A value intrinsic: ``shfl_xor(value, lane_mask, width)``, ``shfl_idx(value, lane, width)``,
-    ``shfl_down(value, delta, width)``."""
+    ``shfl_down(value, delta, width)``; ``cvt_tf32(value)``: a float32 rounded to TF32 (``cvt.rna.tf32.f32``)."""
 
     name: str
     args: tuple[Expr, ...]
@@ -225,8 +225,9 @@ class PrintOp(TStmt):
 class Mma(TStmt):
     """``mma.sync.aligned`` of one warp: C[c:c+4] += A[a:a+8e] x B[b:b+4e] (register offsets, in elements).
 
-    fp16/bf16 operands (e = 1) make it ``m16n8k16``, fp8 ones (e4m3 or e5m2, e = 2) ``m16n8k32``; the
-    accumulator is float32. Register order is the PTX ISA's.
+    fp16/bf16 operands (e = 1) make it ``m16n8k16``, fp8 ones (e4m3 or e5m2, e = 2) ``m16n8k32``; float32 ones
+    ``m16n8k8`` on TF32 values (A[a:a+4] x B[b:b+2], rounded by ``cvt_tf32`` before). The accumulator is float32.
+    Register order is the PTX ISA's.
     """
 
     a: Mem

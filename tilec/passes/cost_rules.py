@@ -66,7 +66,8 @@ INTRINSICS: dict[str, tuple[int, int, int]] = {
 }  # fmt: skip
 
 LIVE_K_STEPS = 3  # k-steps of gemm operands in registers at once (fitted to ptxas, see the cost model)
-INSTRUCTIONS = {"mma": "mma.sync", "wgmma": "wgmma", "mfma": "mfma"}  # GemmPlan.instr -> device model name
+# GemmPlan.instr -> device model name
+INSTRUCTIONS = {"mma": "mma.sync", "mma_tf32": "mma.sync", "wgmma": "wgmma", "mfma": "mfma"}
 
 
 @dataclass
@@ -230,7 +231,7 @@ def _gemm(ctx: RuleContext, g: Gemm) -> OpCost:
         if _tensor_core_eligible(g, ctx.target):
             warps = ctx.threads // 32
             cost.reject = (f"T.gemm at {where(g.loc)} ({m}x{n}x{k}, {warps} warps) does not tile into "
-                           f"mma.m16n8k16 atoms {plan.why}")
+                           f"{'mma.m16n8k8 TF32' if g.A.dtype is dt.float32 else 'mma.m16n8k16'} atoms {plan.why}")
         else:
             cost.note = f"T.gemm at {where(g.loc)} runs on scalar FMAs {plan.why}"
         return cost
@@ -244,7 +245,7 @@ def _gemm(ctx: RuleContext, g: Gemm) -> OpCost:
     # through descriptors, into no registers
     per_step = 0 if plan.instr == "wgmma" else \
         (tm // 16 * 4 if a.scope == "shared" else 0) + (tn // 8 * 2 if b.scope == "shared" else 0)
-    cost.scratch_regs = per_step * min(k // 16, LIVE_K_STEPS)
+    cost.scratch_regs = per_step * min(k // (8 if plan.instr == "mma_tf32" else 16), LIVE_K_STEPS)
     cost.scratch_regs_min = per_step
     return cost
 
@@ -252,7 +253,8 @@ def _gemm(ctx: RuleContext, g: Gemm) -> OpCost:
 def _tensor_core_eligible(g: Gemm, target: Any) -> bool:
     """Tensor cores would run this gemm but for its tile shape or warp count."""
     ok_target = target.backend == "cuda" and (not target.sm or target.sm >= 80)
-    ok_types = g.A.dtype in (dt.float16, dt.bfloat16) and g.B.dtype is g.A.dtype and g.C.dtype is dt.float32
+    ok_types = (g.A.dtype in (dt.float16, dt.bfloat16) or (g.allow_tf32 and g.A.dtype is dt.float32)) and \
+        g.B.dtype is g.A.dtype and g.C.dtype is dt.float32
     return ok_target and ok_types and g.C.buffer.scope == "fragment"
 
 

@@ -5,7 +5,8 @@ Post: a :class:`LayoutPlan`; the IR is unchanged.
 Constraint propagation in three levels, each a fixpoint over the FTG's ops in program order:
 
 * *strict*: ``T.annotate_layout``; ``T.gemm`` operands and accumulators (the instruction's fragment layouts
-  for the chosen warp partition, swizzled shared memory for tensor-core operands): ``mma.m16n8k16`` on CUDA,
+  for the chosen warp partition, swizzled shared memory for tensor-core operands): ``mma.m16n8k16`` on CUDA
+  (``mma.m16n8k8`` on float32 operands rounded to TF32 where the gemm allows it: ``allow_tf32``),
   ``v_mfma_f32_16x16x16`` over 64-lane wavefronts on HIP (:data:`TENSOR_CORES`);
 * *common*: through fragment-to-fragment copies, reductions (the result lives on the threads of its rows)
   and parallel loops (a loop takes the layout of a fragment it indexes by exactly its variables; row
@@ -80,13 +81,19 @@ class TensorCore:
     lanes: int
     atom: tuple[int, int]
     c: Callable[..., Fragment]
-    a: Callable[..., Fragment]
-    b: Callable[..., Fragment]
+    a: Callable[..., Fragment] | None  # None: operands from shared memory only
+    b: Callable[..., Fragment] | None
+    dtypes: tuple[dt.DType, ...] = (dt.float16, dt.bfloat16)  # operand dtypes (fp8 on mma: _fp8_reasons)
+    k: int = 0  # K of one instruction; 0: 16 for 16-bit operands, 32 for 8-bit ones
 
 
 TENSOR_CORES = {
     "mma": TensorCore("mma", "mma.m16n8k16", "warps", 32, (16, 8), make_mma_c_fragment, make_mma_a_fragment,
                       make_mma_b_fragment),
+    # float32 operands rounded to TF32 (T.gemm's allow_tf32): mma.sync.m16n8k8 with m16n8k16's accumulator layout;
+    # operands from shared memory by 32-bit loads (tilec.lower.gemm)
+    "mma_tf32": TensorCore("mma_tf32", "mma.m16n8k8.tf32", "warps", 32, (16, 8), make_mma_c_fragment, None, None,
+                           (dt.float32,), 8),
     # MFMA accumulators are the operand-swapped product's (lane l holds C[l % 16, 4 (l // 16) + v], see
     # tilec.lower.mfma): the A operand's layout, so a gemm result (flash attention's P) feeds the next from registers
     "mfma": TensorCore("mfma", "v_mfma_f32_16x16x16", "waves", 64, (16, 16),
@@ -94,6 +101,9 @@ TENSOR_CORES = {
                        make_mfma_b_fragment),
 }
 _INSTR_OF = {"cuda": "mma", "hip": "mfma"}  # a backend's tensor-core instruction
+_TF32_OF = {"cuda": ("mma_tf32", 80)}  # a backend's TF32 tensor-core instruction (allow_tf32) and its least sm
+# the plan's note on a gemm with allow_tf32 that the TF32 tensor cores cannot run (the reasons before it say why)
+TF32_FALLBACK = "; allow_tf32: TF32 tensor cores cannot run it, so it stays exact float32"
 EVERYWHERE_MAX = 4096  # iterations of a T.Parallel loop that every thread runs (one writing T.alloc_local arrays)
 
 
@@ -252,7 +262,8 @@ class _Inference:
             if plan is not None and beside is None:
                 return plan
             not_wgmma = f"; not wgmma: {wgmma_refusal(g, m, n, k, self.T) if plan is None else beside}"
-        tc = TENSOR_CORES.get(_INSTR_OF.get(self.target.backend, ""))
+        tf32, tf32_note = _tf32_instr(g, self.target) if g.allow_tf32 else (None, "")
+        tc = TENSOR_CORES.get(tf32 or _INSTR_OF.get(self.target.backend, ""))
         lanes = tc.lanes if tc is not None else 32
         warps = self.T // lanes
         reasons = []
@@ -260,8 +271,11 @@ class _Inference:
             reasons.append(f"target {self.target}")
         if g.A.dtype in _FP8 and g.B.dtype in _FP8 and tc is not None and tc.instr == "mma":
             reasons += _fp8_reasons(g, self.target)
-        elif g.A.dtype not in (dt.float16, dt.bfloat16) or g.B.dtype is not g.A.dtype:
+        elif g.A.dtype not in (tc.dtypes if tc is not None else (dt.float16, dt.bfloat16)) or \
+                g.B.dtype is not g.A.dtype:
             reasons.append(f"operand dtype {g.A.dtype}")
+        if tc is not None and tc.a is None and "fragment" in (g.A.buffer.scope, g.B.buffer.scope):
+            reasons.append(f"{tc.name} takes its operands from shared memory only")
         if g.C.dtype is not dt.float32:
             reasons.append(f"accumulator dtype {g.C.dtype}")
         if (g.A.buffer.scope == "fragment" and g.transpose_A) or (g.B.buffer.scope == "fragment" and g.transpose_B):
@@ -270,7 +284,7 @@ class _Inference:
             reasons.append("C is not a whole fragment")
         reasons += [f"register operand {r} is part of a fragment" for r in (g.A, g.B)
                     if r.buffer.scope == "fragment" and not r.is_full()]  # the atoms' registers are the whole one's
-        k_atom = 256 // g.A.dtype.bits if g.A.dtype.bits in (8, 16) else 16
+        k_atom = (tc.k if tc is not None else 0) or (256 // g.A.dtype.bits if g.A.dtype.bits in (8, 16) else 16)
         if self.T % lanes or k % k_atom:
             reasons.append(f"K={k} is not a multiple of {k_atom}" if k % k_atom else f"{self.T} threads")
         grid = None if reasons or tc is None else _warp_grid(g.policy, warps, m, n, tc.atom)
@@ -278,8 +292,10 @@ class _Inference:
             if not reasons and tc is not None:
                 reasons.append(f"no {g.policy} partition of {warps} {tc.unit} tiles {m}x{n} in "
                                f"{tc.atom[0]}x{tc.atom[1]} atoms")
-            return GemmPlan(1, 1, "simt", "(fallback: " + ", ".join(reasons) + not_wgmma + ")")
-        return GemmPlan(grid[0], grid[1], tc.instr, f"({g.policy}{not_wgmma})")
+            if tf32 is not None:
+                tf32_note = TF32_FALLBACK
+            return GemmPlan(1, 1, "simt", "(fallback: " + ", ".join(reasons) + tf32_note + not_wgmma + ")")
+        return GemmPlan(grid[0], grid[1], tc.instr, f"({g.policy}{tf32_note}{not_wgmma})")
 
     @functools.cached_property
     def ties(self) -> Callable[[Buffer], int]:
@@ -710,6 +726,19 @@ def _squeeze(frag: Fragment, dims: _Dims) -> Fragment:
 
 
 _FP8 = (dt.float8_e4m3, dt.float8_e5m2)
+
+
+def _tf32_instr(g: Gemm, target: Target) -> tuple[str | None, str]:
+    """The TF32 tensor-core instruction of a gemm with ``allow_tf32`` (None where there is none), and the report's
+    note on it: why the flag changes nothing, or, on sm_90+, that TF32 runs on mma.sync rather than wgmma."""
+    if not (g.A.dtype is g.B.dtype is dt.float32):
+        return None, f"; allow_tf32 has no effect: operands are {g.A.dtype}, not float32"
+    instr, least = _TF32_OF.get(target.backend, (None, 0))
+    if instr is None or (target.sm and target.sm < least):
+        return None, f"; allow_tf32: target {target} has no TF32 tensor cores, so it stays exact float32"
+    if target.sm >= 90:
+        return instr, "; TF32 on mma.sync, not wgmma"
+    return instr, ""
 
 
 def _fp8_reasons(g: Gemm, target: Target) -> list[str]:

@@ -206,7 +206,8 @@ def _stage_operands(state: CompileState) -> CompileState:
     return state.with_(artifacts={**state.artifacts, "staged_operands": staged}) if staged else state
 
 
-_INSTR_NAME = {"simt": "scalar FMA path"}  # the report's name of a gemm plan's instruction
+# the report's name of a gemm plan's instruction
+_INSTR_NAME = {"simt": "scalar FMA path", "mma_tf32": "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"}
 
 
 def _layouts(state: CompileState) -> CompileState:

@@ -25,7 +25,7 @@ from tilec.ir.buffer import Buffer, Region
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import Copy, Gemm, SeqStmt
 from tilec.ir.visit import transform
-from tilec.passes.layout_inference import GemmPlan, gemm_plan
+from tilec.passes.layout_inference import TF32_FALLBACK, GemmPlan, gemm_plan
 from tilec.target import Target
 
 
@@ -104,5 +104,6 @@ def _note(g: Gemm, role: str, r: Region, buf: Buffer, plan: GemmPlan, after: Gem
             f"of the gemm): ")
     if after.instr == "simt":
         return head + f"the gemm runs on the scalar FMA path ({because}), which reads its operands from shared memory"
+    because = because.replace(TF32_FALLBACK, "")  # staged, it runs on them
     return head + (f"{after.instr} cannot take it from registers ({because}), and the scalar FMA path reads its "
                    f"operands from shared memory; from there the gemm runs on {after.instr}")

@@ -3,6 +3,15 @@
 from tilec.backends.cemit import _MATH32, _MATH64, CTable
 from tilec.backends.cuda.header import HEADER
 
+# a float32 rounded to TF32 (to nearest, ties away from zero; the low 13 bits zero), as mma.sync's .tf32 operands
+# take it
+CVT_TF32 = """__device__ __forceinline__ float cvt_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}
+"""
+
 CUDA_TYPES = {
     "float64": "double", "float32": "float", "float16": "half", "bfloat16": "__nv_bfloat16",
     "float8_e4m3": "__nv_fp8_e4m3", "float8_e5m2": "__nv_fp8_e5m2", "int64": "long long", "int32": "int",
@@ -24,7 +33,9 @@ CUDA = CTable(
         "shfl_xor": "__shfl_xor_sync(0xffffffffu, {v}, {a}, {w})",
         "shfl_idx": "__shfl_sync(0xffffffffu, {v}, {a}, {w})",
         "shfl_down": "__shfl_down_sync(0xffffffffu, {v}, {a}, {w})",
+        "cvt_tf32": "tl::cvt_tf32({v})",
     },
+    intrinsic_helpers={"cvt_tf32": ("cvt_tf32", CVT_TF32)},
     header=HEADER,
     assume="__builtin_assume({cond});",
     grid_dependency=('asm volatile("griddepcontrol.wait;" ::: "memory");',

@@ -1,0 +1,184 @@
+"""``T.gemm(..., allow_tf32=True)``: float32 gemms on TF32 tensor cores (``mma.sync.m16n8k8``, operands rounded by
+``cvt.rna.tf32.f32``) on NVIDIA sm_80+, sm_90a included. The CPU tile interpreter and the thread interpreters compute
+what the GPU does (operands rounded to TF32, products summed in float32), checked against float64 numpy on fresh
+random inputs; targets without TF32 tensor cores keep the exact scalar path and say so."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from conftest import poisoned, randn
+
+import tilec
+import tilec.language as T
+from tilec.dtypes import round_tf32
+from tilec.errors import TilecTypeError
+
+MMA_TF32 = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+
+
+def _gemm(M, N, K, block_M, block_N, block_K, threads, trans_A=False, trans_B=False, dtype="float32",
+          allow_tf32=True):
+    a_shape, b_shape = ((K, M) if trans_A else (M, K)), ((N, K) if trans_B else (K, N))
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_K, block_M) if trans_A else (block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_N, block_K) if trans_B else (block_K, block_N), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                if trans_A:
+                    T.copy(A[k * block_K, by * block_M], A_s)
+                else:
+                    T.copy(A[by * block_M, k * block_K], A_s)
+                if trans_B:
+                    T.copy(B[bx * block_N, k * block_K], B_s)
+                else:
+                    T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B, allow_tf32=allow_tf32)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main
+
+
+def _gemm_note(kernel: tilec.JITKernel) -> str:
+    notes = [line for line in kernel.report().splitlines() if "note: T.gemm" in line]
+    assert len(notes) == 1, notes
+    return notes[0]
+
+
+def _run(kernel, rng, M, N, K, trans_A, trans_B):
+    a = randn(rng, (K, M) if trans_A else (M, K), "float32")
+    b = randn(rng, (N, K) if trans_B else (K, N), "float32")
+    c = poisoned((M, N), "float32")
+    kernel(a, b, c)
+    assert np.isfinite(c).all(), "an element of C was not written"
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    exact = (a64.T if trans_A else a64) @ (b64.T if trans_B else b64)
+    ta, tb = round_tf32(a).astype(np.float64), round_tf32(b).astype(np.float64)
+    tf32 = (ta.T if trans_A else ta) @ (tb.T if trans_B else tb)
+    rel = lambda ref: float(np.linalg.norm(c - ref) / np.linalg.norm(ref))  # noqa: E731
+    return rel(exact), rel(tf32)
+
+
+def test_round_tf32_keeps_10_bits_to_nearest_ties_away():
+    one = 1.0
+    x = np.array([one + 2**-11, one + 3 * 2**-11, -(one + 2**-11), one + 2**-11 - 2**-23, one + 2**-11 + 2**-23,
+                  3.4028235e38, np.inf, -np.inf], np.float32)
+    want = np.array([one + 2**-10, one + 2**-9, -(one + 2**-10), one, one + 2**-10, np.inf, np.inf, -np.inf],
+                    np.float32)
+    got = round_tf32(x)
+    assert np.array_equal(got, want), got
+    assert np.isnan(round_tf32(np.array([np.nan], np.float32))).all()
+    assert not (round_tf32(np.float32([1.2345678, -7.654321e-3])).view(np.uint32) & 0x1FFF).any()
+
+
+SHAPES = [  # (M, N, K, block_M, block_N, block_K, threads, transpose_A, transpose_B)
+    (64, 64, 32, 64, 64, 32, 128, False, False),
+    (100, 70, 57, 64, 32, 16, 128, False, False),  # ragged in M, N and K (zero-padded tiles)
+    (64, 96, 48, 32, 32, 16, 64, True, False),
+    (64, 64, 40, 64, 64, 8, 128, False, True),  # attention's Q K^T orientation
+    (48, 40, 24, 16, 40, 8, 32, True, True),
+]
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:sm_90a"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(str(x) for x in s[:7]) + f"-{s[7]:d}{s[8]:d}")
+def test_tf32_gemm_rounds_operands_like_the_tensor_cores(rng, target, shape):
+    """Within TF32's error of the exact product, and not exact float32: the operands were rounded (a float32 gemm
+    of these sizes is within ~1e-7 of float64); within float32 summation error of the product of the TF32-rounded
+    operands (round to nearest, ties away)."""
+    M, N, K, bm, bn, bk, threads, ta, tb = shape
+    kernel = tilec.JITKernel(_gemm(M, N, K, bm, bn, bk, threads, ta, tb), target)
+    if target != "cpu":
+        assert MMA_TF32 in _gemm_note(kernel)
+    err_exact, err_tf32 = _run(kernel, rng, M, N, K, ta, tb)
+    assert 1e-6 < err_exact < 1e-3, err_exact
+    assert err_tf32 < 1e-6, err_tf32
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
+def test_a_register_operand_is_staged_for_the_tf32_mma(rng, target):
+    """mma.m16n8k8.tf32 reads its operands from shared memory: A in a fragment is staged there (pass
+    stage_operands), then the gemm runs on TF32 tensor cores."""
+
+    @T.prim_func
+    def main(A: T.Tensor((64, 32), "float32"), B: T.Tensor((32, 64), "float32"), C: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, 1, threads=128) as (bx, by):
+            A_f = T.alloc_fragment((64, 32), "float32")
+            B_s = T.alloc_shared((32, 64), "float32")
+            C_f = T.alloc_fragment((64, 64), "float32")
+            T.copy(A[0, 0], A_f)
+            T.copy(B[0, 0], B_s)
+            T.gemm(A_f, B_s, C_f, clear_accum=True, allow_tf32=True)
+            T.copy(C_f, C[0, 0])
+
+    kernel = tilec.JITKernel(main, target)
+    if target != "cpu":
+        notes = [line for line in kernel.report().splitlines() if "note: T.gemm" in line]
+        assert any("staged through shared memory" in line and "stays exact" not in line for line in notes), notes
+        assert any(MMA_TF32 in line for line in notes), notes
+    err_exact, err_tf32 = _run(kernel, rng, 64, 64, 32, False, False)
+    assert 1e-6 < err_exact < 1e-3 and err_tf32 < 1e-6, (err_exact, err_tf32)
+
+
+def test_without_tensor_cores_the_gemm_stays_exact(rng):
+    """AMD has no TF32 tensor cores: the scalar path, exact float32, and the note says why."""
+    kernel = tilec.JITKernel(_gemm(64, 64, 32, 64, 64, 32, 256), "simt:gfx90a")
+    note = _gemm_note(kernel)
+    assert "scalar FMA path" in note and "allow_tf32: target simt:gfx90a has no TF32 tensor cores" in note, note
+    err_exact, _ = _run(kernel, rng, 64, 64, 32, False, False)
+    assert err_exact < 1e-6, err_exact
+
+
+def test_without_allow_tf32_float32_stays_exact(rng):
+    kernel = tilec.JITKernel(_gemm(64, 64, 32, 64, 64, 32, 128, allow_tf32=False), "simt:sm_80")
+    assert "scalar FMA path (fallback: operand dtype float32)" in _gemm_note(kernel)
+    assert _run(kernel, rng, 64, 64, 32, False, False)[0] < 1e-6
+
+
+def test_a_k_tile_off_the_atoms_stays_exact_and_says_why(rng):
+    """K = 12 a tile does not split into m16n8k8's 8-deep steps: exact float32 on the scalar path."""
+    kernel = tilec.JITKernel(_gemm(64, 64, 36, 64, 64, 12, 128), "simt:sm_80")
+    note = _gemm_note(kernel)
+    assert "K=12 is not a multiple of 8" in note and "allow_tf32: TF32 tensor cores cannot run it" in note, note
+    assert _run(kernel, rng, 64, 64, 36, False, False)[0] < 1e-6
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_allow_tf32_on_16_bit_operands_changes_nothing(dtype):
+    tf32 = tilec.JITKernel(_gemm(64, 64, 32, 64, 64, 32, 128, dtype=dtype), "cuda:sm_80")
+    plain = tilec.JITKernel(_gemm(64, 64, 32, 64, 64, 32, 128, dtype=dtype, allow_tf32=False), "cuda:sm_80")
+    assert f"allow_tf32 has no effect: operands are {dtype}, not float32" in _gemm_note(tf32)
+    code = lambda k: re.sub(r"//.*", "", k.get_kernel_source())  # noqa: E731 - the comments quote the T.gemm call
+    assert code(tf32) == code(plain)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_cuda_names_the_tf32_mma_and_loads_no_ldmatrix(arch):
+    """32-bit loads from shared memory (ldmatrix moves 16-bit elements), each rounded by cvt.rna.tf32.f32, then
+    mma.sync m16n8k8; on sm_90a mma.sync too (wgmma is not used for TF32), which the note says."""
+    kernel = tilec.JITKernel(_gemm(128, 128, 64, 128, 128, 32, 128), f"cuda:{arch}")
+    note = _gemm_note(kernel)
+    assert MMA_TF32 in note, note
+    assert ("not wgmma" in note) == (arch == "sm_90a"), note
+    source = kernel.get_kernel_source()
+    body = source[source.index('extern "C"'):]
+    assert MMA_TF32 in source and "cvt.rna.tf32.f32" in source
+    assert "tl::mma_m16n8k8_tf32(" in body and "tl::cvt_tf32(" in body and "ldmatrix" not in body
+
+
+def test_the_ir_printer_shows_the_flag():
+    text = str(_gemm(64, 64, 32, 64, 64, 32, 128))
+    assert "allow_tf32=True" in text, text
+    assert "allow_tf32" not in str(_gemm(64, 64, 32, 64, 64, 32, 128, allow_tf32=False))
+
+
+@pytest.mark.parametrize("value", ["yes", None, 2, 1.0])
+def test_allow_tf32_must_be_a_bool(value):
+    with pytest.raises(TilecTypeError, match=rf"T.gemm: allow_tf32 must be True or False, got .*{value!r}"):
+        _gemm(64, 64, 32, 64, 64, 32, 128, allow_tf32=value)
