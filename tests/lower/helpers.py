@@ -41,3 +41,35 @@ def tile_in_two_copies(A: T.Tensor((200, 160), "float16"), B: T.Tensor((160, 136
             T.copy(B[k * 32, bx * 64], B_s)
             T.gemm(A_s, B_s, C_f)
         T.copy(C_f, C[by * 128, bx * 64])
+
+
+def operand_gemm(M, N, K, block_M, block_N, block_K, threads, trans_A=False, trans_B=False, dtype="float32",
+                 allow_tf32=False):
+    """A GEMM over k-tiles with A and B in either orientation (``trans_A``: A stored K x M), C in float32 starting as
+    garbage that the first k-tile's gemm clears (``clear_accum``)."""
+    a_shape, b_shape = ((K, M) if trans_A else (M, K)), ((N, K) if trans_B else (K, N))
+
+    @T.prim_func
+    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_K, block_M) if trans_A else (block_M, block_K), dtype)
+            B_s = T.alloc_shared((block_N, block_K) if trans_B else (block_K, block_N), dtype)
+            C_f = T.alloc_fragment((block_M, block_N), "float32")
+            T.fill(C_f, 1e30)
+            for k in T.serial(T.ceildiv(K, block_K)):
+                if trans_A:
+                    T.copy(A[k * block_K, by * block_M], A_s)
+                else:
+                    T.copy(A[by * block_M, k * block_K], A_s)
+                if trans_B:
+                    T.copy(B[bx * block_N, k * block_K], B_s)
+                else:
+                    T.copy(B[k * block_K, bx * block_N], B_s)
+                if k == 0:  # C_f starts as garbage: the first k-tile's gemm clears it
+                    T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B, clear_accum=True,
+                           allow_tf32=allow_tf32)
+                else:
+                    T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B, allow_tf32=allow_tf32)
+            T.copy(C_f, C[by * block_M, bx * block_N])
+
+    return main

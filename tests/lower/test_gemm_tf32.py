@@ -16,38 +16,15 @@ import tilec.language as T
 from tilec.dtypes import round_tf32
 from tilec.errors import TilecTypeError
 
+from .helpers import operand_gemm
+
 MMA_TF32 = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
 
 
-def _gemm(M, N, K, block_M, block_N, block_K, threads, trans_A=False, trans_B=False, dtype="float32",
-          allow_tf32=True):
-    a_shape, b_shape = ((K, M) if trans_A else (M, K)), ((N, K) if trans_B else (K, N))
-
-    @T.prim_func
-    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((block_K, block_M) if trans_A else (block_M, block_K), dtype)
-            B_s = T.alloc_shared((block_N, block_K) if trans_B else (block_K, block_N), dtype)
-            C_f = T.alloc_fragment((block_M, block_N), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
-                if trans_A:
-                    T.copy(A[k * block_K, by * block_M], A_s)
-                else:
-                    T.copy(A[by * block_M, k * block_K], A_s)
-                if trans_B:
-                    T.copy(B[bx * block_N, k * block_K], B_s)
-                else:
-                    T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B, allow_tf32=allow_tf32)
-            T.copy(C_f, C[by * block_M, bx * block_N])
-
-    return main
-
-
 def _gemm_note(kernel: tilec.JITKernel) -> str:
+    """The note of the kernel's gemms (operand_gemm has two, the first k-tile's and the others', which must agree)."""
     notes = [line for line in kernel.report().splitlines() if "note: T.gemm" in line]
-    assert len(notes) == 1, notes
+    assert len(notes) == 2 and len({re.sub(r"line \d+", "", n) for n in notes}) == 1, notes
     return notes[0]
 
 
@@ -93,7 +70,7 @@ def test_tf32_gemm_rounds_operands_like_the_tensor_cores(rng, target, shape):
     of these sizes is within ~1e-7 of float64); within float32 summation error of the product of the TF32-rounded
     operands (round to nearest, ties away)."""
     M, N, K, bm, bn, bk, threads, ta, tb = shape
-    kernel = tilec.JITKernel(_gemm(M, N, K, bm, bn, bk, threads, ta, tb), target)
+    kernel = tilec.JITKernel(operand_gemm(M, N, K, bm, bn, bk, threads, ta, tb, allow_tf32=True), target)
     if target != "cpu":
         assert MMA_TF32 in _gemm_note(kernel)
     err_exact, err_tf32 = _run(kernel, rng, M, N, K, ta, tb)
@@ -128,7 +105,7 @@ def test_a_register_operand_is_staged_for_the_tf32_mma(rng, target):
 
 def test_without_tensor_cores_the_gemm_stays_exact(rng):
     """AMD has no TF32 tensor cores: the scalar path, exact float32, and the note says why."""
-    kernel = tilec.JITKernel(_gemm(64, 64, 32, 64, 64, 32, 256), "simt:gfx90a")
+    kernel = tilec.JITKernel(operand_gemm(64, 64, 32, 64, 64, 32, 256, allow_tf32=True), "simt:gfx90a")
     note = _gemm_note(kernel)
     assert "scalar FMA path" in note and "allow_tf32: target simt:gfx90a has no TF32 tensor cores" in note, note
     err_exact, _ = _run(kernel, rng, 64, 64, 32, False, False)
@@ -136,14 +113,14 @@ def test_without_tensor_cores_the_gemm_stays_exact(rng):
 
 
 def test_without_allow_tf32_float32_stays_exact(rng):
-    kernel = tilec.JITKernel(_gemm(64, 64, 32, 64, 64, 32, 128, allow_tf32=False), "simt:sm_80")
+    kernel = tilec.JITKernel(operand_gemm(64, 64, 32, 64, 64, 32, 128), "simt:sm_80")
     assert "scalar FMA path (fallback: operand dtype float32)" in _gemm_note(kernel)
     assert _run(kernel, rng, 64, 64, 32, False, False)[0] < 1e-6
 
 
 def test_a_k_tile_off_the_atoms_stays_exact_and_says_why(rng):
     """K = 12 a tile does not split into m16n8k8's 8-deep steps: exact float32 on the scalar path."""
-    kernel = tilec.JITKernel(_gemm(64, 64, 36, 64, 64, 12, 128), "simt:sm_80")
+    kernel = tilec.JITKernel(operand_gemm(64, 64, 36, 64, 64, 12, 128, allow_tf32=True), "simt:sm_80")
     note = _gemm_note(kernel)
     assert "K=12 is not a multiple of 8" in note and "allow_tf32: TF32 tensor cores cannot run it" in note, note
     assert _run(kernel, rng, 64, 64, 36, False, False)[0] < 1e-6
@@ -151,8 +128,8 @@ def test_a_k_tile_off_the_atoms_stays_exact_and_says_why(rng):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_allow_tf32_on_16_bit_operands_changes_nothing(dtype):
-    tf32 = tilec.JITKernel(_gemm(64, 64, 32, 64, 64, 32, 128, dtype=dtype), "cuda:sm_80")
-    plain = tilec.JITKernel(_gemm(64, 64, 32, 64, 64, 32, 128, dtype=dtype, allow_tf32=False), "cuda:sm_80")
+    tf32 = tilec.JITKernel(operand_gemm(64, 64, 32, 64, 64, 32, 128, dtype=dtype, allow_tf32=True), "cuda:sm_80")
+    plain = tilec.JITKernel(operand_gemm(64, 64, 32, 64, 64, 32, 128, dtype=dtype), "cuda:sm_80")
     assert f"allow_tf32 has no effect: operands are {dtype}, not float32" in _gemm_note(tf32)
     code = lambda k: re.sub(r"//.*", "", k.get_kernel_source())  # noqa: E731 - the comments quote the T.gemm call
     assert code(tf32) == code(plain)
@@ -162,7 +139,7 @@ def test_allow_tf32_on_16_bit_operands_changes_nothing(dtype):
 def test_the_cuda_names_the_tf32_mma_and_loads_no_ldmatrix(arch):
     """32-bit loads from shared memory (ldmatrix moves 16-bit elements), each rounded by cvt.rna.tf32.f32, then
     mma.sync m16n8k8; on sm_90a mma.sync too (wgmma is not used for TF32), which the note says."""
-    kernel = tilec.JITKernel(_gemm(128, 128, 64, 128, 128, 32, 128), f"cuda:{arch}")
+    kernel = tilec.JITKernel(operand_gemm(128, 128, 64, 128, 128, 32, 128, allow_tf32=True), f"cuda:{arch}")
     note = _gemm_note(kernel)
     assert MMA_TF32 in note, note
     assert ("not wgmma" in note) == (arch == "sm_90a"), note
@@ -173,12 +150,12 @@ def test_the_cuda_names_the_tf32_mma_and_loads_no_ldmatrix(arch):
 
 
 def test_the_ir_printer_shows_the_flag():
-    text = str(_gemm(64, 64, 32, 64, 64, 32, 128))
+    text = str(operand_gemm(64, 64, 32, 64, 64, 32, 128, allow_tf32=True))
     assert "allow_tf32=True" in text, text
-    assert "allow_tf32" not in str(_gemm(64, 64, 32, 64, 64, 32, 128, allow_tf32=False))
+    assert "allow_tf32" not in str(operand_gemm(64, 64, 32, 64, 64, 32, 128))
 
 
 @pytest.mark.parametrize("value", ["yes", None, 2, 1.0])
 def test_allow_tf32_must_be_a_bool(value):
     with pytest.raises(TilecTypeError, match=rf"T.gemm: allow_tf32 must be True or False, got .*{value!r}"):
-        _gemm(64, 64, 32, 64, 64, 32, 128, allow_tf32=value)
+        operand_gemm(64, 64, 32, 64, 64, 32, 128, allow_tf32=value)

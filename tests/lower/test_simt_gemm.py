@@ -12,37 +12,9 @@ import pytest
 from conftest import assert_close, poisoned, randn
 
 import tilec
-import tilec.language as T
 from tilec.lower.gemm import SIMT_OPERAND_REGS, simt_k_unroll, simt_operands
 
-
-def _gemm(M, N, K, block_M, block_N, block_K, threads, trans_A, trans_B, dtype="float32"):
-    a_shape, b_shape = ((K, M) if trans_A else (M, K)), ((N, K) if trans_B else (K, N))
-
-    @T.prim_func
-    def main(A: T.Tensor(a_shape, dtype), B: T.Tensor(b_shape, dtype), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((block_K, block_M) if trans_A else (block_M, block_K), dtype)
-            B_s = T.alloc_shared((block_N, block_K) if trans_B else (block_K, block_N), dtype)
-            C_f = T.alloc_fragment((block_M, block_N), "float32")
-            T.fill(C_f, 1e30)
-            for k in T.serial(T.ceildiv(K, block_K)):
-                if trans_A:
-                    T.copy(A[k * block_K, by * block_M], A_s)
-                else:
-                    T.copy(A[by * block_M, k * block_K], A_s)
-                if trans_B:
-                    T.copy(B[bx * block_N, k * block_K], B_s)
-                else:
-                    T.copy(B[k * block_K, bx * block_N], B_s)
-                if k == 0:  # C_f starts as garbage: the first k-tile's gemm clears it
-                    T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B, clear_accum=True)
-                else:
-                    T.gemm(A_s, B_s, C_f, transpose_A=trans_A, transpose_B=trans_B)
-            T.copy(C_f, C[by * block_M, bx * block_N])
-
-    return main
-
+from .helpers import operand_gemm
 
 SHAPES = [  # (M, N, K, block_M, block_N, block_K, threads, transpose_A, transpose_B, unroll of the gemm's k-loop)
     (100, 70, 57, 64, 64, 19, 128, False, False, 4),  # 19 k-steps by 4: a remainder of 3
@@ -59,7 +31,7 @@ SHAPES = [  # (M, N, K, block_M, block_N, block_K, threads, transpose_A, transpo
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(str(x) for x in s[:7]) + f"-{s[7]:d}{s[8]:d}")
 def test_scalar_gemm_matches_numpy(rng, target, shape):
     M, N, K, bm, bn, bk, threads, ta, tb, unroll = shape
-    func = _gemm(M, N, K, bm, bn, bk, threads, ta, tb)
+    func = operand_gemm(M, N, K, bm, bn, bk, threads, ta, tb)
     source = tilec.JITKernel(func, "cuda:sm_80").get_kernel_source()
     pragma = "#pragma unroll" if unroll == bk else f"#pragma unroll {unroll}"
     assert re.search(rf"{pragma}\n\s*for \(int k_\d+ = 0; k_\d+ < {bk}; ", source), source
@@ -76,7 +48,7 @@ def test_scalar_gemm_matches_numpy(rng, target, shape):
 def test_unrolled_k_steps_keep_their_operands_within_the_budget():
     """Attention's 64 x 64 float32 tile over 128 threads: a thread holds 8 rows x 4 columns of S, 12 operand values a
     k-step, so 4 k-steps (48 values) are unrolled together, not all 64 (768 values: ptxas spilled 1.7 KB)."""
-    kernel = tilec.JITKernel(_gemm(64, 64, 64, 64, 64, 64, 128, False, True), "cuda:sm_80")
+    kernel = tilec.JITKernel(operand_gemm(64, 64, 64, 64, 64, 64, 128, False, True), "cuda:sm_80")
     layout = next(f for b, f in kernel.state.artifacts["layout_inference"].fragments.items() if b.name == "C_f")
     assert simt_operands(layout) == 12
     assert simt_k_unroll(layout, 64) == 4 and 4 * 12 <= SIMT_OPERAND_REGS < 8 * 12
