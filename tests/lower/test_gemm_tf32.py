@@ -15,6 +15,7 @@ import tilec
 import tilec.language as T
 from tilec.dtypes import round_tf32
 from tilec.errors import TilecTypeError
+from tilec.interp import thread
 
 from .helpers import operand_gemm
 
@@ -159,3 +160,28 @@ def test_the_ir_printer_shows_the_flag():
 def test_allow_tf32_must_be_a_bool(value):
     with pytest.raises(TilecTypeError, match=rf"T.gemm: allow_tf32 must be True or False, got .*{value!r}"):
         operand_gemm(64, 64, 32, 64, 64, 32, 128, allow_tf32=value)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
+def test_operand_loads_hit_distinct_banks(monkeypatch, rng, ta, tb):
+    """Each warp's shared-memory loads of the TF32 gemm's operands, in every stored orientation, touch each bank
+    with no more distinct words than a load of that width must (one for 32-bit loads, two for 64-bit ones). With
+    the instruction's k t and t + 4 read from the tile's k t and t + 4, the operands stored with K as rows (B K x N,
+    A K x M) had 2-way conflicts under the swizzle; the tile's k 2t and 2t + 1 remove them, and the operands stored
+    with K innermost read their two values of a row as one 64-bit load."""
+    degrees: dict[tuple[str, int], int] = {}
+    read = thread.ThreadInterpreter.read
+
+    def recording(self, mem, off, lanes, mask):
+        if mem.space == "shared" and mem.name in ("A_s", "B_s"):
+            words = np.broadcast_to(np.asarray(off, np.int64), (self.T,))[:32, None] + np.arange(lanes)
+            per_bank = [len(set(words[words % 32 == b].tolist())) for b in range(32)]
+            key = (mem.name, lanes)
+            degrees[key] = max(degrees.get(key, 0), max(per_bank) // lanes)
+        return read(self, mem, off, lanes, mask)
+
+    monkeypatch.setattr(thread.ThreadInterpreter, "read", recording)
+    kernel = tilec.JITKernel(operand_gemm(64, 64, 32, 64, 64, 32, 128, ta, tb, allow_tf32=True), "simt:sm_80")
+    exact, tf32 = _run(kernel, rng, 64, 64, 32, ta, tb)
+    assert exact < 1e-3 and tf32 < 1e-6, (exact, tf32)
+    assert degrees == {("A_s", 1 if ta else 2): 1, ("B_s", 2 if tb else 1): 1}, degrees

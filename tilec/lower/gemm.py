@@ -110,7 +110,10 @@ def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
 def _mma_tf32(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     """``mma.sync.m16n8k8`` TF32 atoms, 8-deep k-steps. PTX register order, with ``g = lane / 4``, ``t = lane % 4``:
     A (16 x 8) a0..a3 at (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); B (8 x 8) b0, b1 at (k, n) = (t, g),
-    (t + 4, g); C as m16n8k16's."""
+    (t + 4, g); C as m16n8k16's. The instruction's k ``t`` and ``t + 4`` read the tile's k ``2t`` and ``2t + 1``
+    (the same permutation for A and B: the same products): an operand stored with K innermost then reads its two
+    values of a row as one 64-bit load (:func:`_tf32_pair`), and one stored with K as its rows reads four k rows a
+    load that the swizzle puts in distinct banks (with ``t`` and ``t + 4``, two of them share banks)."""
     m, n, k = (int(x) for x in g.mnk)
     tm, tn = m // warp_m, n // warp_n
     am, an, ks = tm // 16, tn // 8, k // 8
@@ -124,17 +127,17 @@ def _mma_tf32(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     lw.ranges[kk] = (0, ks - 1)
     k0 = binop("*", kk, 8)
     a_regs, b_regs = lw.scratch_reg("a_frag", dt.float32, am * 4), lw.scratch_reg("b_frag", dt.float32, an * 2)
+    kt = binop("+", k0, binop("*", tig, 2))  # the tile's k of the instruction's k t (t + 4: kt + 1)
+    pair = lw.scratch_reg("tf32_pair", dt.float32, 2)  # a 64-bit load's two values
     step: list[TStmt] = []
     for mi in range(am):
         m0 = binop("+", binop("*", w.wm, tm), mi * 16)
-        for r, (dm, dk) in enumerate(((0, 0), (8, 0), (0, 4), (8, 4))):
-            row, col = binop("+", m0, binop("+", grp, dm)), binop("+", k0, binop("+", tig, dk))
-            step.append(_tf32_load(lw, g.A, [col, row] if g.transpose_A else [row, col], a_regs, mi * 4 + r))
+        for r, dm in enumerate((0, 8)):  # registers r (k t) and r + 2 (k t + 4) of row g + dm
+            row = binop("+", m0, binop("+", grp, dm))
+            step.append(_tf32_pair(lw, g.A, row, kt, not g.transpose_A, a_regs, (mi * 4 + r, mi * 4 + r + 2), pair))
     for ni in range(an):
         col = binop("+", binop("+", binop("*", w.wn, tn), ni * 8), grp)
-        for r, dk in enumerate((0, 4)):
-            row = binop("+", k0, binop("+", tig, dk))
-            step.append(_tf32_load(lw, g.B, [col, row] if g.transpose_B else [row, col], b_regs, ni * 2 + r))
+        step.append(_tf32_pair(lw, g.B, col, kt, g.transpose_B, b_regs, (ni * 2, ni * 2 + 1), pair))
     for mi in range(am):
         for ni in range(an):
             step.append(Mma(a_regs, const(mi * 4), b_regs, const(ni * 2), c, const((mi * an + ni) * 4)))
@@ -144,10 +147,30 @@ def _mma_tf32(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     return seq(parts)
 
 
-def _tf32_load(lw: Lowerer, r: Region, local: list[Expr], regs: Mem, off: int) -> TStmt:
-    """``regs[off]`` = the element of shared operand ``r`` at tile coordinates ``local``, rounded to TF32."""
-    value = MemRef(lw.mem_of(r.buffer), lw.shared_offset(r.buffer, r.index_at(local)))
-    return Write(regs, const(off), TCall("cvt_tf32", (value,), dt.float32))
+def _tf32_pair(lw: Lowerer, r: Region, other: Expr, kt: Expr, k_inner: bool, regs: Mem, offs: tuple[int, int],
+               pair: Mem) -> TStmt:
+    """``regs[offs[0]]``, ``regs[offs[1]]`` = the elements of shared operand ``r`` at k ``kt`` and ``kt + 1`` (and
+    ``other``: the row of A or column of B), rounded to TF32. ``k_inner``: the tile stores K innermost; the two
+    values are then one 64-bit load into ``pair`` where the layout keeps every even k's element 8-byte aligned beside
+    the next."""
+    at = [(other, kt), (other, binop("+", kt, 1))] if k_inner else [(kt, other), (binop("+", kt, 1), other)]
+    mem = lw.mem_of(r.buffer)
+    refs = [MemRef(mem, lw.shared_offset(r.buffer, r.index_at(list(c)))) for c in at]
+    if k_inner and _pairs_aligned(lw, r):
+        return seq([Write(pair, const(0), MemRef(mem, refs[0].offset, lanes=2), lanes=2),
+                    *(Write(regs, const(o), TCall("cvt_tf32", (MemRef(pair, const(i)),), dt.float32))
+                      for i, o in enumerate(offs))])
+    return seq([Write(regs, const(o), TCall("cvt_tf32", (ref,), dt.float32)) for o, ref in zip(offs, refs)])
+
+
+def _pairs_aligned(lw: Lowerer, r: Region) -> bool:
+    """Whether shared operand ``r``'s layout puts each element at an even innermost index at an even offset with
+    the next element beside it, and the region starts at an even innermost index."""
+    start = const_value(r.starts[-1])
+    table = lw.shared_layout(r.buffer).eval_table()
+    even, odd = table[..., 0::2], table[..., 1::2]
+    return start is not None and start % 2 == 0 and table.shape[-1] % 2 == 0 and bool(
+        np.all(even % 2 == 0) and np.all(odd == even + 1))
 
 
 def at(stmt: TStmt, v: Var) -> TStmt:
