@@ -8,8 +8,8 @@ register fragment. An fp8 atom is the 16-bit one with every 16-bit element two f
 both use the same ldmatrix addressing in 16-byte rows; fp8 operands must be K-major (A stored M x K, B stored
 N x K), since ldmatrix transposes only 16-bit elements. ``mma_tf32`` (``T.gemm(..., allow_tf32=True)`` on float32
 operands): the same warp grid and accumulator layout with ``mma.sync.m16n8k8`` on TF32 operands, each thread loading
-its 4 A and 2 B elements of an atom from shared memory by 32-bit loads (ldmatrix moves 16-bit elements) and rounding
-them with ``cvt.rna.tf32.f32``; any stored orientation. ``simt``: every thread accumulates its elements of C with
+its 4 A and 2 B elements of an atom from shared memory by 32- or 64-bit loads (ldmatrix moves 16-bit elements) and
+rounding them with ``cvt.rna.tf32.f32``; any stored orientation. ``simt``: every thread accumulates its elements of C with
 scalar multiply-adds (the fallback for other dtypes, reported).
 """
 

@@ -91,7 +91,7 @@ TENSOR_CORES = {
     "mma": TensorCore("mma", "mma.m16n8k16", "warps", 32, (16, 8), make_mma_c_fragment, make_mma_a_fragment,
                       make_mma_b_fragment),
     # float32 operands rounded to TF32 (T.gemm's allow_tf32): mma.sync.m16n8k8 with m16n8k16's accumulator layout;
-    # operands from shared memory by 32-bit loads (tilec.lower.gemm)
+    # operands from shared memory by 32- and 64-bit loads (tilec.lower.gemm)
     "mma_tf32": TensorCore("mma_tf32", "mma.m16n8k8.tf32", "warps", 32, (16, 8), make_mma_c_fragment, None, None,
                            (dt.float32,), 8),
     # MFMA accumulators are the operand-swapped product's (lane l holds C[l % 16, 4 (l // 16) + v], see
