@@ -9,8 +9,8 @@ both use the same ldmatrix addressing in 16-byte rows; fp8 operands must be K-ma
 N x K), since ldmatrix transposes only 16-bit elements. ``mma_tf32`` (``T.gemm(..., allow_tf32=True)`` on float32
 operands): the same warp grid and accumulator layout with ``mma.sync.m16n8k8`` on TF32 operands, each thread loading
 its 4 A and 2 B elements of an atom from shared memory by 32- or 64-bit loads (ldmatrix moves 16-bit elements) and
-rounding them with ``cvt.rna.tf32.f32``; any stored orientation. ``simt``: every thread accumulates its elements of C with
-scalar multiply-adds (the fallback for other dtypes, reported).
+rounding them with ``cvt.rna.tf32.f32``; any stored orientation. ``simt``: every thread accumulates its elements of C
+with scalar multiply-adds (the fallback for other dtypes, reported).
 """
 
 from __future__ import annotations
