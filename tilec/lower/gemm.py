@@ -128,7 +128,8 @@ def _mma_tf32(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     k0 = binop("*", kk, 8)
     a_regs, b_regs = lw.scratch_reg("a_frag", dt.float32, am * 4), lw.scratch_reg("b_frag", dt.float32, an * 2)
     kt = binop("+", k0, binop("*", tig, 2))  # the tile's k of the instruction's k t (t + 4: kt + 1)
-    pair = lw.scratch_reg("tf32_pair", dt.float32, 2)  # a 64-bit load's two values
+    # a 64-bit load's two values, where an operand stores K innermost (A M x K, B N x K)
+    pair = lw.scratch_reg("tf32_pair", dt.float32, 2) if not g.transpose_A or g.transpose_B else None
     step: list[TStmt] = []
     for mi in range(am):
         m0 = binop("+", binop("*", w.wm, tm), mi * 16)
@@ -148,7 +149,7 @@ def _mma_tf32(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
 
 
 def _tf32_pair(lw: Lowerer, r: Region, other: Expr, kt: Expr, k_inner: bool, regs: Mem, offs: tuple[int, int],
-               pair: Mem) -> TStmt:
+               pair: Mem | None) -> TStmt:
     """``regs[offs[0]]``, ``regs[offs[1]]`` = the elements of shared operand ``r`` at k ``kt`` and ``kt + 1`` (and
     ``other``: the row of A or column of B), rounded to TF32. ``k_inner``: the tile stores K innermost; the two
     values are then one 64-bit load into ``pair`` where the layout keeps every even k's element 8-byte aligned beside
@@ -156,7 +157,7 @@ def _tf32_pair(lw: Lowerer, r: Region, other: Expr, kt: Expr, k_inner: bool, reg
     at = [(other, kt), (other, binop("+", kt, 1))] if k_inner else [(kt, other), (binop("+", kt, 1), other)]
     mem = lw.mem_of(r.buffer)
     refs = [MemRef(mem, lw.shared_offset(r.buffer, r.index_at(list(c)))) for c in at]
-    if k_inner and _pairs_aligned(lw, r):
+    if k_inner and pair is not None and _pairs_aligned(lw, r):
         return seq([Write(pair, const(0), MemRef(mem, refs[0].offset, lanes=2), lanes=2),
                     *(Write(regs, const(o), TCall("cvt_tf32", (MemRef(pair, const(i)),), dt.float32))
                       for i, o in enumerate(offs))])
