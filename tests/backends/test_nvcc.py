@@ -179,6 +179,15 @@ def compile_cuda(source: str, tmp_path, arch: str = "sm_80") -> dict[str, int]: 
     return ptxas_info(log)
 
 
+def record(label: str, info: dict[str, int]) -> str:
+    """``info``'s ptxas figures as one line of the run's summary (printed, and kept in PTXAS)."""
+    line = (f"{label:<46} {info['registers']:>3} registers, {info['spill_stores']} B spill stores, "
+            f"{info['spill_loads']} B spill loads, {info['stack']} B stack")
+    print(line)
+    PTXAS.append(line)
+    return line
+
+
 def test_ptxas_output_is_parsed():
     text = ("ptxas info    : Compiling entry function 'main_kernel' for 'sm_80'\nptxas info    : Function properties "
             "for main_kernel\n    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\nptxas info    : "
@@ -201,10 +210,7 @@ def test_example_compiles_with_nvcc(case, tmp_path):
     source = tilec.JITKernel(kernel.prim_func, f"cuda:{arch}").get_kernel_source()
     assert 'extern "C" __global__' in source
     info = compile_cuda(source, tmp_path, arch)
-    line = (f"{case:<46} {info['registers']:>3} registers, {info['spill_stores']} B spill stores, "
-            f"{info['spill_loads']} B spill loads, {info['stack']} B stack")
-    print(line)
-    PTXAS.append(line)
+    line = record(case, info)
     assert info["registers"] <= 255
     if case.startswith("gemm") and "64x64" in case:
         assert info["spill_stores"] == info["spill_loads"] == 0, line
@@ -218,10 +224,7 @@ def test_hopper_path_compiles_with_nvcc(case, tmp_path):
     source = jk.get_kernel_source()
     assert ("TMA" in jk.report()) == (configs or {}).get("tma", True)
     info = compile_cuda(source, tmp_path, "sm_90a")
-    line = (f"{case + ' (sm_90a)':<46} {info['registers']:>3} registers, {info['spill_stores']} B spill stores, "
-            f"{info['spill_loads']} B spill loads, {info['stack']} B stack")
-    print(line)
-    PTXAS.append(line)
+    line = record(f"{case} (sm_90a)", info)
     if (configs or {}).get("wgmma", True):  # the wgmma kernels hold their accumulators without spilling
         assert info["spill_stores"] == info["spill_loads"] == 0, line
     cuobjdump = shutil.which("cuobjdump")
@@ -241,10 +244,7 @@ def test_tf32_gemm_compiles_without_spills(tmp_path, arch):
     jk = tilec.JITKernel(kernel.prim_func, f"cuda:{arch}")
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in jk.report()
     info = compile_cuda(jk.get_kernel_source(), tmp_path, arch)
-    line = (f"{'gemm 4096^3 128x128x32 float32 tf32 (' + arch + ')':<46} {info['registers']:>3} registers, "
-            f"{info['spill_stores']} B spill stores, {info['spill_loads']} B spill loads, {info['stack']} B stack")
-    print(line)
-    PTXAS.append(line)
+    line = record(f"gemm 4096^3 128x128x32 float32 tf32 ({arch})", info)
     assert info["spill_stores"] == info["spill_loads"] == 0, line
     cuobjdump = shutil.which("cuobjdump")
     if cuobjdump is not None:
@@ -908,10 +908,7 @@ def test_attention_with_a_staged_register_operand_compiles(case, arch, tmp_path)
     source = jk.get_kernel_source()
     assert "P_staged" in source
     info = compile_cuda(source, tmp_path, arch)
-    line = f"{'flash attention staged ' + case + f' ({arch})':<46} {info['registers']:>3} registers, " \
-           f"{info['spill_stores']} B spill stores"
-    print(line)
-    PTXAS.append(line)
+    line = record(f"flash attention staged {case} ({arch})", info)
     assert info["spill_stores"] == info["spill_loads"] == 0, line
 
 
@@ -935,9 +932,7 @@ def test_scalar_gemms_spill_only_where_the_register_note_says(case, tmp_path):
     jk = tilec.JITKernel(make(), "cuda:sm_80", [-1] if case.startswith("gemm") else [3])
     assert "scalar FMA path" in jk.report()
     info = compile_cuda(jk.get_kernel_source(), tmp_path)
-    line = f"{'scalar ' + case:<46} {info['registers']:>3} registers, {info['spill_stores']} B spill stores"
-    print(line)
-    PTXAS.append(line)
+    line = record(f"scalar {case}", info)
     assert ("32-bit registers a thread" in jk.report()) == spills == (info["spill_stores"] > 0), (line, jk.report())
 
 
@@ -954,8 +949,5 @@ def test_scalar_gemm_offsets_stay_few_registers(arch, tmp_path):
     bases = 2 if arch == "sm_90a" else 1  # sm_90a's TMA tile swizzles even and odd rows apart; sm_80's is plain
     assert len(re.findall(r"const int A_s_at_\d+ =", source)) == bases, source
     info = compile_cuda(source, tmp_path, arch)
-    line = f"{'scalar gemm 240x128 (' + arch + ')':<46} {info['registers']:>3} registers, " \
-           f"{info['spill_stores']} B spill stores"
-    print(line)
-    PTXAS.append(line)
+    line = record(f"scalar gemm 240x128 ({arch})", info)
     assert info["spill_stores"] == info["spill_loads"] == 0, line
