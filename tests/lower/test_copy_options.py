@@ -232,6 +232,18 @@ def _preloaded(disable_q=False, n=3, q_dtype="float16"):
     return main
 
 
+def _check_preloaded(rng, *kernels, q_dtype="float16"):
+    """Each of ``kernels`` (of :func:`_preloaded`, n=3) against float64 numpy on fresh inputs (Q as its float16 tile
+    holds it)."""
+    q, b = randn(rng, (128, 64), q_dtype), randn(rng, (192, 64), "float16")
+    q16 = q.astype(np.float16).astype(np.float64)
+    want = sum(q16 @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
+    for k in kernels:
+        c = poisoned((128, 64), "float16")
+        k(q, b, c)
+        assert_close(c, want, "float16")
+
+
 def test_disable_tma_keeps_a_copy_before_the_loop_off_the_producer(rng):
     """A tile copied before a warp-specialized loop moved to the producer warpgroup's TMA copies even with
     disable_tma=True; it now stays the block's threads' copy (noted), and the loop's own copies keep TMA."""
@@ -244,12 +256,7 @@ def test_disable_tma_keeps_a_copy_before_the_loop_off_the_producer(rng):
         "disable_tma=True" in notes, notes
     assert not any("the producer warpgroup loads 'Q_s'" in n for n in notes)
     assert any("a producer warpgroup issues TMA copies into B_s" in n for n in notes)
-    q, b = randn(rng, (128, 64), "float16"), randn(rng, (192, 64), "float16")
-    want = sum(q.astype(np.float64) @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
-    for k in (kernel, tilec.JITKernel(_preloaded(True), "cpu")):
-        c = poisoned((128, 64), "float16")
-        k(q, b, c)
-        assert_close(c, want, "float16")
+    _check_preloaded(rng, kernel, tilec.JITKernel(_preloaded(True), "cpu"))
 
 
 def test_preload_note_names_the_real_reason_not_disable_tma(rng):
@@ -267,12 +274,7 @@ def test_preload_note_names_the_real_reason_not_disable_tma(rng):
         assert inert == ([f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: {reason}"]
                          if disable else []), notes
     kernel = tilec.JITKernel(_preloaded(True, q_dtype="float32"), "simt:sm_90a", pass_configs=WS)
-    q, b = randn(rng, (128, 64), "float32"), randn(rng, (192, 64), "float16")
-    q16 = q.astype(np.float16).astype(np.float64)
-    want = sum(q16 @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
-    c = poisoned((128, 64), "float16")
-    kernel(q, b, c)
-    assert_close(c, want, "float16")
+    _check_preloaded(rng, kernel, q_dtype="float32")
 
 
 def _both_disabled():
@@ -781,11 +783,7 @@ def test_disable_tma_before_a_specialized_loop_names_the_config(rng, extra, reas
     notes = [n for n in _notes(kernel) if "disable_tma=True has no effect" in n]
     assert notes == [f"T.copy at line {line}: disable_tma=True has no effect: TMA would not move it: {reason}"], \
         kernel.report()
-    q, b = randn(rng, (128, 64), "float16"), randn(rng, (192, 64), "float16")
-    want = sum(q.astype(np.float64) @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
-    c = poisoned((128, 64), "float16")
-    kernel(q, b, c)
-    assert_close(c, want, "float16")
+    _check_preloaded(rng, kernel)
 
 
 @pytest.mark.parametrize("disable, q_dtype, why", [
@@ -804,12 +802,7 @@ def test_preload_off_note_names_the_tile_that_stays_with_the_threads(rng, disabl
                      "has the producer warpgroup load the tiles copied before the loop that only its gemms read, or "
                      "that are copied into fragments there, and the kernel's only such tile, 'Q_s', stays the block's "
                      f"threads' copy: {why}"], kernel.report()
-    q, b = randn(rng, (128, 64), q_dtype), randn(rng, (192, 64), "float16")
-    q64 = q.astype(np.float16).astype(np.float64)
-    want = sum(q64 @ b[i * 64:(i + 1) * 64].astype(np.float64) for i in range(3))
-    c = poisoned((128, 64), "float16")
-    kernel(q, b, c)
-    assert_close(c, want, "float16")
+    _check_preloaded(rng, kernel, q_dtype=q_dtype)
 
 
 # ------------------------------------------------------------------------------------ offsets read from a tensor
