@@ -385,6 +385,47 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             _measure(rows, f"gemm {dtype}", f"{M}x{N}x{K}", impls, sets, ref, 2.0 * M * N * K, 0, quick, times)
 
 
+def case_gemm_tf32(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
+    """float32 GEMM on TF32 tensor cores, C = A @ B^T (B stored N x K: the orientation Hopper's TF32 wgmma reads),
+    beside torch with TF32 allowed (cuBLAS) and Triton (tl.dot's default TF32)."""
+    import torch
+
+    import tilec
+
+    gemm = importlib.import_module("01_gemm")
+    shapes = [(4096, 4096, 4096)] + ([] if quick else [(8192, 8192, 8192)])
+    configs = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),  # mma.sync m16n8k8
+               dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
+                    persistent=True, panel=16),
+               dict(block_M=128, block_N=128, block_K=32, num_stages=5, threads=256, wgmma=True, tma=True, ws=True,
+                    persistent=True, panel=16)]
+
+    def torch_tf32(a: Any, b: Any) -> Any:
+        before = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return torch.matmul(a, b.t())
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = before
+
+    for M, N, K in shapes:
+        sets = input_sets(lambda M=M, N=N, K=K: (torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")))
+        a, b = sets[0]
+        ref = a.double() @ b.double().T
+        impls: dict[str, Callable] = {"torch tf32": torch_tf32}
+        times: dict[str, dict] = {}
+        for cfg in configs:
+            cfg, passes, tag = _tilec_config(cfg)
+            if not wanted(tag):
+                continue
+            impls[tag], times[tag] = tilec_kernel(lambda M=M, N=N, K=K, cfg=cfg, passes=passes: tilec.JITKernel(
+                gemm.matmul.fn(M, N, K, dtype="float32", allow_tf32=True, transpose_B=True, **cfg), "cuda", [-1],
+                pass_configs=passes))
+        if "triton" in peers:
+            impls["triton"] = lambda a, b: peers["triton"].matmul(a, b.t())
+        _measure(rows, "gemm tf32", f"{M}x{N}x{K}", impls, sets, ref, 2.0 * M * N * K, 0, quick, times)
+
+
 def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     """Row-wise scaled fp8 (e4m3) GEMM with a bfloat16 result: C = (A @ B^T) * sa[:, None] * sb[None, :]."""
     import torch
@@ -645,8 +686,8 @@ def _startup() -> dict[str, float]:
             "total_s": imp + kern}
 
 
-CASES = {"gemm": case_gemm, "gemm_fp8": case_gemm_fp8, "attention": case_attention, "mla": case_mla,
-         "softmax": case_softmax, "norms": case_norms, "host": case_host}
+CASES = {"gemm": case_gemm, "gemm_tf32": case_gemm_tf32, "gemm_fp8": case_gemm_fp8, "attention": case_attention,
+         "mla": case_mla, "softmax": case_softmax, "norms": case_norms, "host": case_host}
 
 
 def _peers() -> tuple[dict[str, Any], list[str]]:

@@ -1,5 +1,8 @@
 """GEMM: C = A @ B with fp32 accumulation, tiles staged in shared memory through a software pipeline.
 
+``transpose_B=True`` takes B stored N x K (C = A @ B.T): both operands K-major, the orientation Hopper's TF32
+``wgmma`` reads (float32 with ``allow_tf32=True``).
+
 Run: python examples/01_gemm.py [M N K]   (the CPU interpreter where there is no GPU, CUDA where there is)
 """
 
@@ -13,19 +16,23 @@ import tilec.language as T
 
 @tilec.jit(out_idx=[-1])
 def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=128, dtype="float16", panel=0,
-           allow_tf32=False):
+           allow_tf32=False, transpose_B=False):
     @T.prim_func
-    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), C: T.Tensor((M, N), dtype)):
+    def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K) if transpose_B else (K, N), dtype),
+             C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             T.use_swizzle(max(panel, 1), enable=panel > 0)  # blocks in panels of `panel` rows, for L2 reuse
             A_s = T.alloc_shared((block_M, block_K), dtype)
-            B_s = T.alloc_shared((block_K, block_N), dtype)
+            B_s = T.alloc_shared((block_N, block_K) if transpose_B else (block_K, block_N), dtype)
             C_f = T.alloc_fragment((block_M, block_N), "float32")
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_s)
-                T.copy(B[k * block_K, bx * block_N], B_s)
-                T.gemm(A_s, B_s, C_f, allow_tf32=allow_tf32)  # float32 on TF32 tensor cores when True
+                if transpose_B:
+                    T.copy(B[bx * block_N, k * block_K], B_s)
+                else:
+                    T.copy(B[k * block_K, bx * block_N], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=transpose_B, allow_tf32=allow_tf32)  # TF32 tensor cores if True
             T.copy(C_f, C[by * block_M, bx * block_N])
 
     return main

@@ -73,10 +73,12 @@ def test_gemm(dtype, ta, tb, mnk):
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
 def test_gemm_tf32(examples, ta, tb):
-    """float32 with allow_tf32=True on mma.sync m16n8k8 (sm_80+; mma.sync on sm_90a too): within TF32's error of the
-    float64 product, not exact float32's (the operands were rounded), and within float32 summation error of the
-    product of the operands rounded as cvt.rna.tf32.f32 rounds them. 1024 x 1000 x 520: ragged N and K tiles."""
-    from tilec.dtypes import round_tf32
+    """float32 with allow_tf32=True: within TF32's error of the float64 product, not exact float32's (the operands
+    were rounded), and within float32 summation error of the product of the operands as the path reads them. On
+    sm_90a the K-major orientation (B stored N x K) runs on wgmma, which reads TF32 by ignoring the low 13 bits (its
+    error is biased, hence the wider bound); the others on mma.sync m16n8k8, whose operands cvt.rna.tf32.f32 rounds
+    to nearest. 1024 x 1000 x 520: ragged N and K tiles."""
+    from tilec.dtypes import round_tf32, truncate_tf32
 
     M, N, K = 1024, 1000, 520
     a = torch.randn((K, M) if ta else (M, K), device="cuda")
@@ -88,11 +90,14 @@ def test_gemm_tf32(examples, ta, tb):
         kernel = gemm(M, N, K, ta, tb, dtype="float32", allow_tf32=True)
         c = _poisoned((M, N), torch.float32)
         kernel(a, b, c)
-    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kernel.report()
+    on_wgmma = "wgmma (m64n128k8" in kernel.report()
+    assert on_wgmma == (tb and not ta and kernel.target.arch == "sm_90a"), kernel.report()
+    assert on_wgmma or "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in kernel.report()
     op = lambda x, t: x.T if t else x  # noqa: E731
     err = _rel(c, op(a.double(), ta) @ op(b.double(), tb))
-    assert 1e-6 < err < 1e-3, err
-    ra, rb = (torch.from_numpy(round_tf32(x.cpu().numpy())).double() for x in (a, b))
+    assert 1e-6 < err < (3e-3 if on_wgmma else 1e-3), err
+    as_read = truncate_tf32 if on_wgmma else round_tf32
+    ra, rb = (torch.from_numpy(as_read(x.cpu().numpy())).double() for x in (a, b))
     assert _rel(c, op(ra, ta) @ op(rb, tb)) < 1e-5
 
 

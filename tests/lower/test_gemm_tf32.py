@@ -1,7 +1,8 @@
-"""``T.gemm(..., allow_tf32=True)``: float32 gemms on TF32 tensor cores (``mma.sync.m16n8k8``, operands rounded by
-``cvt.rna.tf32.f32``) on NVIDIA sm_80+, sm_90a included. The CPU tile interpreter and the thread interpreters compute
-what the GPU does (operands rounded to TF32, products summed in float32), checked against float64 numpy on fresh
-random inputs; targets without TF32 tensor cores keep the exact scalar path and say so."""
+"""``T.gemm(..., allow_tf32=True)``: float32 gemms on TF32 tensor cores: ``mma.sync.m16n8k8`` on NVIDIA sm_80+,
+operands rounded by ``cvt.rna.tf32.f32``; on sm_90a, with both operands K-major in shared memory, ``wgmma`` m64nNk8,
+which reads the operands' top 19 bits. The CPU tile interpreter and the thread interpreters compute what the GPU does
+(operands rounded or truncated to TF32, products summed in float32), checked against float64 numpy on fresh random
+inputs; targets without TF32 tensor cores keep the exact scalar path and say so."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from conftest import poisoned, randn
 
 import tilec
 import tilec.language as T
-from tilec.dtypes import round_tf32
+from tilec.dtypes import round_tf32, truncate_tf32
 from tilec.errors import TilecTypeError
 from tilec.interp import thread
 
@@ -29,7 +30,9 @@ def _gemm_note(kernel: tilec.JITKernel) -> str:
     return notes[0]
 
 
-def _run(kernel, rng, M, N, K, trans_A, trans_B):
+def _run(kernel, rng, M, N, K, trans_A, trans_B, as_read=round_tf32):
+    """The output's relative errors against the float64 product and against the product of the operands as the
+    tensor cores read them (``as_read``)."""
     a = randn(rng, (K, M) if trans_A else (M, K), "float32")
     b = randn(rng, (N, K) if trans_B else (K, N), "float32")
     c = poisoned((M, N), "float32")
@@ -37,7 +40,7 @@ def _run(kernel, rng, M, N, K, trans_A, trans_B):
     assert np.isfinite(c).all(), "an element of C was not written"
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     exact = (a64.T if trans_A else a64) @ (b64.T if trans_B else b64)
-    ta, tb = round_tf32(a).astype(np.float64), round_tf32(b).astype(np.float64)
+    ta, tb = as_read(a).astype(np.float64), as_read(b).astype(np.float64)
     tf32 = (ta.T if trans_A else ta) @ (tb.T if trans_B else tb)
     rel = lambda ref: float(np.linalg.norm(c - ref) / np.linalg.norm(ref))  # noqa: E731
     return rel(exact), rel(tf32)
@@ -66,17 +69,53 @@ SHAPES = [  # (M, N, K, block_M, block_N, block_K, threads, transpose_A, transpo
 
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:sm_90a"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(str(x) for x in s[:7]) + f"-{s[7]:d}{s[8]:d}")
-def test_tf32_gemm_rounds_operands_like_the_tensor_cores(rng, target, shape):
+def test_tf32_gemm_reads_operands_like_the_tensor_cores(rng, target, shape):
     """Within TF32's error of the exact product, and not exact float32: the operands were rounded (a float32 gemm
-    of these sizes is within ~1e-7 of float64); within float32 summation error of the product of the TF32-rounded
-    operands (round to nearest, ties away)."""
+    of these sizes is within ~1e-7 of float64); within float32 summation error of the product of the operands as
+    the instruction reads them: mma.sync's rounded to nearest (ties away), the CPU interpreter's too; on sm_90a,
+    where both operands are K-major and the block whole warpgroups over 64-row atoms, wgmma's truncated (biased
+    toward zero, hence the wider bound on the error)."""
     M, N, K, bm, bn, bk, threads, ta, tb = shape
     kernel = tilec.JITKernel(operand_gemm(M, N, K, bm, bn, bk, threads, ta, tb, allow_tf32=True), target)
+    on_wgmma = target == "simt:sm_90a" and tb and not ta and threads % 128 == 0 and bm % 64 == 0
     if target != "cpu":
-        assert MMA_TF32 in _gemm_note(kernel)
-    err_exact, err_tf32 = _run(kernel, rng, M, N, K, ta, tb)
-    assert 1e-6 < err_exact < 1e-3, err_exact
+        assert (f"wgmma (m64n{bn}k8" if on_wgmma else MMA_TF32) in _gemm_note(kernel)
+    err_exact, err_tf32 = _run(kernel, rng, M, N, K, ta, tb, truncate_tf32 if on_wgmma else round_tf32)
+    assert 1e-6 < err_exact < (3e-3 if on_wgmma else 1e-3), err_exact
     assert err_tf32 < 1e-6, err_tf32
+
+
+def _tf32_kt_gemm(M, N, K, bm, bn, bk, stages=3):
+    """A pipelined TF32 gemm in the orientation wgmma takes (B stored N x K), for sm_90a's TMA path."""
+
+    @T.prim_func
+    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((N, K), "float32"), C: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
+            A_s = T.alloc_shared((bm, bk), "float32")
+            B_s = T.alloc_shared((bn, bk), "float32")
+            C_f = T.alloc_fragment((bm, bn), "float32")
+            T.clear(C_f)
+            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, k * bk], A_s)
+                T.copy(B[bx * bn, k * bk], B_s)
+                T.gemm(A_s, B_s, C_f, transpose_B=True, allow_tf32=True)
+            T.copy(C_f, C[by * bm, bx * bn])
+
+    return main
+
+
+@pytest.mark.parametrize("ws", [False, True], ids=["tma", "tma-ws"])
+def test_wgmma_tf32_runs_on_the_hopper_pipeline(rng, ws):
+    """sm_90a: TMA copies (on a producer warpgroup with warp specialization) into 128-byte-swizzled float32 tiles,
+    wgmma m64n96k8 reading them through descriptors, ragged K; numerics as wgmma computes them."""
+    M, N, K = 128, 96, 100
+    kernel = tilec.JITKernel(_tf32_kt_gemm(M, N, K, 128, 96, 32), "simt:sm_90a",
+                             pass_configs={"warp_specialize": ws})
+    report = kernel.report()
+    assert "wgmma (m64n96k8, 1 warpgroup(s) along M)" in report and "TMA" in report, report
+    assert ("producer warpgroup" in report) == ws, report
+    err_exact, err_tf32 = _run(kernel, rng, M, N, K, False, True, truncate_tf32)
+    assert 1e-6 < err_exact < 3e-3 and err_tf32 < 1e-6, (err_exact, err_tf32)
 
 
 @pytest.mark.parametrize("target", ["cpu", "simt:sm_80"])
@@ -139,15 +178,31 @@ def test_allow_tf32_on_16_bit_operands_changes_nothing(dtype):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_the_cuda_names_the_tf32_mma_and_loads_no_ldmatrix(arch):
     """32-bit loads from shared memory (ldmatrix moves 16-bit elements), each rounded by cvt.rna.tf32.f32, then
-    mma.sync m16n8k8; on sm_90a mma.sync too (wgmma is not used for TF32), which the note says."""
+    mma.sync m16n8k8; on sm_90a mma.sync too for B stored K x N (wgmma reads TF32 K-major only), which the note
+    says."""
     kernel = tilec.JITKernel(operand_gemm(128, 128, 64, 128, 128, 32, 128, allow_tf32=True), f"cuda:{arch}")
     note = _gemm_note(kernel)
     assert MMA_TF32 in note, note
-    assert ("not wgmma" in note) == (arch == "sm_90a"), note
+    assert ("not wgmma: TF32 operands must both be K-major" in note) == (arch == "sm_90a"), note
     source = kernel.get_kernel_source()
     body = source[source.index('extern "C"'):]
     assert MMA_TF32 in source and "cvt.rna.tf32.f32" in source
     assert "tl::mma_m16n8k8_tf32(" in body and "tl::cvt_tf32(" in body and "ldmatrix" not in body
+
+
+def test_the_cuda_of_a_k_major_tf32_gemm_on_sm_90a_is_wgmma():
+    """B stored N x K on sm_90a: wgmma m64n128k8 on descriptors of the swizzled float32 tiles, no conversion."""
+    kernel = tilec.JITKernel(_tf32_kt_gemm(256, 256, 256, 128, 128, 32), "cuda:sm_90a")
+    source = kernel.get_kernel_source()
+    body = source[source.index('extern "C"'):]
+    assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " in source
+    assert "tl::wgmma_m64n128k8_ss_tf32_tf32_t0(" in body and "cvt_tf32" not in body and "tl::mma" not in body
+
+
+def test_with_wgmma_off_sm_90a_says_tf32_runs_on_mma_sync():
+    kernel = tilec.JITKernel(_tf32_kt_gemm(256, 256, 256, 128, 128, 32), "cuda:sm_90a", pass_configs={"wgmma": False})
+    notes = [line for line in kernel.report().splitlines() if "note: T.gemm" in line]
+    assert len(notes) == 1 and MMA_TF32 in notes[0] and "TF32 on mma.sync, not wgmma" in notes[0], notes
 
 
 def test_the_ir_printer_shows_the_flag():

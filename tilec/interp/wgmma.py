@@ -1,5 +1,5 @@
-"""Emulation of ``wgmma.mma_async.m64nNk16`` (f16/bf16 → f32) and ``m64nNk32`` (e4m3/e5m2 → f32) for the
-thread interpreter.
+"""Emulation of ``wgmma.mma_async.m64nNk16`` (f16/bf16 → f32), ``m64nNk32`` (e4m3/e5m2 → f32) and ``m64nNk8``
+(tf32 → f32: float32 operands with their low 13 mantissa bits ignored) for the thread interpreter.
 
 Written from the PTX ISA's text, independently of :mod:`tilec.layout` and of the lowering:
 
@@ -26,7 +26,7 @@ import functools
 
 import numpy as np
 
-from tilec.dtypes import typed
+from tilec.dtypes import float32, truncate_tf32, typed
 from tilec.errors import RaceError
 from tilec.interp.thread import _MMA, ThreadInterpreter, full_warps, stmt_rule, uniform_offset
 from tilec.lower.tir import FenceProxyAsync, Mem, Wgmma, WgmmaCommit, WgmmaFence, WgmmaOperand, WgmmaWait
@@ -70,7 +70,8 @@ def _gather(it: ThreadInterpreter, op: WgmmaOperand, start: int, rows: int, cols
         it.fail(f"wgmma operand in {op.mem.name} outside its {sh.data.size} elements or misaligned")
     if np.any(sh.pending[idx]):
         it.fail(f"wgmma reads {op.mem.name} before the asynchronous copy writing it has landed", RaceError)
-    return sh.data[idx].astype(np.float32), idx
+    vals = sh.data[idx].astype(np.float32)
+    return (truncate_tf32(vals) if op.mem.dtype is float32 else vals), idx  # .tf32: the low 13 bits unread
 
 
 @stmt_rule(Wgmma)
@@ -84,7 +85,7 @@ def _wgmma(it: ThreadInterpreter, s: Wgmma, env: dict, mask: np.ndarray) -> None
     reads: list[tuple[Mem, np.ndarray]] = []
     for g in np.flatnonzero(groups.all(axis=1)):
         base = g * GROUP
-        ka = 256 // s.dtype.bits  # the instruction's K: 16 (16-bit types) or 32 (fp8)
+        ka = 256 // s.dtype.bits  # the instruction's K: 16 (16-bit types), 32 (fp8) or 8 (TF32)
         if s.a is not None:
             a, idx = _gather(it, s.a, _start(it, s.a, env, mask, base), 64, ka, False)
             reads.append((s.a.mem, idx))

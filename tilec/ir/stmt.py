@@ -168,7 +168,8 @@ class Copy(TileOp):
 @dataclass(frozen=True, eq=False)
 class Gemm(TileOp):
     """``T.gemm(A, B, C)``: C += op(A) @ op(B) (C = ... with ``clear_accum``). ``allow_tf32``: float32 operands may
-    be rounded to TF32 for tensor cores (``mma.sync`` m16n8k8 on NVIDIA sm_80+), accumulating in float32.
+    be read as TF32 by tensor cores (``mma.sync`` m16n8k8 on NVIDIA sm_80+, ``wgmma`` m64nNk8 on sm_90a),
+    accumulating in float32.
 
     ``in_flight`` is set by software pipelining, never by the user: the number of the op's asynchronous
     tensor-core groups (wgmma) that may still run when it ends, for a gemm whose accumulator nothing else in the

@@ -186,10 +186,12 @@ def gemm(A: BufferLike, B: BufferLike, C: BufferLike, transpose_A: bool = False,
 
     A and B live in shared memory or fragments, C in a fragment. ``clear_accum=True`` overwrites C. TileLang's
     ``wg_wait`` is accepted and needs nothing: tilec places the wgmma waits itself (before the first read of C).
-    ``allow_tf32=True`` lets a float32 gemm (float32 A, B and C) run on TF32 tensor cores: each operand rounded to
-    TF32 (10 mantissa bits, to nearest, ties away from zero), the products summed in float32 (``mma.sync`` m16n8k8
-    on NVIDIA sm_80 and newer, sm_90a included; the CPU interpreters compute the same). Elsewhere (AMD, other
-    dtypes, tiles that do not split into its atoms) the gemm stays as it was, the report saying why.
+    ``allow_tf32=True`` lets a float32 gemm (float32 A, B and C) run on TF32 tensor cores, the products summed in
+    float32: ``mma.sync`` m16n8k8 on NVIDIA sm_80 and newer rounds each operand to TF32 (10 mantissa bits, to
+    nearest, ties away from zero; the CPU interpreters compute the same); on sm_90a, a gemm with both operands
+    K-major in shared memory (A stored M x K, B stored N x K: ``transpose_B``) runs on ``wgmma`` m64nNk8, which
+    reads TF32 by ignoring the low 13 mantissa bits (``simt:sm_90a`` computes that). Elsewhere (AMD, other dtypes,
+    tiles that do not split into its atoms) the gemm stays as it was, the report saying why.
     """
     if mbar is not None:
         raise TilecTypeError("T.gemm: mbar= (completion on an mbarrier) is not supported; tilec synchronizes the "

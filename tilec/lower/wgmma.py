@@ -1,7 +1,9 @@
 """``T.gemm`` on Hopper through ``wgmma.mma_async`` (sm_90a; experimental: the ``wgmma`` pass config).
 
 A block of ``threads / 128`` warpgroups splits the tile along M (and along N where M has too few 64-row atoms);
-each computes its ``tile_m x tile_n`` in atoms of ``m64nNk16`` (fp16, bf16) or ``m64nNk32`` (fp8; N up to 256).
+each computes its ``tile_m x tile_n`` in atoms of ``m64nNk16`` (fp16, bf16), ``m64nNk32`` (fp8) or ``m64nNk8``
+(TF32: the float32 operands of a gemm with ``allow_tf32``, which the tensor cores read as TF32 by ignoring their low
+13 mantissa bits, where the mma.sync path rounds them to nearest); N up to 256.
 A comes from shared memory (K-major: the tile is stored M x K) or, for 16-bit types, from a register fragment (each
 warp's 16 rows of each 64-row step in the mma.sync A layout, when N is not split); B comes from shared
 memory, K-major (stored N x K, ``transpose_B``) or, for 16-bit types, N-major (stored K x N). Operand tiles use
@@ -39,7 +41,7 @@ from tilec.lower.tir import seq as tseq
 
 WARPGROUP = 128
 _FP8 = (dt.float8_e4m3, dt.float8_e5m2)
-_PTX_TYPE = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}
+_PTX_TYPE = {"float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3", "float8_e5m2": "e5m2", "float32": "tf32"}
 _MODE = {128: 1, 64: 2, 32: 3}  # the descriptor's swizzle field
 
 
@@ -67,13 +69,16 @@ def _plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN202 - a Ge
     groups = threads // WARPGROUP
     a, b = g.A.buffer, g.B.buffer
     fp8 = g.A.dtype in _FP8 and g.B.dtype in _FP8
+    tf32 = g.allow_tf32 and g.A.dtype is g.B.dtype is dt.float32
     if threads % WARPGROUP:
         return f"{threads} threads are not whole warpgroups of {WARPGROUP}"
-    if not (fp8 or (g.A.dtype in (dt.float16, dt.bfloat16) and g.B.dtype is g.A.dtype)):
-        return f"operands {g.A.dtype} x {g.B.dtype} (wgmma takes two float16, two bfloat16 or two float8)"
-    if fp8 and (a.scope != "shared" or not g.transpose_B):
-        return "fp8 operands must both be K-major in shared memory (A stored M x K, B stored N x K: transpose_B)"
-    k_atom = 32 if fp8 else 16
+    if not (fp8 or tf32 or (g.A.dtype in (dt.float16, dt.bfloat16) and g.B.dtype is g.A.dtype)):
+        return (f"operands {g.A.dtype} x {g.B.dtype} (wgmma takes two float16, two bfloat16, two float8 or, with "
+                "allow_tf32, two float32)")
+    if (fp8 or tf32) and (a.scope != "shared" or not g.transpose_B):
+        return (f"{'fp8' if fp8 else 'TF32'} operands must both be K-major in shared memory (A stored M x K, "
+                "B stored N x K: transpose_B)")
+    k_atom = 256 // g.A.dtype.bits  # 32 bytes of a row: 16 (16-bit types), 32 (fp8) or 8 (TF32)
     if g.C.dtype is not dt.float32 or g.C.buffer.scope != "fragment" or not g.C.is_full():
         return "the accumulator must be a whole float32 fragment"
     if k % k_atom:
@@ -151,7 +156,7 @@ FENCE_TIES = False
 def lower_wgmma(lw: Lowerer, g: Gemm, gm: int, gn: int) -> TStmt:
     m, n, k = (int(x) for x in g.mnk)
     tm, tn = m // gm, n // gn
-    ka = 256 // g.A.dtype.bits  # K of one instruction: 16 (fp16, bf16) or 32 (fp8), 32 bytes of a row either way
+    ka = 256 // g.A.dtype.bits  # K of one instruction, 32 bytes of a row: 16 (fp16, bf16), 32 (fp8) or 8 (TF32)
     am, n_atom, ks = tm // 64, min(tn, 256), k // ka
     an = tn // n_atom
     wg = binop("//", lw.tx, WARPGROUP)
@@ -194,8 +199,7 @@ def uses_wgmma(lw: Lowerer) -> bool:
 
 
 def _helper(e: CEmitter, s: Wgmma) -> str:
-    fp8 = s.dtype.bits == 8
-    ka = 32 if fp8 else 16
+    ka = 256 // s.dtype.bits
     ty = f"{_PTX_TYPE[s.dtype.name]}.{_PTX_TYPE[s.b.mem.dtype.name]}"
     kind = "ss" if s.a is not None else "rs"
     trans_b = 0 if s.b.k_major else 1
@@ -206,7 +210,7 @@ def _helper(e: CEmitter, s: Wgmma) -> str:
         outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
         if kind == "ss":  # scale-d = p, scale-a = scale-b = 1; the transpose immediates exist for 16-bit types only
             sig = "float* d, unsigned long long da, unsigned long long db"
-            ops = f"%{regs}, %{regs + 1}, p, 1, 1" + ("" if fp8 else f", 0, {trans_b}")
+            ops = f"%{regs}, %{regs + 1}, p, 1, 1" + (f", 0, {trans_b}" if s.dtype.bits == 16 else "")
             ins = '"l"(da), "l"(db)'
         else:
             sig = "float* d, const void* a, unsigned long long db"

@@ -263,6 +263,8 @@ class _Inference:
                 return plan
             not_wgmma = f"; not wgmma: {wgmma_refusal(g, m, n, k, self.T) if plan is None else beside}"
         tf32, tf32_note = _tf32_instr(g, self.target) if g.allow_tf32 else (None, "")
+        if tf32 is not None and self.target.sm >= 90 and not self.wgmma:
+            tf32_note = "; TF32 on mma.sync, not wgmma"
         tc = TENSOR_CORES.get(tf32 or _INSTR_OF.get(self.target.backend, ""))
         lanes = tc.lanes if tc is not None else 32
         warps = self.T // lanes
@@ -730,14 +732,12 @@ _FP8 = (dt.float8_e4m3, dt.float8_e5m2)
 
 def _tf32_instr(g: Gemm, target: Target) -> tuple[str | None, str]:
     """The TF32 tensor-core instruction of a gemm with ``allow_tf32`` (None where there is none), and the report's
-    note on it: why the flag changes nothing, or, on sm_90+, that TF32 runs on mma.sync rather than wgmma."""
+    note on it: why the flag changes nothing."""
     if not (g.A.dtype is g.B.dtype is dt.float32):
         return None, f"; allow_tf32 has no effect: operands are {g.A.dtype}, not float32"
     instr, least = _TF32_OF.get(target.backend, (None, 0))
     if instr is None or (target.sm and target.sm < least):
         return None, f"; allow_tf32: target {target} has no TF32 tensor cores, so it stays exact float32"
-    if target.sm >= 90:
-        return instr, "; TF32 on mma.sync, not wgmma"
     return instr, ""
 
 
