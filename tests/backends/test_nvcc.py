@@ -253,6 +253,20 @@ def test_tf32_gemm_compiles_without_spills(tmp_path, arch):
         assert "HMMA.1688.F32.TF32" in sass, "no TF32 HMMA in the SASS"
 
 
+def test_wgmma_tf32_gemm_compiles_without_spills(tmp_path):
+    """The GEMM example on float32 with allow_tf32=True and B stored N x K on sm_90a's Hopper path (TMA, a producer
+    warpgroup, persistent, 128 x 256 x 32 tiles): wgmma m64n256k8 on TF32, no spills."""
+    kernel = load_example("01_gemm").matmul(4096, 4096, 4096, block_N=256, threads=256, dtype="float32",
+                                           allow_tf32=True, transpose_B=True, panel=16)
+    jk = tilec.JITKernel(kernel.prim_func, "cuda:sm_90a",
+                         pass_configs={"tma": True, "warp_specialize": True, "persistent": True})
+    assert "wgmma (m64n256k8, 2 warpgroup(s) along M)" in jk.report()
+    info = compile_cuda(jk.get_kernel_source(), tmp_path, "sm_90a")
+    line = record("gemm 4096^3 128x256x32 float32 tf32 wgmma tma ws persistent (sm_90a)", info)
+    assert info["spill_stores"] == info["spill_loads"] == 0, line
+    assert "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32" in jk.get_kernel_source()
+
+
 def test_fence_ties_keep_register_writes_above_the_wgmma_fence(tmp_path, monkeypatch):
     """With ``FENCE_TIES`` the MLA decode kernel's rescale of O (``O_f *= rescale``) stays above the fence of the PV
     wgmma, which reads O: without the ties LLVM sinks the multiplies below the fence and ptxas injects a
