@@ -91,6 +91,32 @@ def test_persistent_gemm_fresh_and_from_the_disk_cache(examples, tmp_path, monke
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("cfg", [(128, 256, 3, {"persistent": True}), (128, 128, 5, {"persistent": True}),
+                                 (128, 128, 3, {"warp_specialize": False})], ids=["256-persistent",
+                                                                                   "128-persistent", "128-tma"])
+@pytest.mark.parametrize("mnk", [(1000, 1000, 1000), (2048, 4096, 1024)])
+def test_tf32_wgmma_gemm(examples, mnk, cfg):
+    """float32 with allow_tf32=True, B stored N x K: wgmma m64nNk8 on the Hopper path (TMA, warp specialization,
+    persistent), ragged tiles. Within TF32's error of the float64 product and within float32 summation error of
+    the product of the operands with their low 13 bits cleared (wgmma reads TF32 by truncation)."""
+    from tilec.dtypes import truncate_tf32
+
+    bn, stages, passes = cfg[1], cfg[2], cfg[3]
+    M, N, K = mnk
+    kernel = examples["01_gemm"].matmul.fn(M, N, K, block_M=128, block_N=bn, block_K=32, num_stages=stages,
+                                           threads=256, dtype="float32", allow_tf32=True, transpose_B=True, panel=8)
+    k = tilec.JITKernel(kernel, "cuda", [-1], pass_configs={"wgmma": True, "tma": True, "warp_specialize": True,
+                                                             **passes})
+    assert f"wgmma (m64n{bn}k8, 2 warpgroup(s) along M)" in k.report(), k.report()
+    a, b = torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")
+    c = k(a, b)
+    err = _rel(c, a.double() @ b.double().T)
+    assert 1e-6 < err < 3e-3, err
+    ta, tb = (torch.from_numpy(truncate_tf32(x.cpu().numpy())).double() for x in (a, b))
+    assert _rel(c, ta @ tb.T) < 1e-5
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize(("mnk", "panel", "blocks", "note"), [
     # 256 tiles on 132 SMs: one round, the last 124 tiles shared out; ragged M, N and K
