@@ -28,10 +28,7 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=
             T.clear(C_f)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_s)
-                if transpose_B:
-                    T.copy(B[bx * block_N, k * block_K], B_s)
-                else:
-                    T.copy(B[k * block_K, bx * block_N], B_s)
+                T.copy(B[bx * block_N, k * block_K] if transpose_B else B[k * block_K, bx * block_N], B_s)
                 T.gemm(A_s, B_s, C_f, transpose_B=transpose_B, allow_tf32=allow_tf32)  # TF32 tensor cores if True
             T.copy(C_f, C[by * block_M, bx * block_N])
 
