@@ -104,12 +104,13 @@ def _tf32_kt_gemm(M, N, K, bm, bn, bk, stages=3):
     return main
 
 
-@pytest.mark.parametrize("ws", [False, True], ids=["tma", "tma-ws"])
-def test_wgmma_tf32_runs_on_the_hopper_pipeline(rng, ws):
-    """sm_90a: TMA copies (on a producer warpgroup with warp specialization) into 128-byte-swizzled float32 tiles,
-    wgmma m64n96k8 reading them through descriptors, ragged K; numerics as wgmma computes them."""
-    M, N, K = 128, 96, 100
-    kernel = tilec.JITKernel(_tf32_kt_gemm(M, N, K, 128, 96, 32), "simt:sm_90a",
+@pytest.mark.parametrize(("ws", "bk"), [(False, 32), (True, 32), (True, 64)], ids=["tma", "tma-ws", "tma-ws-bk64"])
+def test_wgmma_tf32_runs_on_the_hopper_pipeline(rng, ws, bk):
+    """sm_90a: TMA copies (on a producer warpgroup with warp specialization) into 128-byte-swizzled float32 tiles
+    (a 64-element K tile: two 128-byte panels), wgmma m64n96k8 reading them through descriptors, ragged K; numerics
+    as wgmma computes them."""
+    M, N, K = 128, 96, 100 if bk == 32 else 200
+    kernel = tilec.JITKernel(_tf32_kt_gemm(M, N, K, 128, 96, bk, 3 if bk == 32 else 2), "simt:sm_90a",
                              pass_configs={"warp_specialize": ws})
     report = kernel.report()
     assert "wgmma (m64n96k8, 1 warpgroup(s) along M)" in report and "TMA" in report, report
