@@ -336,6 +336,18 @@ def _tilec_config(cfg: dict) -> tuple[dict, dict, str]:
                   "cluster": cluster, "stream_k": sk}, tag
 
 
+def tilec_configs(configs: list[dict], build: Callable[[dict, dict], Any]) -> tuple[dict, dict]:
+    """The tilec rows of a case: for each configuration that ``--impls`` selects, ``build(kernel arguments, pass
+    configs)``'s kernel (built by :func:`tilec_kernel`) by its label, and its compile times by the same label."""
+    impls: dict[str, Any] = {}
+    times: dict[str, dict] = {}
+    for cfg in configs:
+        args, passes, tag = _tilec_config(cfg)
+        if wanted(tag):
+            impls[tag], times[tag] = tilec_kernel(lambda args=args, passes=passes: build(args, passes))
+    return impls, times
+
+
 def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     import torch
 
@@ -370,14 +382,9 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             a, b = sets[0]
             ref = a.double() @ b.double()
             impls: dict[str, Callable] = {"torch": torch.matmul}
-            times: dict[str, dict] = {}
-            for cfg in configs:
-                cfg, passes, tag = _tilec_config(cfg)
-                if not wanted(tag):
-                    continue
-                impls[tag], times[tag] = tilec_kernel(lambda M=M, N=N, K=K, cfg=cfg, passes=passes, dt=dtype:
-                                                      tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype=dt, **cfg), "cuda",
-                                                                      [-1], pass_configs=passes))
+            tilec_impls, times = tilec_configs(configs, lambda cfg, passes, M=M, N=N, K=K, dt=dtype: tilec.JITKernel(
+                gemm.matmul.fn(M, N, K, dtype=dt, **cfg), "cuda", [-1], pass_configs=passes))
+            impls.update(tilec_impls)
             if "triton" in peers:
                 impls["triton"] = peers["triton"].matmul
             if "tilelang" in peers:
@@ -413,14 +420,10 @@ def case_gemm_tf32(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
         a, b = sets[0]
         ref = a.double() @ b.double().T
         impls: dict[str, Callable] = {"torch tf32": torch_tf32}
-        times: dict[str, dict] = {}
-        for cfg in configs:
-            cfg, passes, tag = _tilec_config(cfg)
-            if not wanted(tag):
-                continue
-            impls[tag], times[tag] = tilec_kernel(lambda M=M, N=N, K=K, cfg=cfg, passes=passes: tilec.JITKernel(
-                gemm.matmul.fn(M, N, K, dtype="float32", allow_tf32=True, transpose_B=True, **cfg), "cuda", [-1],
-                pass_configs=passes))
+        tilec_impls, times = tilec_configs(configs, lambda cfg, passes, M=M, N=N, K=K: tilec.JITKernel(
+            gemm.matmul.fn(M, N, K, dtype="float32", allow_tf32=True, transpose_B=True, **cfg), "cuda", [-1],
+            pass_configs=passes))
+        impls.update(tilec_impls)
         if "triton" in peers:
             impls["triton"] = lambda a, b: peers["triton"].matmul(a, b.t())
         _measure(rows, "gemm tf32", f"{M}x{N}x{K}", impls, sets, ref, 2.0 * M * N * K, 0, quick, times)
@@ -456,13 +459,9 @@ def case_gemm_fp8(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
         impls: dict[str, Callable] = {
             "torch _scaled_mm": lambda a, b, sa, sb: torch._scaled_mm(a, b.t(), scale_a=sa[:, None],
                                                                       scale_b=sb[None, :], out_dtype=torch.bfloat16)}
-        times: dict[str, dict] = {}
-        for cfg in configs:
-            cfg, passes, tag = _tilec_config(cfg)
-            if not wanted(tag):
-                continue
-            impls[tag], times[tag] = tilec_kernel(lambda M=M, N=N, K=K, cfg=cfg, passes=passes: tilec.JITKernel(
-                fp8.fp8_matmul.fn(M, N, K, **cfg), "cuda", [-1], pass_configs=passes))
+        tilec_impls, times = tilec_configs(configs, lambda cfg, passes, M=M, N=N, K=K: tilec.JITKernel(
+            fp8.fp8_matmul.fn(M, N, K, **cfg), "cuda", [-1], pass_configs=passes))
+        impls.update(tilec_impls)
         if "triton" in peers:
             impls["triton"] = peers["triton"].matmul_fp8
         if "tilelang" in peers and M % 256 == 0 and N % 256 == 0:  # its epilogue reads the scales unguarded

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import poisoned, randn
+from conftest import load_example, poisoned, randn
 
 import tilec
 import tilec.language as T
@@ -86,22 +86,9 @@ def test_tf32_gemm_reads_operands_like_the_tensor_cores(rng, target, shape):
 
 
 def _tf32_kt_gemm(M, N, K, bm, bn, bk, stages=3):
-    """A pipelined TF32 gemm in the orientation wgmma takes (B stored N x K), for sm_90a's TMA path."""
-
-    @T.prim_func
-    def main(A: T.Tensor((M, K), "float32"), B: T.Tensor((N, K), "float32"), C: T.Tensor((M, N), "float32")):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=128) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), "float32")
-            B_s = T.alloc_shared((bn, bk), "float32")
-            C_f = T.alloc_fragment((bm, bn), "float32")
-            T.clear(C_f)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
-                T.copy(A[by * bm, k * bk], A_s)
-                T.copy(B[bx * bn, k * bk], B_s)
-                T.gemm(A_s, B_s, C_f, transpose_B=True, allow_tf32=True)
-            T.copy(C_f, C[by * bm, bx * bn])
-
-    return main
+    """The GEMM example on float32 with TF32 in the orientation wgmma takes (B stored N x K), 128 threads."""
+    return load_example("01_gemm").matmul.fn(M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=stages,
+                                             threads=128, dtype="float32", allow_tf32=True, transpose_B=True)
 
 
 @pytest.mark.parametrize(("ws", "bk"), [(False, 32), (True, 32), (True, 64)], ids=["tma", "tma-ws", "tma-ws-bk64"])
