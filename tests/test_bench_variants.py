@@ -102,3 +102,18 @@ def test_variant_pass_configs_are_known(hv):
         check_pass_configs(cfg)
     for *_, cfg in (v[:4] for v in hv.attention_variants().values()):
         check_pass_configs({k: v for k, v in cfg.items() if k not in ("stages", "q_registers", "chains", "fence_ties")})
+
+
+def test_tf32_probe_configs_build_on_wgmma():
+    """Every kernel of ``benchmarks/tf32_probe.py`` builds for sm_90a as the TF32 wgmma gemm it is meant to time."""
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "examples")]
+    try:
+        import run
+        import tf32_probe
+    finally:
+        del sys.path[:2]
+    for cfg in tf32_probe.CONFIGS:
+        args, passes, tag = run._tilec_config(cfg)
+        kernel = tf32_probe.build(4096, 4096, 4096, args, passes, "cuda:sm_90a")
+        assert "wgmma (m64n256k8, 2 warpgroup(s) along M)" in kernel.report(), tag
+        assert "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32" in kernel.get_kernel_source(), tag
