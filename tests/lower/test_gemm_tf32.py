@@ -228,3 +228,19 @@ def test_operand_loads_hit_distinct_banks(monkeypatch, rng, ta, tb):
     exact, tf32 = _run(kernel, rng, 64, 64, 32, ta, tb)
     assert exact < 1e-3 and tf32 < 1e-6, (exact, tf32)
     assert degrees == {("A_s", 1 if ta else 2): 1, ("B_s", 2 if tb else 1): 1}, degrees
+
+
+@pytest.mark.parametrize("passes", [{"persistent": 3, "stream_k": True}, {"cluster": 2},
+                                    {"persistent": 2, "cluster": 2}], ids=["stream-k", "cluster2", "persistent-cluster2"])
+def test_wgmma_tf32_on_the_persistent_and_cluster_paths(rng, passes):
+    """The TF32 wgmma gemm on two consumer warpgroups beside a producer: stream-K sharing the last tiles out by
+    iterations (float32 partial sums through the fix-up), clusters of two sharing B's tile by TMA multicast."""
+    M, N, K = 256, 512, 320
+    kernel = tilec.JITKernel(load_example("01_gemm").matmul.fn(
+        M, N, K, block_M=128, block_N=128, block_K=32, num_stages=2, threads=256, dtype="float32", allow_tf32=True,
+        transpose_B=True), "simt:sm_90a", pass_configs={"warp_specialize": True, **passes})
+    report = kernel.report()
+    assert "wgmma (m64n128k8, 2 warpgroup(s) along M)" in report, report
+    assert ("shared out by iterations" in report) == ("stream_k" in passes), report
+    err_exact, err_tf32 = _run(kernel, rng, M, N, K, False, True, truncate_tf32)
+    assert 1e-6 < err_exact < 3e-3 and err_tf32 < 1e-6, (err_exact, err_tf32)
