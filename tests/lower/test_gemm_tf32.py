@@ -230,8 +230,11 @@ def test_operand_loads_hit_distinct_banks(monkeypatch, rng, ta, tb):
     assert degrees == {("A_s", 1 if ta else 2): 1, ("B_s", 2 if tb else 1): 1}, degrees
 
 
-@pytest.mark.parametrize("passes", [{"persistent": 3, "stream_k": True}, {"cluster": 2},
-                                    {"persistent": 2, "cluster": 2}], ids=["stream-k", "cluster2", "persistent-cluster2"])
+PERSISTENT_AND_CLUSTERS = {"stream-k": {"persistent": 3, "stream_k": True}, "cluster2": {"cluster": 2},
+                           "persistent-cluster2": {"persistent": 2, "cluster": 2}}
+
+
+@pytest.mark.parametrize("passes", PERSISTENT_AND_CLUSTERS.values(), ids=PERSISTENT_AND_CLUSTERS.keys())
 def test_wgmma_tf32_on_the_persistent_and_cluster_paths(rng, passes):
     """The TF32 wgmma gemm on two consumer warpgroups beside a producer: stream-K sharing the last tiles out by
     iterations (float32 partial sums through the fix-up), clusters of two sharing B's tile by TMA multicast."""
