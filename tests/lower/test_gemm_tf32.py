@@ -247,3 +247,22 @@ def test_wgmma_tf32_on_the_persistent_and_cluster_paths(rng, passes):
     assert ("shared out by iterations" in report) == ("stream_k" in passes), report
     err_exact, err_tf32 = _run(kernel, rng, M, N, K, False, True, truncate_tf32)
     assert 1e-6 < err_exact < 3e-3 and err_tf32 < 1e-6, (err_exact, err_tf32)
+
+
+TILE_SHAPES = {  # (M, N, K, block_M, block_N, block_K, threads), the plan: what the case exercises
+    "swizzle32": ((128, 128, 40, 128, 128, 8, 128), "m64n128k8, 1 warpgroup(s) along M"),  # 32-byte rows, 1 k-step
+    "swizzle64": ((128, 128, 48, 128, 128, 16, 128), "m64n128k8, 1 warpgroup(s) along M"),
+    "split-n": ((64, 256, 64, 64, 256, 32, 256), "m64n128k8, 1 warpgroup(s) along M x 2 along N"),  # one 64-row atom
+    "three-warpgroups": ((192, 128, 64, 192, 128, 32, 384), "m64n128k8, 3 warpgroup(s) along M"),
+}
+
+
+@pytest.mark.parametrize(("shape", "plan"), TILE_SHAPES.values(), ids=TILE_SHAPES.keys())
+def test_wgmma_tf32_tile_shapes(rng, shape, plan):
+    M, N, K, bm, bn, bk, threads = shape
+    kernel = tilec.JITKernel(load_example("01_gemm").matmul.fn(
+        M, N, K, block_M=bm, block_N=bn, block_K=bk, num_stages=2, threads=threads, dtype="float32", allow_tf32=True,
+        transpose_B=True), "simt:sm_90a", pass_configs={"warp_specialize": True})
+    assert f"wgmma ({plan})" in kernel.report(), kernel.report()
+    err_exact, err_tf32 = _run(kernel, rng, M, N, K, False, True, truncate_tf32)
+    assert 1e-6 < err_exact < 3e-3 and err_tf32 < 1e-6, (err_exact, err_tf32)
