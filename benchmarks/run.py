@@ -392,14 +392,32 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
             _measure(rows, f"gemm {dtype}", f"{M}x{N}x{K}", impls, sets, ref, 2.0 * M * N * K, 0, quick, times)
 
 
+def torch_tf32(a: Any, b: Any) -> Any:
+    """``a @ b.T`` by torch with TF32 allowed (cuBLAS's TF32 GEMM), the flag restored after."""
+    import torch
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return torch.matmul(a, b.t())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def tf32_gemm(M: int, N: int, K: int, cfg: dict, passes: dict, target: str = "cuda") -> Any:
+    """The GEMM example on float32 with TF32 (``allow_tf32``), B stored N x K, C returned."""
+    import tilec
+
+    gemm = importlib.import_module("01_gemm")
+    return tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype="float32", allow_tf32=True, transpose_B=True, **cfg), target,
+                           [-1], pass_configs=passes)
+
+
 def case_gemm_tf32(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
     """float32 GEMM on TF32 tensor cores, C = A @ B^T (B stored N x K: the orientation Hopper's TF32 wgmma reads),
     beside torch with TF32 allowed (cuBLAS) and Triton (tl.dot's default TF32)."""
     import torch
 
-    import tilec
-
-    gemm = importlib.import_module("01_gemm")
     shapes = [(4096, 4096, 4096)] + ([] if quick else [(8192, 8192, 8192)])
     configs = [dict(block_M=128, block_N=128, block_K=32, num_stages=3, threads=128),  # mma.sync m16n8k8
                dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
@@ -407,22 +425,12 @@ def case_gemm_tf32(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                dict(block_M=128, block_N=128, block_K=32, num_stages=5, threads=256, wgmma=True, tma=True, ws=True,
                     persistent=True, panel=16)]
 
-    def torch_tf32(a: Any, b: Any) -> Any:
-        before = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
-            return torch.matmul(a, b.t())
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = before
-
     for M, N, K in shapes:
         sets = input_sets(lambda M=M, N=N, K=K: (torch.randn(M, K, device="cuda"), torch.randn(N, K, device="cuda")))
         a, b = sets[0]
         ref = a.double() @ b.double().T
         impls: dict[str, Callable] = {"torch tf32": torch_tf32}
-        tilec_impls, times = tilec_configs(configs, lambda cfg, passes, M=M, N=N, K=K: tilec.JITKernel(
-            gemm.matmul.fn(M, N, K, dtype="float32", allow_tf32=True, transpose_B=True, **cfg), "cuda", [-1],
-            pass_configs=passes))
+        tilec_impls, times = tilec_configs(configs, lambda cfg, passes, M=M, N=N, K=K: tf32_gemm(M, N, K, cfg, passes))
         impls.update(tilec_impls)
         if "triton" in peers:
             impls["triton"] = lambda a, b: peers["triton"].matmul(a, b.t())

@@ -13,7 +13,6 @@ inputs``), 4096³ and 8192³, C = A @ B^T.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,24 +32,11 @@ CONFIGS = [dict(block_M=128, block_N=256, block_K=32, num_stages=3, threads=256,
                 persistent=True, panel=16, overlap=False)]
 
 
-def build(M: int, N: int, K: int, cfg: dict, passes: dict, target: str = "cuda") -> Any:
-    """The GEMM example on float32 with TF32, B stored N x K, in one of :data:`CONFIGS`."""
-    import tilec
-
-    gemm = importlib.import_module("01_gemm")
-    return tilec.JITKernel(gemm.matmul.fn(M, N, K, dtype="float32", allow_tf32=True, transpose_B=True, **cfg), target,
-                           [-1], pass_configs=passes)
-
-
 def case_tf32_probe(rows: list, quick: bool, peers: dict) -> None:
     import torch
 
     def rounded(x: Any) -> Any:  # to nearest, ties away from zero, as cvt.rna.tf32.f32
         return ((x.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
-
-    def torch_tf32(a: Any, b: Any) -> Any:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        return torch.matmul(a, b.t())
 
     for M in (4096,) if quick else (4096, 8192):
         for pre_rounded in (False, True):
@@ -60,8 +46,9 @@ def case_tf32_probe(rows: list, quick: bool, peers: dict) -> None:
 
             sets = run.input_sets(make)
             a, b = sets[0]
-            impls: dict[str, Any] = {"torch tf32": torch_tf32}
-            tilec_impls, times = run.tilec_configs(CONFIGS, lambda cfg, passes, M=M: build(M, M, M, cfg, passes))
+            impls: dict[str, Any] = {"torch tf32": run.torch_tf32}
+            tilec_impls, times = run.tilec_configs(CONFIGS, lambda cfg, passes, n=M: run.tf32_gemm(
+                n, n, n, cfg, passes))
             impls.update(tilec_impls)
             run._measure(rows, "gemm tf32" + (" rounded inputs" if pre_rounded else ""), f"{M}x{M}x{M}", impls,
                          sets, a.double() @ b.double().T, 2.0 * M ** 3, 0, quick, times)

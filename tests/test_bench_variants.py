@@ -114,6 +114,6 @@ def test_tf32_probe_configs_build_on_wgmma():
         del sys.path[:2]
     for cfg in tf32_probe.CONFIGS:
         args, passes, tag = run._tilec_config(cfg)
-        kernel = tf32_probe.build(4096, 4096, 4096, args, passes, "cuda:sm_90a")
+        kernel = run.tf32_gemm(4096, 4096, 4096, args, passes, "cuda:sm_90a")
         assert "wgmma (m64n256k8, 2 warpgroup(s) along M)" in kernel.report(), tag
         assert "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32" in kernel.get_kernel_source(), tag
