@@ -4,7 +4,8 @@ Run: python examples/03_flash_attention.py [batch heads seq dim [causal]]
 
 On Hopper (sm_90a) the fastest tiles measured (perf notes AX, AZ) are block_M=128, block_N=128, threads=256 with
 pass configs warp_specialize and persistent at D=128, and at D=64 block_M=192, block_N=128, threads=384 (three
-consumer warpgroups; 128-row tiles without warp specialization for causal attention at S=2048).
+consumer warpgroups; 128-row tiles without warp specialization for causal attention at S=2048). In float32,
+``allow_tf32=True`` runs both gemms on TF32 tensor cores (``mma.sync`` m16n8k8, P staged through shared memory).
 """
 
 import sys
@@ -17,7 +18,7 @@ import tilec.language as T
 
 @tilec.jit(out_idx=[3])
 def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=64, num_stages=1, threads=128,
-                    dtype="float16", q_registers=False):
+                    dtype="float16", q_registers=False, allow_tf32=False):
     scale = (1.0 / dim) ** 0.5 * 1.4426950408889634  # softmax in base 2
     shape = (batch, heads, seq_len, dim)
     acc = "float32"
@@ -61,7 +62,7 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
                         S[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(acc))
                 else:
                     T.clear(S)
-                T.gemm(Q_x, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(Q_x, K_s, S, transpose_B=True, policy=T.GemmWarpPolicy.FullRow, allow_tf32=allow_tf32)
                 T.copy(m, m_prev)
                 T.reduce_max(S, m, dim=1, clear=False)
                 for i in T.Parallel(block_M):
@@ -75,7 +76,7 @@ def flash_attention(batch, heads, seq_len, dim, is_causal, block_M=64, block_N=6
                 for i, j in T.Parallel(block_M, dim):
                     O_f[i, j] *= rescale[i]
                 T.copy(V[bz, by, k * block_N : (k + 1) * block_N, :], V_s)
-                T.gemm(P, V_s, O_f, policy=T.GemmWarpPolicy.FullRow)
+                T.gemm(P, V_s, O_f, policy=T.GemmWarpPolicy.FullRow, allow_tf32=allow_tf32)
             for i, j in T.Parallel(block_M, dim):
                 O_f[i, j] /= l[i]
             T.copy(O_f, O[bz, by, bx * block_M : (bx + 1) * block_M, :])

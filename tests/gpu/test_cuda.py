@@ -143,6 +143,20 @@ def test_flash_attention_float32(examples, causal, tiles):
     assert _rel(out, ref) < 1e-5
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_tf32(examples, causal):
+    """Float32 with allow_tf32=True: both gemms on mma.sync m16n8k8 TF32 (on sm_90a too: P.V reads P from registers
+    and V stored K x N, which TF32 wgmma cannot, and Q.K^T's accumulator rows must lie as P.V's), P staged through
+    shared memory; within TF32's error of float64 and not exact float32's."""
+    fa = examples["03_flash_attention"]
+    q, k, v = (torch.randn(1, 2, 200, 64, device="cuda") for _ in range(3))
+    kernel = fa.flash_attention(1, 2, 200, 64, causal, num_stages=2, dtype="float32", allow_tf32=True)
+    out = kernel(q, k, v)
+    assert kernel.report().count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") == 2, kernel.report()
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+    assert 1e-6 < _rel(out, ref) < 2e-3
+
+
 @tilec.jit(target="cuda", out_idx=[1])
 def reductions(M, N, red, bm=16, dtype="float32"):
     @T.prim_func

@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import load_example, poisoned, randn
+from conftest import example_line, load_example, poisoned, randn
 
 import tilec
 import tilec.language as T
@@ -266,3 +266,27 @@ def test_wgmma_tf32_tile_shapes(rng, shape, plan):
     assert f"wgmma ({plan})" in kernel.report(), kernel.report()
     err_exact, err_tf32 = _run(kernel, rng, M, N, K, False, True, truncate_tf32)
     assert 1e-6 < err_exact < 3e-3 and err_tf32 < 1e-6, (err_exact, err_tf32)
+
+
+@pytest.mark.parametrize("target", ["cpu", "simt:sm_80", "simt:sm_90a"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_on_tf32(rng, target, causal):
+    """The attention example in float32 with allow_tf32: on NVIDIA both gemms on mma.sync TF32, sm_90a included,
+    whose note says why Q.K^T is not on wgmma (P.V's operands cannot be, and the accumulators' rows must lie alike);
+    within TF32's error of float64 and not exact float32's."""
+    b, h, n, d = 1, 2, 80, 32
+    kernel = tilec.JITKernel(load_example("03_flash_attention").flash_attention.fn(
+        b, h, n, d, causal, block_M=64, block_N=32, num_stages=2, dtype="float32", allow_tf32=True), target, [3])
+    if target != "cpu":
+        plans = [line for line in kernel.report().splitlines() if "note: T.gemm" in line and MMA_TF32 in line]
+        qk = [line for line in plans if f"line {example_line('03_flash_attention', 'T.gemm(Q_x')}:" in line]
+        assert len(plans) == 2 and len(qk) == 1, plans
+        assert ("reads A from registers off wgmma" in qk[0]) == (target == "simt:sm_90a"), qk
+    q, k, v = (randn(rng, (b, h, n, d), "float32") for _ in range(3))
+    s = np.einsum("bhid,bhjd->bhij", q.astype(np.float64), k.astype(np.float64)) / np.sqrt(d)
+    if causal:
+        s += np.triu(np.full((n, n), -np.inf), 1)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("bhij,bhjd->bhid", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+    err = np.linalg.norm(kernel(q, k, v) - ref) / np.linalg.norm(ref)
+    assert 1e-6 < err < 2e-3, err
