@@ -77,6 +77,18 @@ class Warp:
         self.wn = binop("%", warp, warp_n)
 
 
+def _accumulator_and_k(lw: Lowerer, g: Gemm, ks: int) -> tuple[Mem, list[TStmt], Var]:
+    """A tensor-core gemm's accumulator registers, the statements zeroing them (``clear_accum``), and the variable
+    of its ``ks`` k-steps."""
+    c = lw.mem_of(g.C.buffer)
+    parts: list[TStmt] = []
+    if g.clear_accum:
+        parts += [Write(c, const(i), const(0.0)) for i in range(c.size)]  # type: ignore[arg-type]
+    kk = Var(lw.fresh("kk"))
+    lw.ranges[kk] = (0, ks - 1)
+    return c, parts, kk
+
+
 @gemm_instr("mma")
 def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     m, n, k = (int(x) for x in g.mnk)
@@ -84,12 +96,7 @@ def _mma(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     e = 16 // g.A.dtype.bits  # elements per 16-bit slot: 1 (fp16, bf16) or 2 (fp8)
     am, an, ks = tm // 16, tn // 8, k // (16 * e)
     w = Warp(lw, warp_n)
-    c = lw.mem_of(g.C.buffer)
-    parts: list[TStmt] = []
-    if g.clear_accum:
-        parts += [Write(c, const(i), const(0.0)) for i in range(c.size)]  # type: ignore[arg-type]
-    kk = Var(lw.fresh("kk"))
-    lw.ranges[kk] = (0, ks - 1)
+    c, parts, kk = _accumulator_and_k(lw, g, ks)
     step: list[TStmt] = []
     a_regs, a_base = _operand_a(lw, g, w, am, kk, k, step)
     b_regs, b_base = _operand_b(lw, g, w, an, kk, tn, step)
@@ -119,12 +126,7 @@ def _mma_tf32(lw: Lowerer, g: Gemm, warp_m: int, warp_n: int) -> TStmt:
     am, an, ks = tm // 16, tn // 8, k // 8
     w = Warp(lw, warp_n)
     grp, tig = binop("//", w.lane, 4), binop("%", w.lane, 4)
-    c = lw.mem_of(g.C.buffer)
-    parts: list[TStmt] = []
-    if g.clear_accum:
-        parts += [Write(c, const(i), const(0.0)) for i in range(c.size)]  # type: ignore[arg-type]
-    kk = Var(lw.fresh("kk"))
-    lw.ranges[kk] = (0, ks - 1)
+    c, parts, kk = _accumulator_and_k(lw, g, ks)
     k0 = binop("*", kk, 8)
     a_regs, b_regs = lw.scratch_reg("a_frag", dt.float32, am * 4), lw.scratch_reg("b_frag", dt.float32, an * 2)
     kt = binop("+", k0, binop("*", tig, 2))  # the tile's k of the instruction's k t (t + 4: kt + 1)
