@@ -2,9 +2,10 @@
 
 Run: python examples/03_flash_attention.py [batch heads seq dim [causal]]
 
-On Hopper (sm_90a) the fastest tiles measured (perf notes AX, AZ) are block_M=128, block_N=128, threads=256 with
-pass configs warp_specialize and persistent at D=128, and at D=64 block_M=192, block_N=128, threads=384 (three
-consumer warpgroups; 128-row tiles without warp specialization for causal attention at S=2048). In float32,
+On Hopper (sm_90a) the fastest tiles measured (perf notes AX, AZ) are block_M=128, block_N=128, threads=256,
+num_stages=2 at D=128, and at D=64 block_M=192, block_N=128, threads=384 (three consumer warpgroups; 128-row tiles
+for causal attention at S=2048); the compiler makes the first two warp-specialized and persistent and keeps the
+third's block-wide pipeline, two blocks to an SM (tilec.passes.specialize; its note in ``kernel.report()``). In float32,
 ``allow_tf32=True`` runs both gemms on TF32 tensor cores (``mma.sync`` m16n8k8, P staged through shared memory).
 """
 

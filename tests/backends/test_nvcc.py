@@ -56,15 +56,16 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
                                                {"wgmma": True, "tma": False}, "QGMMA.64x256x32.F32.E5M2.E5M2"),
     # TMA pipelines: the copies are UTMALDG (tensor rank as in the source), the wgmma the same as with cp.async
     "gemm 4096^3 128x256x64 wgmma tma": ("01_gemm", "matmul", (4096, 4096, 4096),
-                                         {"block_N": 256, "block_K": 64, "threads": 256}, {"wgmma": True, "tma": True},
+                                         {"block_N": 256, "block_K": 64, "threads": 256},
+                                         {"wgmma": True, "tma": True, "warp_specialize": False},
                                          ("HGMMA.64x256x16.F32", "UTMALDG.2D")),
     "flash attention 1x8x1000x128 wgmma tma": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, False),
                                                {"block_M": 128, "block_N": 64, "threads": 256, "num_stages": 2},
                                                {"wgmma": True, "tma": True}, ("HGMMA.64x64x16.F32", "UTMALDG.4D")),
     "fp8 gemm 4096^3 128x256x128 wgmma tma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096),
                                               {"block_N": 256, "block_K": 128, "threads": 256},
-                                              {"wgmma": True, "tma": True}, ("QGMMA.64x256x32.F32.E4M3.E4M3",
-                                                                             "UTMALDG.2D")),
+                                              {"wgmma": True, "tma": True, "warp_specialize": False},
+                                              ("QGMMA.64x256x32.F32.E4M3.E4M3", "UTMALDG.2D")),
     # warp specialization: a producer warpgroup (TMA) beside the consumers, registers moved by setmaxnreg
     "gemm 4096^3 128x256x64 wgmma tma ws": ("01_gemm", "matmul", (4096, 4096, 4096),
                                             {"block_N": 256, "block_K": 64, "threads": 256},
@@ -146,10 +147,11 @@ HOPPER = {  # name -> (example, factory, args, kwargs, pass configs, SASS instru
     # Hopper has no fp8 mma.sync unit: ptxas runs m16n8k32 e4m3 as conversions and two fp16 HMMAs
     "fp8 gemm 4096^3 128x128x64 mma": ("06_fp8_gemm", "fp8_matmul", (4096, 4096, 4096), {"threads": 256},
                                        {"wgmma": False, "tma": False}, "HMMA.16816.F32"),
-    # no pass configs: on sm_90a the Hopper path (wgmma fed by TMA, the staged epilogue by TMA stores) is the default
+    # no pass configs: on sm_90a the Hopper path (wgmma fed by TMA, the staged epilogue by TMA stores) is the default,
+    # warp-specialized and persistent where the block has its SM to itself (tilec.passes.specialize)
     "gemm 4096^3 128x256x64 default": ("01_gemm", "matmul", (4096, 4096, 4096),
                                        {"block_N": 256, "block_K": 64, "threads": 256}, None,
-                                       ("HGMMA.64x256x16.F32", "UTMALDG.2D", "UTMASTG.2D")),
+                                       ("HGMMA.64x256x16.F32", "UTMALDG.2D", "UTMASTG.2D", "USETMAXREG")),
     "flash attention 1x8x1000x128 default": ("03_flash_attention", "flash_attention", (1, 8, 1000, 128, False),
                                              {"block_M": 128, "block_N": 64, "threads": 256, "num_stages": 2}, None,
                                              ("HGMMA.64x64x16.F32", "UTMALDG.4D")),

@@ -239,6 +239,36 @@ def test_persistent_flash_attention(examples, n, d, causal):
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("kernel", ["gemm float16", "gemm bfloat16", "attention D=128", "attention D=128 causal",
+                                    "attention D=64 192x128", "attention D=64 128x128"])
+def test_the_compilers_choice_of_specialization(examples, kernel):
+    """No pass configs: the suite's kernels that have their SM to themselves come out warp-specialized and persistent
+    (tilec.passes.specialize), flash attention at D=64 in 128x128 tiles keeps its block-wide pipeline; ragged sizes
+    against float64."""
+    fa = examples["03_flash_attention"].flash_attention
+    if kernel.startswith("gemm"):
+        M, N, K, dtype = 1000, 1496, 1000, kernel.split()[1]  # rows of whole 16 bytes: TMA
+        k = tilec.JITKernel(examples["01_gemm"].matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256,
+                                                          dtype=dtype, panel=4), "cuda", [-1])
+        a = torch.randn(M, K, device="cuda").to(getattr(torch, dtype))
+        b = torch.randn(K, N, device="cuda").to(getattr(torch, dtype))
+        out, ref, tol = k(a, b), a.double() @ b.double(), _tol(dtype)
+    else:
+        d, causal, bm = (64 if "D=64" in kernel else 128), "causal" in kernel, (192 if "192" in kernel else 128)
+        k = tilec.JITKernel(fa.fn(2, 8, 1000, d, causal, block_M=bm, block_N=128, threads=bm * 2, num_stages=2),
+                            "cuda", [3])
+        q, k_, v = (torch.randn(2, 8, 1000, d, device="cuda").half() for _ in range(3))
+        out = k(q, k_, v)
+        ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
+        tol = 3e-3
+    chosen = "128x128" not in kernel
+    note = next(line for line in k.report().splitlines() if "chosen by the compiler" in line)
+    assert ("warp specialization and persistence chosen" in note) == chosen, note
+    assert ("setmaxnreg" in k.get_kernel_source()) == ("persistent, " in k.report()) == chosen
+    assert _rel(out, ref) < tol
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 @pytest.mark.parametrize("persistent", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -48,7 +48,8 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "(ptxas would move it up; measured slower, perf notes AF)", "True or False", _flag),
     PassConfig("tma", "True on sm_90a (TILEC_WGMMA)", "T.Pipelined copies on sm_90a are TMA loads through mbarriers",
                "True or False", _flag),
-    PassConfig("warp_specialize", False, "with tma: a producer warpgroup issues the copies beside the consumers",
+    PassConfig("warp_specialize", "chosen on sm_90a (tilec.passes.specialize), else False", "with tma: a producer "
+               "warpgroup issues the copies beside the consumers",
                "True or False", _flag),
     PassConfig("rotate", True, "with warp_specialize: a loop's second wgmma gemm runs one iteration late, beside "
                "the next iteration's first (the statements between them overlap it)", "True or False", _flag),
@@ -67,8 +68,8 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
                "producer warpgroup's registers a thread after setmaxnreg, the consumers taking the rest (at most "
                "240); ptxas spills the producer's code if it needs more", "a multiple of 8 from 24 to 256",
                lambda v: not isinstance(v, bool) and isinstance(v, int) and 24 <= v <= 256 and v % 8 == 0),
-    PassConfig("persistent", False, "with warp_specialize: one block per SM (True) or that many blocks loop over "
-               "the tiles", "True, False or a positive int", _blocks),
+    PassConfig("persistent", "True where warp_specialize is chosen, else False", "with warp_specialize: one block "
+               "per SM (True) or that many blocks loop over the tiles", "True, False or a positive int", _blocks),
     PassConfig("stream_k", False, "with persistent: the tiles of the last, partial round of blocks are shared out "
                "by iterations of the pipelined loop, partial sums added through a workspace (tilec.passes.stream_k)",
                "True or False", _flag),

@@ -129,6 +129,15 @@ def _rewrite(state: CompileState, rewrite: Callable[..., tuple[PrimFunc, list[st
     return state if func is state.func else state.with_(func=func, ftg=build_ftg(func))
 
 
+def _specialize(state: CompileState) -> CompileState:
+    """Warp specialization and persistence chosen where the pass configs leave them open (into the options the
+    later stages read)."""
+    from tilec.passes.specialize import choose_specialization
+
+    options, notes = choose_specialization(state.func, state.target, state.options or {})
+    return state.with_(options=options, report=state.report + tuple(notes)) if notes else state
+
+
 def _operand_registers(state: CompileState) -> CompileState:
     from tilec.passes.operand_registers import operands_to_registers
 
@@ -252,6 +261,7 @@ def default_pipeline(target: Target) -> list[Stage]:
     if target.kind == "cpu":  # the interpreter runs each T.Pipelined loop as the plain loop
         return stages + [Stage("hand_schedules", _hand_schedules, "stage=/order= schedules checked as on a GPU")]
     return stages + [
+        Stage("specialize", _specialize, "warp specialization and persistence where the pass configs leave them"),
         Stage("operand_registers", _operand_registers, "loop-invariant wgmma A tiles read from registers"),
         Stage("pipelining", _pipelining, "multi-stage cp.async pipelines for T.Pipelined loops"),
         Stage("clusters", _clusters, "thread-block clusters with TMA multicast"),
