@@ -38,7 +38,8 @@ def test_a_gemm_that_keeps_its_sm_to_itself_is_specialized_and_persistent():
                                   "attention D=64 192x128"])
 def test_the_suites_warp_specialized_persistent_rows_are_the_default_kernels(case):
     """The benchmark suite's fastest rows, timed with explicit pass configs, are what the examples compile to with
-    none (the same CUDA), so their figures are the plain examples' with only tile sizes chosen."""
+    none (the same CUDA), so their figures are the plain examples' with only tile sizes (and the GEMM's ``panel``)
+    chosen."""
     if case.startswith("gemm"):
         fn = load_example("01_gemm").matmul.fn(4096, 4096, 4096, block_M=128, block_N=256, block_K=64, num_stages=3,
                                                threads=256, panel=16)
