@@ -56,14 +56,14 @@ def block_shared_bytes(func: PrimFunc, loop: For) -> int:
     kernel's other shared buffers once."""
     staged = {id(n.dst.buffer) for n in walk(loop.body) if isinstance(n, Copy) and n.dst.buffer.scope == "shared"}
     stages = int(loop.ann("num_stages"))
-    return sum(math.ceil(math.prod(int(d) for d in b.shape) * b.dtype.bits / 8) * (stages if id(b) in staged else 1)
+    return sum(math.ceil(b.numel * b.dtype.bits / 8) * (stages if id(b) in staged else 1)
                for b in func.launch.allocs if b.scope == "shared")
 
 
 def accumulator_registers(func: PrimFunc, loop: For) -> int:
     """Registers a thread holds for the accumulators of ``loop``'s gemms: a floor of what the block needs."""
     accs = {id(g.C.buffer): g.C.buffer for g in walk(loop.body) if isinstance(g, Gemm)}
-    words = sum(math.prod(int(d) for d in b.shape) * b.dtype.bits // 32 for b in accs.values())
+    words = sum(b.numel * b.dtype.bits // 32 for b in accs.values())
     return math.ceil(words / func.launch.num_threads)
 
 
@@ -74,7 +74,7 @@ def choose_specialization(func: PrimFunc, target: Target, options: dict) -> tupl
             or "warp_specialize" in options):
         return options, []
     loop = _main_loop(func)
-    if loop is None:
+    if loop is None or any(b.static_shape is None for b in func.launch.allocs if b.scope in ("shared", "fragment")):
         return options, []
     from tilec.arch import table_model
 
