@@ -39,15 +39,15 @@ def _tensor_core(g: Gemm) -> bool:
     return dtype.name.startswith(("float16", "bfloat16", "float8")) or (dtype.name == "float32" and g.allow_tf32)
 
 
-def _main_loop(func: PrimFunc) -> For | None:
+def _main_loop(func: PrimFunc) -> tuple[For, list[Gemm]] | None:
     """The first ``T.Pipelined`` loop of two stages or more at the kernel's top level with gemms in it, all of them
-    on tensor cores."""
+    on tensor cores, and its gemms."""
     body = func.launch.body
     for s in body.stmts if isinstance(body, SeqStmt) else (body,):
         if isinstance(s, For) and s.kind == "pipelined" and (s.ann("num_stages") or 0) >= 2:
             gemms = [n for n in walk(s.body) if isinstance(n, Gemm)]
             if gemms and all(map(_tensor_core, gemms)):
-                return s
+                return s, gemms
     return None
 
 
@@ -60,9 +60,9 @@ def block_shared_bytes(func: PrimFunc, loop: For) -> int:
                for b in func.launch.allocs if b.scope == "shared")
 
 
-def accumulator_registers(func: PrimFunc, loop: For) -> int:
-    """Registers a thread holds for the accumulators of ``loop``'s gemms: a floor of what the block needs."""
-    accs = {id(g.C.buffer): g.C.buffer for g in walk(loop.body) if isinstance(g, Gemm)}
+def accumulator_registers(func: PrimFunc, gemms: list[Gemm]) -> int:
+    """Registers a thread holds for the accumulators of ``gemms``: a floor of what the block needs."""
+    accs = {id(g.C.buffer): g.C.buffer for g in gemms}
     words = sum(b.numel * b.dtype.bits // 32 for b in accs.values())
     return math.ceil(words / func.launch.num_threads)
 
@@ -73,16 +73,17 @@ def choose_specialization(func: PrimFunc, target: Target, options: dict) -> tupl
     if (target.arch != "sm_90a" or not options.get("tma") or not options.get("wgmma")
             or "warp_specialize" in options):
         return options, []
-    loop = _main_loop(func)
-    if loop is None or any(b.static_shape is None for b in func.launch.allocs if b.scope in ("shared", "fragment")):
+    main = _main_loop(func)
+    if main is None or any(b.static_shape is None for b in func.launch.allocs if b.scope in ("shared", "fragment")):
         return options, []
+    loop, gemms = main
     from tilec.arch import table_model
 
     at = f"T.Kernel at {where(func.launch.loc)}"
     threads = func.launch.num_threads
     dev = table_model(target.arch)  # the architecture's, not a device's: the choice is the source's
-    smem, regs = block_shared_bytes(func, loop), accumulator_registers(func, loop) + OTHER_REGISTERS
-    rows = min(int(g.mnk[0]) for g in walk(loop.body) if isinstance(g, Gemm))
+    smem, regs = block_shared_bytes(func, loop), accumulator_registers(func, gemms) + OTHER_REGISTERS
+    rows = min(int(g.mnk[0]) for g in gemms)
     if threads % 128:
         why = f"{threads} threads are not whole warpgroups"
     elif rows < 64 * (threads // 128):
