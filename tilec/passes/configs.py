@@ -73,6 +73,9 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
     PassConfig("stream_k", False, "with persistent: the tiles of the last, partial round of blocks are shared out "
                "by iterations of the pipelined loop, partial sums added through a workspace (tilec.passes.stream_k)",
                "True or False", _flag),
+    PassConfig("k_serpentine", False, "with persistent, where the pipelined loop only adds gemm products into "
+               "accumulators: the producer loads odd rounds' k-tiles in descending order, so that a round starts on "
+               "what L2 still holds from the round before", "True or False", _flag),
     PassConfig("consumers", 1, "with persistent: that many copies of the block's consumer threads, each taking every "
                "n-th of the block's tiles (one's epilogue beside another's main loop)", "1 or 2", _copies),
     PassConfig("tile_order", "balanced", "with persistent, where the loop's trip count depends on the tile (causal "

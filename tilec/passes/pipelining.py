@@ -172,6 +172,7 @@ class _Pipeliner:
         self.pingpong = opts.get("pingpong", True)
         self.split_rings = opts.get("split_rings", True)
         self.preload_on = opts.get("preload", True)
+        self.k_serpentine = bool(opts.get("k_serpentine", False))
         # the tiles :meth:`preloadable` found that stay the block's threads' copies, and why (:func:`_ws_inert`)
         self.stayed: list[tuple[str, str]] = []
         self.notes: list[str] = []
@@ -662,11 +663,13 @@ class _Pipeliner:
             return sum(_numel(p.dst) * p.dst.dtype.bits // 8 for p in copies)
 
         tx = nbytes(producers)
+        src_k = self.serpentine_k(loop, k, consumers, rotated is None)
         prod: list[Stmt] = []
         for full, empty, mine in rings:
             prod += [BarrierWait(slot(empty, k), binop("-", 1, phase(k)), loc=loop.loc),
                      BarrierArrive(slot(full, k), nbytes(mine), loc=loop.loc)]
-            prod += [TmaCopy(s.src, s.dst, slot(full, k), loc=s.loc, **s.options()) for s in at(mine, k)]
+            prod += [TmaCopy(substitute(s.src, {loop.var: src_k}), d.dst, slot(full, k), loc=s.loc, **s.options())
+                     for s, d in zip(mine, at(mine, k))]
         lag = 1 if any(isinstance(c, Gemm) and c.in_flight for c in consumers) else 0
         groups = self.func.launch.num_threads // 128
         copies = self.copies > 1  # (persistent: _copies_refusal)
@@ -735,6 +738,33 @@ class _Pipeliner:
                           + f" ({tx} bytes a stage) on {pairs}; {groups} consumer "
                           f"warpgroup(s), whose warps release each stage {late_release}")
         return consumer
+
+    def serpentine_k(self, loop: For, k: Var, consumers: list[Stmt], plain: bool) -> Any:
+        """The k-tile the producer loads at iteration k: k, or with pass config ``k_serpentine`` in a persistent
+        kernel's odd rounds ``n - 1 - k``, so that a round starts on the k-tiles the one before it used last (which L2
+        still holds for the operand tiles the two rounds share). Only where the loop's consumers are gemms adding
+        into their accumulators that never read k: they then add the same products in another order."""
+        if not self.k_serpentine or not self.persistent:
+            return k
+        from tilec.ir.expr import select
+        from tilec.ir.stmt import Gemm
+
+        at = f"T.Pipelined at {where(loop.loc)}"
+        why = "stream-K shares the last round's tiles out by iterations" if self.stream_k else \
+            "its trip count depends on the tile" if self.base is not None else \
+            "its consumers' statements are rotated across iterations" if not plain else next(
+                (f"{c.kind} at {where(c.loc)} is not a gemm adding into its accumulator" for c in consumers
+                 if not isinstance(c, Gemm) or c.clear_accum), None) or next(
+                (f"the gemm at {where(c.loc)} reads {loop.var.name}" for c in consumers
+                 if any(v is loop.var for v in vars_in(c))), None)
+        if why is not None:
+            self.notes.append(f"{at}: k-tiles in ascending order in every round (pass config 'k_serpentine' "
+                              f"acts only on loops of gemms that add into their accumulators): {why}")
+            return k
+        self.notes.append(f"{at}: the producer loads odd rounds' k-tiles in descending order (pass config "
+                          "'k_serpentine'): a round starts on the k-tiles its predecessor used last")
+        n = loop.extent
+        return select(binop("==", binop("%", self.tile, 2), 1), binop("-", binop("-", n, 1), k), k)
 
     def copy_turns(self, main: Stmt, loop: For) -> list[Stmt]:
         """A copy of the consumers' main loop ``main`` between its wait for its turn and its handing the turn on to
@@ -1194,7 +1224,7 @@ def pipeline_loops(func: PrimFunc, target: Target, options: dict | None = None,
     new_launch: KernelLaunch = dataclasses.replace(launch, body=body, allocs=allocs, layout_map=layout_map, grid=grid,
                                                    block_vars=block_vars, overlays=overlays)
     return dataclasses.replace(func, body=new_launch), p.notes + _tile_order_inert(launch, options, p) + \
-        _ws_inert(launch, options, p)
+        _k_serpentine_inert(launch, options, p) + _ws_inert(launch, options, p)
 
 
 def _tile_order_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) -> list[str]:
@@ -1206,6 +1236,15 @@ def _tile_order_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner 
         "the trip count of no T.Pipelined loop depends on the tile"
     return [f"T.Kernel at {where(launch.loc)}: pass config 'tile_order' has no effect: it orders the tiles of a "
             f"persistent kernel whose T.Pipelined loop's trip count depends on the tile, and {why}"]
+
+
+def _k_serpentine_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) -> list[str]:
+    """A note when the user asked for pass config ``k_serpentine`` and the kernel is not persistent (it has no
+    rounds to alternate)."""
+    if not (options or {}).get("k_serpentine") or (p is not None and p.persistent and p.roles):
+        return []
+    return [f"T.Kernel at {where(launch.loc)}: pass config 'k_serpentine' has no effect: it alternates the order of "
+            "the k-tiles of a persistent kernel's rounds, and the kernel is not persistent"]
 
 
 _WS_ONLY = ("rotate", "split_rings", "pingpong", "preload", "producer_regs")  # configs of a specialized pipeline
