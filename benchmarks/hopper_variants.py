@@ -274,25 +274,6 @@ def inline_trap(source: str, n: int) -> str:
     return source.replace("flag_fail();", "__trap();")
 
 
-def k_serpentine(source: str, n: int) -> str:
-    """The producer loads each odd round's k-tiles in descending order (the consumers accumulate whatever the stage
-    holds, so the sum is the same up to rounding order). A round then starts on the k-tiles the previous one used
-    last, which L2 still holds for the A rows the two rounds share: fewer DRAM reads at 8192³ (an LRU model of
-    the 128 blocks in panels of 16: 1.21 -> 1.00 GB), none at 4096³ (whose operands L2 nearly holds)."""
-    trips = re.search(r"\n        for \(int k = 0; k < (\d+); \+\+k\) \{\n", source)
-    assert trips, "the producer's k-loop changed"
-    order = f"(tile % 2 == 1 ? {int(trips.group(1)) - 1} - k : k) * 64"
-    lines = source.splitlines(keepends=True)
-    count = 0
-    for i, line in enumerate(lines):
-        if "tl::tma_load_2d(&A_tmap0," in line or "tl::tma_load_2d(&B_tmap1," in line:
-            new = re.sub(r", k \* 64([,)])", rf", {order}\1", line)
-            count += new != line
-            lines[i] = new
-    assert count == 5, (count, "the producer's TMA loads changed")
-    return "".join(lines)
-
-
 def _first_ring_only(source: str, tmap: str, kept_bytes: int) -> str:
     """The producer loads the operand of ``tmap`` in the first ring of stages only (expecting ``kept_bytes`` a
     stage after it): later k-steps compute on stale data. What the operand's TMA writes to shared memory (and its
@@ -571,8 +552,10 @@ def gemm_variants() -> dict:
         "tma ws persistent panel16 stream-k regs24": ({**big, "panel": 16}, {**ws, "persistent": True,
                                                                              "stream_k": True, "producer_regs": 24}),
         "tma ws persistent panel32": ({**big, "panel": 32}, {**ws, "persistent": True}),
-        "tma ws persistent panel16 k serpentine": ({**big, "panel": 16}, {**ws, "persistent": True}, k_serpentine),
-        "tma ws persistent panel32 k serpentine": ({**big, "panel": 32}, {**ws, "persistent": True}, k_serpentine),
+        "tma ws persistent panel16 k serpentine": ({**big, "panel": 16}, {**ws, "persistent": True,
+                                                                          "k_serpentine": True}),
+        "tma ws persistent panel32 k serpentine": ({**big, "panel": 32}, {**ws, "persistent": True,
+                                                                          "k_serpentine": True}),
         "tma ws persistent cluster2 panel8": ({**big, "panel": 8}, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent cluster2 panel16": ({**big, "panel": 16}, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent cluster2 panel4": ({**big, "panel": 4}, {**ws, "persistent": True, "cluster": 2}),

@@ -318,14 +318,13 @@ def _tilec_config(cfg: dict) -> tuple[dict, dict, str]:
     on, ``overlap=False`` makes each wgmma group complete within its trip (to measure what the overlap brings),
     ``tma`` feeds the pipeline with TMA through mbarriers instead of cp.async, ``ws`` from a producer warpgroup
     (warp specialization), ``persistent`` makes that kernel loop over tiles on one block per SM, ``cluster`` runs its
-    blocks in clusters sharing tiles by TMA multicast, ``stream_k`` shares the last round's tiles out by iterations,
-    ``k_serpentine`` loads odd rounds' k-tiles in descending order; ``panel`` (a kernel argument) takes the tiles in
-    panels of that many rows (``T.use_swizzle``)."""
-    passes = ("wgmma", "overlap", "tma", "ws", "persistent", "cluster", "stream_k", "k_serpentine")
+    blocks in clusters sharing tiles by TMA multicast, ``stream_k`` shares the last round's tiles out by iterations;
+    ``panel`` (a kernel argument) takes the tiles in panels of that many rows (``T.use_swizzle``)."""
+    passes = ("wgmma", "overlap", "tma", "ws", "persistent", "cluster", "stream_k")
     args = {k: v for k, v in cfg.items() if k not in passes}
-    wg, overlap, tma, ws, pers, cluster, sk, serp = (cfg.get(k, d) for k, d in (
+    wg, overlap, tma, ws, pers, cluster, sk = (cfg.get(k, d) for k, d in (
         ("wgmma", False), ("overlap", True), ("tma", False), ("ws", False), ("persistent", False), ("cluster", 0),
-        ("stream_k", False), ("k_serpentine", False)))
+        ("stream_k", False)))
     tag = f"tilec {args['block_M']}x{args['block_N']}x{args['block_K']}"
     tag += (" wgmma" if overlap else " wgmma wait0") if wg else ""
     tag += (" tma ws" if ws else " tma") if tma else ""
@@ -333,9 +332,8 @@ def _tilec_config(cfg: dict) -> tuple[dict, dict, str]:
     tag += f" cluster{cluster}" if cluster else ""
     tag += f" panel{args['panel']}" if args.get("panel") else ""
     tag += " stream-k" if sk else ""
-    tag += " k-serpentine" if serp else ""
     return args, {"wgmma": wg, "wgmma_overlap": overlap, "tma": tma, "warp_specialize": ws, "persistent": pers,
-                  "cluster": cluster, "stream_k": sk, "k_serpentine": serp}, tag
+                  "cluster": cluster, "stream_k": sk}, tag
 
 
 def tilec_configs(configs: list[dict], build: Callable[[dict, dict], Any]) -> tuple[dict, dict]:
@@ -372,8 +370,6 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                     persistent=True, panel=16),  # panels of 16 rows: the fewest DRAM bytes a round (perf notes AS)
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
                     persistent=True, panel=16, stream_k=True),
-               dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
-                    persistent=True, panel=16, k_serpentine=True),  # odd rounds' k-tiles descending (L2 reuse)
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
                     cluster=2),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,

@@ -42,12 +42,6 @@ def test_gemm_feed_probes_apply(hv, dtype):
     assert "tl::wgmma_desc(A_s" not in out
 
 
-def test_k_serpentine_patch_applies(hv):
-    src = _gemm_source("float16")
-    out = hv.k_serpentine(src, 512)
-    assert out.count("(tile % 2 == 1 ? 7 - k : k) * 64") == 5 and ", k * 64" not in out
-
-
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gemm_epilogue_patches_apply(hv, dtype):
     src = _gemm_source(dtype)
