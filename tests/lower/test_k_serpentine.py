@@ -1,7 +1,7 @@
 """Pass config ``k_serpentine``: a persistent GEMM's producer loads odd rounds' k-tiles in descending order. The
 thread interpreter runs it against float64 numpy (outputs start as NaN) on ragged shapes with several rounds a
-block, with clusters, copies of the consumers and fp8 scales after the loop; loops it may not reorder keep
-ascending k-tiles and a note says why."""
+block, with clusters and copies of the consumers (the fp8 GEMM, its scales after the loop: test_tma_simt.py); loops
+it may not reorder keep ascending k-tiles and a note says why."""
 
 from __future__ import annotations
 
@@ -33,19 +33,6 @@ def test_serpentine_gemm_is_right(rng, M, N, K, tiles, configs):
     dtype = tiles.get("dtype", "float16")
     a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)
-
-
-def test_serpentine_fp8_gemm_with_scales_after_the_loop(rng):
-    fp8 = load_example("06_fp8_gemm")
-    M, N, K = 200, 328, 512
-    a, sa = fp8.quantize(rng.standard_normal((M, K)), 1)
-    b, sb = fp8.quantize(rng.standard_normal((N, K)), 1)
-    g = fp8.fp8_matmul(M, N, K, block_M=64, block_N=64, block_K=64, num_stages=2, panel=2).prim_func
-    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 5, "k_serpentine": True})
-    assert REVERSED in tilec.dump(kernel, after="pipelining")
-    ref = (a.astype(np.float64) @ b.astype(np.float64).T) * sa[:, None] * sb[None, :]
-    out = kernel(a, b, sa, sb).astype(np.float64)
-    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 8e-3
 
 
 def test_loops_it_may_not_reorder_keep_their_order():

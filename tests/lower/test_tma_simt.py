@@ -527,20 +527,22 @@ def test_persistent_tiles_follow_the_rasterization(rng, order):
     assert_close(kernel(a, b), a.astype(np.float64) @ b.astype(np.float64), "float16")
 
 
-@pytest.mark.parametrize("stream_k", [False, True])
-def test_persistent_fp8_gemm_in_panels(rng, stream_k):
+@pytest.mark.parametrize(("stream_k", "serpentine"), [(False, False), (True, False), (False, True)])
+def test_persistent_fp8_gemm_in_panels(rng, stream_k, serpentine):
     """The fp8 example with its ``panel`` argument on persistent blocks: 4 x 6 tiles on 5 blocks in panels of 2
     rows, the row and column scales applied after the loop (after stream-K's partial sums are added, where the last
-    4 tiles are shared out); ragged M and N."""
+    4 tiles are shared out; with ``k_serpentine`` odd rounds take their k-tiles in descending order); ragged M and N."""
     fp8 = load_example("06_fp8_gemm")
     M, N, K = 200, 328, 512
     a, sa = fp8.quantize(rng.standard_normal((M, K)), 1)
     b, sb = fp8.quantize(rng.standard_normal((N, K)), 1)
     g = fp8.fp8_matmul(M, N, K, block_M=64, block_N=64, block_K=64, num_stages=2, panel=2).prim_func
-    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 5, "stream_k": stream_k})
+    kernel = tilec.JITKernel(g, "simt:sm_90a", [-1], pass_configs={**WS, "persistent": 5, "stream_k": stream_k,
+                                                                    "k_serpentine": serpentine})
     report = kernel.report()
     assert "persistent, 5 blocks loop over the tiles of the grid in panels of 2 rows (T.use_swizzle)" in report
     assert ("the last 4 tiles shared out" in report) == stream_k
+    assert ("loads odd rounds' k-tiles in descending order" in report) == serpentine
     ref = (a.astype(np.float64) @ b.astype(np.float64).T) * sa[:, None] * sb[None, :]
     out = kernel(a, b, sa, sb).astype(np.float64)
     assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 8e-3

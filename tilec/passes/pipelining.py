@@ -747,24 +747,16 @@ class _Pipeliner:
         if not self.k_serpentine or not self.persistent:
             return k
         from tilec.ir.expr import select
-        from tilec.ir.stmt import Gemm
 
         at = f"T.Pipelined at {where(loop.loc)}"
-        why = "stream-K shares the last round's tiles out by iterations" if self.stream_k else \
-            "its trip count depends on the tile" if self.base is not None else \
-            "its consumers' statements are rotated across iterations" if not plain else next(
-                (f"{c.kind} at {where(c.loc)} is not a gemm adding into its accumulator" for c in consumers
-                 if not isinstance(c, Gemm) or c.clear_accum), None) or next(
-                (f"the gemm at {where(c.loc)} reads {loop.var.name}" for c in consumers
-                 if any(v is loop.var for v in vars_in(c))), None)
+        why = _k_serpentine_refusal(self, loop, consumers, plain)
         if why is not None:
             self.notes.append(f"{at}: k-tiles in ascending order in every round (pass config 'k_serpentine' "
                               f"acts only on loops of gemms that add into their accumulators): {why}")
             return k
         self.notes.append(f"{at}: the producer loads odd rounds' k-tiles in descending order (pass config "
                           "'k_serpentine'): a round starts on the k-tiles its predecessor used last")
-        n = loop.extent
-        return select(binop("==", binop("%", self.tile, 2), 1), binop("-", binop("-", n, 1), k), k)
+        return select(binop("==", binop("%", self.tile, 2), 1), binop("-", binop("-", loop.extent, 1), k), k)
 
     def copy_turns(self, main: Stmt, loop: For) -> list[Stmt]:
         """A copy of the consumers' main loop ``main`` between its wait for its turn and its handing the turn on to
@@ -1236,6 +1228,24 @@ def _tile_order_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner 
         "the trip count of no T.Pipelined loop depends on the tile"
     return [f"T.Kernel at {where(launch.loc)}: pass config 'tile_order' has no effect: it orders the tiles of a "
             f"persistent kernel whose T.Pipelined loop's trip count depends on the tile, and {why}"]
+
+
+def _k_serpentine_refusal(p: _Pipeliner, loop: For, consumers: list[Stmt], plain: bool) -> str | None:
+    """Why the loop's k-tiles may not be taken in another order (pass config ``k_serpentine``), or None."""
+    from tilec.ir.stmt import Gemm
+
+    if p.stream_k:
+        return "stream-K shares the last round's tiles out by iterations"
+    if p.base is not None:
+        return "its trip count depends on the tile"
+    if not plain:
+        return "its consumers' statements are rotated across iterations"
+    for c in consumers:
+        if not isinstance(c, Gemm) or c.clear_accum:
+            return f"{c.kind} at {where(c.loc)} is not a gemm adding into its accumulator"
+        if any(v is loop.var for v in vars_in(c)):
+            return f"the gemm at {where(c.loc)} reads {loop.var.name}"
+    return None
 
 
 def _k_serpentine_inert(launch: KernelLaunch, options: dict | None, p: _Pipeliner | None) -> list[str]:
