@@ -365,7 +365,7 @@ def case_gemm(rows: list[Row], quick: bool, peers: dict[str, Any]) -> None:
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True),
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
-                    persistent=True),
+                    persistent=True, panel=1),  # row-major tiles (with no panel given the compiler takes 16)
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,
                     persistent=True, panel=16),  # panels of 16 rows: the fewest DRAM bytes a round (perf notes AS)
                dict(block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, wgmma=True, tma=True, ws=True,

@@ -21,7 +21,7 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, num_stages=3, threads=
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K) if transpose_B else (K, N), dtype),
              C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            T.use_swizzle(max(panel, 1), enable=panel > 0)  # blocks in panels of `panel` rows, for L2 reuse
+            T.use_swizzle(max(panel, 1), enable=panel > 0)  # panels of `panel` rows (0: the compiler's choice)
             A_s = T.alloc_shared((block_M, block_K), dtype)
             B_s = T.alloc_shared((block_N, block_K) if transpose_B else (block_K, block_N), dtype)
             C_f = T.alloc_fragment((block_M, block_N), "float32")

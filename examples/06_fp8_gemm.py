@@ -22,7 +22,7 @@ def fp8_matmul(M, N, K, block_M=128, block_N=128, block_K=64, num_stages=3, thre
     def main(A: T.Tensor((M, K), dtype), B: T.Tensor((N, K), dtype), scale_a: T.Tensor((M,), "float32"),
              scale_b: T.Tensor((N,), "float32"), C: T.Tensor((M, N), out_dtype)):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
-            T.use_swizzle(max(panel, 1), enable=panel > 0)  # blocks in panels of `panel` rows, for L2 reuse
+            T.use_swizzle(max(panel, 1), enable=panel > 0)  # panels of `panel` rows (0: the compiler's choice)
             A_s = T.alloc_shared((block_M, block_K), dtype)
             B_s = T.alloc_shared((block_N, block_K), dtype)
             sa = T.alloc_shared((block_M,), "float32")

@@ -789,14 +789,17 @@ def _gemm_bias_relu(M, N, K, block_M=128, block_N=256, block_K=64, threads=256):
 
 @pytest.mark.parametrize("configs", [{"persistent": True}, {"persistent": True, "cluster": 2}])
 def test_persistent_epilogue_reads_of_vectors_are_unchecked_and_do_not_spill(configs, tmp_path, rng):
-    """A persistent kernel's tile coordinates are ``(pid + tile * P) // n % m``: the bounds of a floor modulo by a
-    positive constant are [0, m) whatever its dividend, so the epilogue's reads of the scale and the bias at 4096^2
-    (whole tiles) need no bounds check. They were checked (the dividend's range was unknown), and the 64 checked
-    loads a thread made ptxas spill 268 bytes. Where M is ragged the row check stays (the interpreter runs it)."""
+    """A persistent kernel's tile coordinates are floor divisions and modulos of ``pid + tile * P`` (in the panels
+    the compiler chooses, or in row-major order in clusters): the bounds of a floor modulo by a positive constant
+    are [0, m) whatever its dividend, so the epilogue's reads of the scale and the bias at 4096^2 (whole tiles) need
+    no bounds check. They were checked (the dividend's range was unknown), and the 64 checked loads a thread made
+    ptxas spill 268 bytes. Where M is ragged the row check stays (the interpreter runs it)."""
     ws = {"wgmma": True, "tma": True, "warp_specialize": True}
     g = _gemm_bias_relu(4096, 4096, 4096).prim_func
-    source = tilec.JITKernel(g, "cuda:sm_90a", pass_configs={**ws, **configs}).get_kernel_source()
-    assert "< 4096" not in source and "bias[tl::floormod(" in source
+    kernel = tilec.JITKernel(g, "cuda:sm_90a", pass_configs={**ws, **configs})
+    source = kernel.get_kernel_source()
+    assert ("in panels of 16 rows" in kernel.report()) == ("cluster" not in configs)
+    assert "< 4096" not in source and "bias[tl::floor" in source
     info = compile_cuda(source, tmp_path, "sm_90a")
     assert info["spill_stores"] == info["spill_loads"] == 0, info
     M, N, K = 70, 200, 104  # ragged M and N: 2 x 4 tiles of 64 x 64 on 3 blocks

@@ -138,6 +138,12 @@ def _specialize(state: CompileState) -> CompileState:
     return state.with_(options=options, report=state.report + tuple(notes)) if notes else state
 
 
+def _panels(state: CompileState) -> CompileState:
+    from tilec.passes.panels import choose_panels
+
+    return _rewrite(state, choose_panels)
+
+
 def _operand_registers(state: CompileState) -> CompileState:
     from tilec.passes.operand_registers import operands_to_registers
 
@@ -262,6 +268,7 @@ def default_pipeline(target: Target) -> list[Stage]:
         return stages + [Stage("hand_schedules", _hand_schedules, "stage=/order= schedules checked as on a GPU")]
     return stages + [
         Stage("specialize", _specialize, "warp specialization and persistence where the pass configs leave them"),
+        Stage("panels", _panels, "a persistent kernel's tiles in panels, where T.use_swizzle leaves them open"),
         Stage("operand_registers", _operand_registers, "loop-invariant wgmma A tiles read from registers"),
         Stage("pipelining", _pipelining, "multi-stage cp.async pipelines for T.Pipelined loops"),
         Stage("clusters", _clusters, "thread-block clusters with TMA multicast"),

@@ -39,7 +39,7 @@ def _tensor_core(g: Gemm) -> bool:
     return dtype.name.startswith(("float16", "bfloat16", "float8")) or (dtype.name == "float32" and g.allow_tf32)
 
 
-def _main_loop(func: PrimFunc) -> tuple[For, list[Gemm]] | None:
+def main_loop(func: PrimFunc) -> tuple[For, list[Gemm]] | None:
     """The first ``T.Pipelined`` loop of two stages or more at the kernel's top level with gemms in it, all of them
     on tensor cores, and its gemms."""
     body = func.launch.body
@@ -73,7 +73,7 @@ def choose_specialization(func: PrimFunc, target: Target, options: dict) -> tupl
     if (target.arch != "sm_90a" or not options.get("tma") or not options.get("wgmma")
             or "warp_specialize" in options):
         return options, []
-    main = _main_loop(func)
+    main = main_loop(func)
     if main is None or any(b.static_shape is None for b in func.launch.allocs if b.scope in ("shared", "fragment")):
         return options, []
     loop, gemms = main
