@@ -265,10 +265,29 @@ def test_the_compilers_choice_of_specialization(examples, kernel):
         ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k_.double(), v.double(), is_causal=causal)
         tol = 3e-3
     chosen = "128x128" not in kernel
-    note = next(line for line in k.report().splitlines() if "chosen by the compiler" in line)
+    note = next(line for line in k.report().splitlines() if "chosen by the compiler" in line and "special" in line)
     assert ("warp specialization and persistence chosen" in note) == chosen, note
     assert ("setmaxnreg" in k.get_kernel_source()) == ("persistent, " in k.report()) == chosen
     assert _rel(out, ref) < tol
+
+
+@pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_compilers_choice_of_panels(examples, dtype):
+    """No pass configs and no ``panel``: a persistent GEMM of 16 x 16 tiles takes them in panels of 16 rows
+    (tilec.passes.panels; a round of the SMs' blocks spans 16 rows and about 9 columns), ragged in every dimension,
+    launched twice (the second launch finds the first's output, poisoned again)."""
+    M, N, K = 2000, 4000, 520  # rows of whole 16 bytes: TMA
+    k = tilec.JITKernel(examples["01_gemm"].matmul.fn(M, N, K, block_M=128, block_N=256, block_K=64, threads=256,
+                                                      dtype=dtype), "cuda")
+    assert "tiles in panels of 16 rows, chosen by the compiler" in k.report()
+    a = torch.randn(M, K, device="cuda").to(getattr(torch, dtype))
+    b = torch.randn(K, N, device="cuda").to(getattr(torch, dtype))
+    ref = a.double() @ b.double()
+    for _ in range(2):
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=a.dtype)  # poisoned: unwritten elements show
+        k(a, b, out)
+        assert _rel(out, ref) < _tol(dtype)
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
