@@ -28,9 +28,9 @@ def _panel_notes(k):
 def test_the_gemm_example_gets_panels_of_16(M, dtype):
     k = _gemm(M, dtype=dtype)
     assert _panel_notes(k) == [
-        f"note: T.Kernel at line {KERNEL}: tiles in panels of 16 rows, {CHOSEN} 132 blocks then spans 16 rows of tiles "
-        "and about 9 columns, the fewest operand bytes a step (16384 a row's tile, 32768 a column's; T.use_swizzle(n) "
-        "gives panels of n rows, T.use_swizzle(1) row-major order)"]
+        f"note: T.Kernel at line {KERNEL}: tiles in panels of 16 rows, {CHOSEN} up to 132 blocks then spans 16 rows of "
+        "tiles and about 9 columns, the fewest operand bytes a step (16384 a row's tile, 32768 a column's; "
+        "T.use_swizzle(n) gives panels of n rows, T.use_swizzle(1) row-major order)"]
     assert k.get_kernel_source() == _gemm(M, dtype=dtype, panel=16).get_kernel_source()
 
 

@@ -67,8 +67,9 @@ def choose_panels(func: PrimFunc, target: Target, options: dict) -> tuple[PrimFu
     panel = min(gy, 2 ** round(math.log2(math.sqrt(P * b / a))))
     if panel <= 1:
         return func, []
+    up_to = "up to " if blocks is True else ""  # one block an SM: the pipeline may launch fewer in whole rounds
     note = (f"T.Kernel at {where(launch.loc)}: tiles in panels of {panel} rows, chosen by the compiler: a round of "
-            f"{P} blocks then spans {panel} rows of tiles and about {math.ceil(P / panel)} columns, the fewest operand "
-            f"bytes a step ({a} a row's tile, {b} a column's; T.use_swizzle(n) gives panels of n rows, "
+            f"{up_to}{P} blocks then spans {panel} rows of tiles and about {math.ceil(P / panel)} columns, the fewest "
+            f"operand bytes a step ({a} a row's tile, {b} a column's; T.use_swizzle(n) gives panels of n rows, "
             "T.use_swizzle(1) row-major order)")
     return dataclasses.replace(func, body=dataclasses.replace(launch, swizzle=(panel, "row"))), [note]
