@@ -269,6 +269,74 @@ def epilogue_stmatrix(source: str, n: int) -> str:
     return _in_epilogue(source, chunk)
 
 
+def held_stage_epilogue(source: str, n: int, late: bool = False, split: bool = False) -> str:
+    """Hand patch: the epilogue stages its four 128x64 chunks without waiting for a TMA store's reads, some of them
+    in the ring stage of the tile's last k-step (its A and B tiles, 48 KB, which the consumers release only at the
+    next tile's first k-step), the rest in the staging buffers. The stage's release first waits for the reads of
+    the stores out of it (``cp.async.bulk.wait_group.read``, by thread 0, which issued them).
+
+    By default three chunks go to the stage and one to buffer 0, all written before the stores are issued (two
+    barriers a tile instead of nine), and the stage is released at the next tile's first k-step. ``late``: released
+    at its second k-step instead (its reads have had a k-step to finish; the producer a k-step less to reload it).
+    ``split``: chunks 0 and 1 go to the stage's B tile and are stored first, chunks 2 and 3 to the two buffers
+    (three barriers), and the release waits only for the first two stores."""
+    lines, loop, _ = _tile_loop(source)
+    kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
+    ksteps = int(re.match(r"      for \(int k = 0; k < (\d+); \+\+k\)", lines[kl]).group(1))
+    ring = int(re.search(r"k_empty \+ tl::floormod\(tile \* \d+ \+ \(k - 1\), (\d+)\)", source).group(1))
+    a, b = _consumer_epilogue(source)
+    epi = lines[a:b]
+    drain = [line for line in epi
+             if "wgmma.wait_group.sync.aligned 0" in line or line.lstrip().startswith('asm volatile("" : "+f"')]
+    stores = [m.groups() for m in re.finditer(r"tl::tma_store_2d\(&(C_tmap\d+), C_f_stage \+ \d+, (.*?)\);\n",
+                                              "\n".join(epi) + "\n")]
+    assert len(stores) == 4 and len(drain) == 5, (len(stores), len(drain))
+    dtype = re.search(r"static_cast<(\w+)>\(C_f\[0\]\)", "\n".join(epi)).group(1)
+    held = f"(tile * {ksteps} + {ksteps - 1}) % {ring}"
+    a_stage, b_stage = 128 * 64, 64 * 256  # elements of a ring stage's A and B tiles
+    if split:
+        bufs = [f"B_s + {held} * {b_stage}", f"B_s + {held} * {b_stage} + 8192", "C_f_stage", "C_f_stage + 8192"]
+        groups = [(0, 1), (2, 3)]
+    else:
+        bufs = [f"A_s + {held} * {a_stage}", f"B_s + {held} * {b_stage}", f"B_s + {held} * {b_stage} + 8192",
+                "C_f_stage"]
+        groups = [(0, 1, 2, 3)]
+    out = drain + ["      if (tx == 0) {", '        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");',
+                   "      }", '      asm volatile("bar.sync 1, 256;" ::: "memory");', "      {",
+                   "        const int row = tx / 32 * 16 + tx / 4 % 8;"]
+    out += [f"        {dtype}* buf{c} = {buf};" for c, buf in enumerate(bufs)]
+    for group in groups:
+        for c in group:
+            for j in range(8):
+                for h in (0, 1):
+                    i = 4 * (8 * c + j) + 2 * h
+                    r = f"(row + {8 * h})"
+                    at = f"{r} * 64 + ({j * 8} + tx % 4 * 2 ^ {r} % 8 * 8)"  # the staging tile's 128-byte swizzle
+                    out += [f"        {{ __align__(4) {dtype} p[2] = {{static_cast<{dtype}>(C_f[{i}]), "
+                            f"static_cast<{dtype}>(C_f[{i + 1}])}};",
+                            f"          *reinterpret_cast<unsigned*>(&buf{c}[{at}]) = "
+                            "*reinterpret_cast<const unsigned*>(&p[0]); }"]
+        out += ['        asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory");',
+                '        asm volatile("bar.sync 1, 256;" ::: "memory");', "        if (tx == 0) {"]
+        for c in group:
+            tmap, coords = stores[c]
+            out += [f"          tl::tma_store_2d(&{tmap}, buf{c}, {coords});",
+                    '          asm volatile("cp.async.bulk.commit_group;" ::: "memory");']
+        out.append("        }")
+    out.append("      }")
+    lines = lines[:a] + out + lines[b:]
+    rel = next(i for i in range(kl, a) if f"if (tile * {ksteps} + k >= 1) {{" in lines[i])
+    arrive = next(i for i in range(rel, rel + 6) if "tl::mbar_arrive_tx(k_empty" in lines[i])
+    first, pending = ("k == 1 && tile > 0", 0) if late else ("k == 0", 2 if split else 0)
+    lines.insert(rel + 1, f"          if ({first} && tx == 0) "
+                          f'asm volatile("cp.async.bulk.wait_group.read {pending};" ::: "memory");')
+    if late:  # the held stage goes back with the first k-step's, at the second
+        lines[rel] = lines[rel].replace(f"tile * {ksteps} + k >= 1", "k >= 1")
+        lines.insert(arrive + 1, f"            if (k == 1 && tile > 0) "
+                                 f"tl::mbar_arrive_tx(k_empty + (tile * {ksteps} + {ring - 1}) % {ring}, 0);")
+    return "\n".join(lines)
+
+
 def inline_trap(source: str, n: int) -> str:
     """The stream-K flag helpers' trap inlined again (as before ``tl::flag_fail``): what the consumers' registers
     capped at the launch count cost."""
@@ -517,11 +585,13 @@ def gemm_variants() -> dict:
     wide = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}  # cuBLAS's tile (perf notes, 5th session)
     pp = {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 128}  # a warpgroup's tile (copies: ping-pong)
     flat = {"block_M": 64, "block_N": 256, "block_K": 64, "threads": 128}  # ... one wgmma m64n256k16 a k-step
+    old = {"stage_in_ring": False}  # the epilogue the hand patches edit: chunks in two buffers of its own (to 33rd)
+    wso = {**ws, "persistent": True, **old}
     return {  # label -> (kernel arguments, pass configs[, a patch of the generated source])
         "tma": (big, {"wgmma": True, "tma": True}),
         "tma ws persistent": (big, {**ws, "persistent": True}),
         "tma ws persistent panel8": ({**big, "panel": 8}, {**ws, "persistent": True}),
-        "tma ws persistent panel8 no epilogue": ({**big, "panel": 8}, {**ws, "persistent": True}, no_epilogue),
+        "tma ws persistent panel8 no epilogue": ({**big, "panel": 8}, wso, no_epilogue),
         "tma ws persistent panel8 direct stores": ({**big, "panel": 8}, {**ws, "persistent": True,
                                                                          "stage_epilogue": False}),
         "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
@@ -540,14 +610,21 @@ def gemm_variants() -> dict:
         "tma ws persistent panel8 stream-k": ({**big, "panel": 8}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent panel4": ({**big, "panel": 4}, {**ws, "persistent": True}),
         "tma ws persistent panel16": ({**big, "panel": 16}, {**ws, "persistent": True}),
-        "tma ws persistent panel16 no epilogue": ({**big, "panel": 16}, {**ws, "persistent": True}, no_epilogue),
-        "tma ws persistent panel16 deferred epilogue": ({**big, "panel": 16}, {**ws, "persistent": True},
+        "tma ws persistent panel16 own buffers": ({**big, "panel": 16}, wso),
+        "tma ws persistent panel16 no epilogue": ({**big, "panel": 16}, wso, no_epilogue),
+        "tma ws persistent panel16 deferred epilogue": ({**big, "panel": 16}, wso,
                                                         deferred_epilogue),
-        "panel16 probe epilogue no fences": ({**big, "panel": 16}, {**ws, "persistent": True}, epilogue_no_fences),
-        "panel16 probe epilogue no barriers": ({**big, "panel": 16}, {**ws, "persistent": True}, epilogue_no_barriers),
-        "panel16 probe epilogue no stores": ({**big, "panel": 16}, {**ws, "persistent": True}, epilogue_no_stores),
-        "tma ws persistent panel16 stmatrix": ({**big, "panel": 16}, {**ws, "persistent": True}, epilogue_stmatrix),
-        "tma ws persistent panel16 staggered epilogue": ({**big, "panel": 16}, {**ws, "persistent": True},
+        "panel16 probe epilogue no fences": ({**big, "panel": 16}, wso, epilogue_no_fences),
+        "panel16 probe epilogue no barriers": ({**big, "panel": 16}, wso, epilogue_no_barriers),
+        "panel16 probe epilogue no stores": ({**big, "panel": 16}, wso, epilogue_no_stores),
+        "tma ws persistent panel16 stmatrix": ({**big, "panel": 16}, wso, epilogue_stmatrix),
+        "tma ws persistent panel16 held-stage epilogue": ({**big, "panel": 16}, wso,
+                                                          held_stage_epilogue),
+        "tma ws persistent panel16 held-stage epilogue late": (
+            {**big, "panel": 16}, wso, lambda s, n: held_stage_epilogue(s, n, late=True)),
+        "tma ws persistent panel16 held-stage epilogue split": (
+            {**big, "panel": 16}, wso, lambda s, n: held_stage_epilogue(s, n, split=True)),
+        "tma ws persistent panel16 staggered epilogue": ({**big, "panel": 16}, wso,
                                                          staggered_epilogue),
         "tma ws persistent panel16 no pdl": ({**big, "panel": 16}, {**ws, "persistent": True, "pdl": False}),
         "tma ws persistent panel16 regs24": ({**big, "panel": 16}, {**ws, "persistent": True, "producer_regs": 24}),

@@ -22,12 +22,12 @@ def hv():
     del sys.path[:2]
 
 
-def _gemm_source(dtype: str) -> str:
+def _gemm_source(dtype: str, **configs) -> str:
     gemm = __import__("01_gemm")
     fn = gemm.matmul.fn(512, 512, 512, block_M=128, block_N=256, block_K=64, num_stages=3, threads=256,
                         dtype=dtype, panel=16)
     return tilec.JITKernel(fn, Target("cuda", "sm_90a"), [-1],
-                           pass_configs={**WS, "persistent": True}).get_kernel_source()
+                           pass_configs={**WS, "persistent": True, **configs}).get_kernel_source()
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
@@ -44,7 +44,7 @@ def test_gemm_feed_probes_apply(hv, dtype):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_gemm_epilogue_patches_apply(hv, dtype):
-    src = _gemm_source(dtype)
+    src = _gemm_source(dtype, stage_in_ring=False)  # the epilogue in chunks the patches edit (their variants ask so)
     stores = src.count("tl::tma_store_2d(&C_tmap")
     out, edit = hv.staggered_epilogue(src, 512)
     assert out.count("tma_store_2d_half(&C_tmap") == stores and "bar.sync 4, 256;" in out
@@ -56,6 +56,9 @@ def test_gemm_epilogue_patches_apply(hv, dtype):
     for probe, gone in ((hv.epilogue_no_fences, "fence.proxy.async.shared::cta"),
                         (hv.epilogue_no_barriers, "bar.sync 1, 256"), (hv.epilogue_no_stores, "tl::tma_store_2d(")):
         assert src.count(gone) > probe(src, 512).count(gone)
+    for kw in ({}, {"late": True}, {"split": True}):  # the held-stage forms measured before stage_in_ring
+        out = hv.held_stage_epilogue(src, 512, **kw)
+        assert out.count("tl::tma_store_2d(&C_tmap") == 4 and '&& tx == 0) asm volatile("cp.async.bulk.wait' in out
 
 
 def test_inline_trap_patch_applies(hv):

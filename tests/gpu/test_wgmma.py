@@ -67,24 +67,27 @@ def test_tma_gemm_checked_launch_and_cache(examples, tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
+@pytest.mark.parametrize("ring", [True, False])
 @pytest.mark.parametrize("panel", [0, 8])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("mnk", [(1000, 1000, 1000), (2048, 4096, 1024)])
-def test_persistent_gemm_fresh_and_from_the_disk_cache(examples, tmp_path, monkeypatch, mnk, dtype, panel):
-    """One block per SM looping over the tiles (in panels of 8 rows with ``panel``), the accumulators out through a
-    staged tile by TMA stores: built here, then again from the disk cache (which must give back the lowered grid, not
-    the Tile IR's); outputs poisoned, so a tile no block takes shows."""
+def test_persistent_gemm_fresh_and_from_the_disk_cache(examples, tmp_path, monkeypatch, mnk, dtype, panel, ring):
+    """One block per SM looping over the tiles (in panels of 8 rows with ``panel``), the accumulators out by TMA
+    stores, half through the stage of B the main loop read last and half through a tile of their own (or, without
+    ``stage_in_ring``, all through that tile in chunks): built here, then again from the disk cache (which must give
+    back the lowered grid, not the Tile IR's); outputs poisoned, so a tile no block takes shows."""
     from tilec.backends.cuda import runtime
 
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     M, N, K = mnk
-    make = lambda: _ws_gemm(examples, M, N, K, dtype, panel, persistent=True)  # noqa: E731
+    make = lambda: _ws_gemm(examples, M, N, K, dtype, panel, persistent=True, stage_in_ring=ring)  # noqa: E731
     tdt = getattr(torch, dtype)
     a, b = torch.randn(M, K, device="cuda").to(tdt), torch.randn(K, N, device="cuda").to(tdt)
     ref = a.double() @ b.double()
     tol = _tol(dtype)
     k = make()
-    assert "persistent" in k.report() and "of its own" in k.report()
+    staged = "the stage of B_s the main loop read last" if ring else "of its own (C_f_stage, two buffers"
+    assert "persistent" in k.report() and staged in k.report()
     assert _rel(k(a, b), ref) < tol
     runtime._BUILT.clear()
     assert _rel(make()(a, b), ref) < tol

@@ -124,19 +124,20 @@ def test_arena_places_an_overlay_over_the_mems_it_may_take():
 
 @pytest.mark.parametrize("buffers", [1, 2])
 def test_a_persistent_kernel_stages_through_a_tile_of_its_own(rng, buffers):
-    """In a persistent kernel's tile loop the operand stages hold the next tile's loads: the accumulators go out
-    through a tile of their own (that fits beside 4 x 48 KB of stages) by TMA stores the next write of the tile waits
-    for: two 128-column chunks, or (``store_buffers``: 2, the default) four 64-column chunks in two buffers in turn,
-    each write waiting for the store two chunks back; ragged, three blocks looping over six tiles. Without the waits
-    (or with the two buffers' waits leaving one store too many in flight), the interpreter names the write over a
-    tile a store may still read; without the last one, the kernel's end."""
+    """In a persistent kernel's tile loop the operand stages hold the next tile's loads: without ``stage_in_ring``
+    the accumulators go out through a tile of their own (that fits beside 4 x 48 KB of stages) by TMA stores the
+    next write of the tile waits for: two 128-column chunks, or (``store_buffers``: 2, the default) four 64-column
+    chunks in two buffers in turn, each write waiting for the store two chunks back; ragged, three blocks looping
+    over six tiles. Without the waits (or with the two buffers' waits leaving one store too many in flight), the
+    interpreter names the write over a tile a store may still read; without the last one, the kernel's end."""
     from tests.lower.test_tma_simt import _run_thread_ir
     from tilec.errors import RaceError
     from tilec.ir.visit import walk
     from tilec.lower.tir import BulkWait, Loop, Seq
 
     M, N, K = 300, 520, 128
-    k = _gemm(M, N, K, "simt:sm_90a", {**TMA_WS, "persistent": 3, "store_buffers": buffers}, num_stages=3)
+    k = _gemm(M, N, K, "simt:sm_90a", {**TMA_WS, "persistent": 3, "store_buffers": buffers, "stage_in_ring": False},
+              num_stages=3)
     shape = "128 x 128, 2 chunks" if buffers == 1 else "two buffers of 128 x 64, 4 chunks in turn"
     assert (f"T.copy at line {STORE}: C_f goes out through shared memory of its own (C_f_stage, {shape}) "
             "by TMA stores that overlap what follows") in k.report()
@@ -163,6 +164,46 @@ def test_a_persistent_kernel_stages_through_a_tile_of_its_own(rng, buffers):
     with pytest.raises(RaceError, match=r"the kernel ends while thread 0's TMA stores may still read shared memory"):
         _run_thread_ir(k, dataclasses.replace(tk, body=transform(tk.body, after_loops)), a, b)
 
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_persistent_kernel_stages_half_its_tile_in_the_held_stage(rng, dtype):
+    """The stage of B the main loop read last stays the consumers' until the next tile's first k-step: the first
+    128 columns of the accumulators go out through it (C_f_held, over B_s), the other 128 through a tile of their
+    own, each half by one TMA store with no wait between them; the held stage's release at the next tile's first
+    k-step waits for the first store (all but the latest), the next epilogue's start for the second. Ragged, three
+    blocks over six tiles of four k-steps (the interpreter's output starts as NaN). Without the release's wait the
+    interpreter names the producer's TMA copy over the held tile a store may still read; without the epilogue's
+    first wait, the write of C_f_stage."""
+    from tests.lower.test_tma_simt import _run_thread_ir
+    from tilec.errors import RaceError
+    from tilec.ir.visit import walk
+    from tilec.lower.tir import BulkWait, If, Seq
+
+    M, N, K = 300, 520, 256  # four k-steps a tile: the consumers wait for the held stage's reload in the tile
+    k = _gemm(M, N, K, "simt:sm_90a", {**TMA_WS, "persistent": 3}, num_stages=3, dtype=dtype)
+    assert (f"T.copy at line {STORE}: C_f goes out by two TMA stores, its first 128 columns staged in the stage of "
+            "B_s the main loop read last (C_f_held, over B_s, released once the store has read it), the other 128 in "
+            "C_f_stage; neither waits for the other") in k.report()
+    text = tilec.dump(k, after="epilogue")
+    assert "# C_f_held overlays B_s" in text
+    assert "if k == 0:\n                            T.tma_store_wait(C_f_held, pending=1)" in text
+    assert "T.copy(C_f[:128, :128], C_f_held[(tile * 4 + 3) % 4, :128, :128])" in text
+    assert text.count("T.tma_store_wait(") == 3  # the release's, the epilogue's first, the one after the tile loop
+    tk = k.state.artifacts["thread_ir"]
+    offsets = {m.name: off for m, off in tk.shared}
+    assert offsets["C_f_held"] == offsets["B_s"]  # no shared memory of its own
+    a, b = randn(rng, (M, K), dtype), randn(rng, (K, N), dtype)
+    assert_close(k(a, b), a.astype(np.float64) @ b.astype(np.float64), dtype)  # (outputs start as NaN)
+    waits = [n for n in walk(tk.body) if isinstance(n, BulkWait)]
+    release = next(n for n in walk(tk.body) if isinstance(n, If) and isinstance(n.then_body, BulkWait)
+                   and n.then_body.pending == 1)
+    first = next(w for w in waits if w.pending == 0)
+    for gone, what in ((release.then_body, r"write of shared C_f_held\[\d+\] while a TMA store may still read it"),
+                       (first, r"write of shared C_f_stage\[\d+\] while a TMA store may still read it")):
+        broken = transform(tk.body, lambda n, gone=gone: Seq(()) if n is gone else None)
+        with pytest.raises(RaceError, match=what):
+            _run_thread_ir(k, dataclasses.replace(tk, body=broken), a, b)
 
 
 @pytest.mark.parametrize(("mnk", "tiles"), [((19, 21, 35), (16, 16, 16, 32)), ((131, 37, 131), (128, 32, 64, 128))])

@@ -74,9 +74,27 @@ def test_store_buffers_without_chunks_to_alternate_is_noted_as_inert(rng, config
 
 
 def test_store_buffers_of_a_tile_in_chunks_says_nothing():
+    k = _gemm(300, 520, 128, {**TMA_WS, "persistent": 3, "store_buffers": 1, "stage_in_ring": False}, block_M=128,
+              block_N=256, block_K=64, threads=256, num_stages=3)
+    assert "C_f_stage, 128 x 128, 2 chunks" in k.report() and not _inert(k.report(), "store_buffers")
+    assert not _inert(k.report(), "stage_in_ring")  # it would have staged half in the held stage
+
+
+def test_store_buffers_beside_the_held_stage_and_stage_in_ring_without_one_are_noted_as_inert(rng):
+    """With stage_in_ring (the default) the persistent GEMM's tile goes out in two halves, so store_buffers has no
+    chunks to alternate; stage_in_ring given where no main loop holds a stage (stream-K) says so."""
     k = _gemm(300, 520, 128, {**TMA_WS, "persistent": 3, "store_buffers": 1}, block_M=128, block_N=256,
               block_K=64, threads=256, num_stages=3)
-    assert "C_f_stage, 128 x 128, 2 chunks" in k.report() and not _inert(k.report(), "store_buffers")
+    assert _inert(k.report(), "store_buffers") == [
+        f"  note: T.Kernel at line {KERNEL}: pass config 'store_buffers' has no effect: it alternates the column "
+        "chunks of an accumulator staged by TMA stores in a persistent kernel's tile loop, and C_f goes out in two "
+        "halves instead, the first through the stage its main loop read last (stage_in_ring; False stages it in "
+        "chunks)"]
+    _check_gemm(rng, k, 300, 520, 128)
+    k = _gemm(300, 520, 128, {**TMA_WS, "persistent": 3, "stream_k": True, "stage_in_ring": True}, block_M=128,
+              block_N=256, block_K=64, threads=256, num_stages=3)
+    assert len(_inert(k.report(), "stage_in_ring")) == 1
+    _check_gemm(rng, k, 300, 520, 128)
 
 
 @pytest.mark.parametrize("handoff", [True, False])

@@ -93,6 +93,10 @@ PASS_CONFIGS: dict[str, PassConfig] = {c.name: c for c in (
     PassConfig("store_buffers", 2, "with tma_store, in a persistent kernel's tile loop: a staged accumulator's "
                "column chunks alternate between that many buffers of the staging memory (2: each chunk waits for the "
                "store two chunks back, not the one just issued)", "1 or 2", _copies),
+    PassConfig("stage_in_ring", True, "with tma_store, in a persistent kernel's tile loop: a staged accumulator's "
+               "first columns go out through the operand stage the main loop read last, which the consumers hold until "
+               "the next tile's first step, the rest through a tile of their own: two TMA stores, no wait between them",
+               "True or False", _flag),
     PassConfig("pdl", "True on sm_90", "NVIDIA sm_90: each launch is a programmatic dependent of the stream's "
                "previous kernel (it launches while that one finishes, and waits for it before its first statement)",
                "True or False", _flag),

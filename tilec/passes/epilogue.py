@@ -16,11 +16,16 @@ instead (:class:`TmaStore`: one thread issues a box per swizzle panel, the copy 
 tensor), where the tensor allows a tensor map (static shape, rows a multiple of 16 bytes) and the tile's rows fit a
 box (at most 256).
 
-Inside a loop (a persistent kernel's loop over its tiles) the operands' stages hold the next trip's loads, so the
-tile gets shared memory of its own, in column chunks as wide as fit (swizzle panels): each chunk is written, stored
-by TMA without waiting, and the next write of the tile first waits (:class:`TmaStoreWait`) for the store before it
-to have read it, so the stores overlap the next chunk's writes and the next tile's main loop; one more wait after
-the loop. Done with TMA stores only (else the direct store stays). Where the consumer warpgroups of a rotated loop
+Inside a loop (a persistent kernel's loop over its tiles) the operands' stages hold the next trip's loads. All but
+one: where the consumers release each stage one step late (the pipeliner marks that loop ``held_last``), the stage
+of the main loop's last step stays theirs until the next trip's first. With pass config ``stage_in_ring`` (on) the
+tile's first columns, as many as one operand's stage holds and at most half, are staged there (``C_f_held``, a
+tile over that operand's ring) and the rest in a tile of their own: two copies and two TMA stores, no wait between
+them, and the held stage's release waits for the first store (thirty-third session). Otherwise the tile gets shared
+memory of its own, in column chunks as wide as fit (swizzle panels): each chunk is written, stored by TMA without
+waiting, and the next write of the tile first waits (:class:`TmaStoreWait`) for the store before it to have read
+it, so the stores overlap the next chunk's writes and the next tile's main loop; one more wait after the loop.
+Done with TMA stores only (else the direct store stays). Where the consumer warpgroups of a rotated loop
 take turns, a one-chunk tile is handed between them by named barriers instead of barriers of them all
 (:class:`StageHandoff`, pass config ``stage_handoff``): the last warpgroup issues the store and waits for the previous
 one before the rotated loop's last part. With copies of the consumers (``consumers``) each copy stages in a tile of
@@ -38,9 +43,10 @@ from typing import Any
 
 from tilec.errors import where
 from tilec.ir.buffer import Buffer, Region
-from tilec.ir.expr import binop, const
+from tilec.ir.expr import Const, binop, const
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import (
+    BarrierArrive,
     Copy,
     For,
     Gemm,
@@ -55,7 +61,7 @@ from tilec.ir.stmt import (
     WarpgroupTurn,
     WarpRoles,
 )  # fmt: skip
-from tilec.ir.visit import walk
+from tilec.ir.visit import substitute, transform, walk
 from tilec.lower.layouts import swizzle_bytes
 from tilec.passes.pipelining import record_fate
 from tilec.target import Target
@@ -73,9 +79,12 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None,
     from tilec.passes.pipelining import smem_limit
 
     st = _Stager(launch, tma, smem_limit(target) if tma else 0, opts.get("stage_handoff", True),
-                 opts.get("store_buffers", 2))
+                 opts.get("store_buffers", 2), opts.get("stage_in_ring", True))
     st.fates = {} if fates is None else fates
     body = st.seq(launch.body, top=True)
+    if st.held_loops:  # main loops whose held stage's release now waits for the stores out of it
+        body = transform(body, lambda n: st.held_loops[id(n.var)](n) if isinstance(n, For) and n.ann("held_last")
+                         and id(n.var) in st.held_loops else None)
     if not st.new and not st.own:
         return func, st.notes + _inert(launch, opts, st)
     new = dataclasses.replace(launch, body=body, allocs=launch.allocs + tuple(b for b, _ in st.new) + tuple(st.own),
@@ -84,8 +93,8 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None,
 
 
 def _inert(launch: KernelLaunch, opts: dict, st: _Stager | None) -> list[str]:
-    """A note for each of pass configs ``store_buffers`` and ``stage_handoff`` the user gave where no staged tile
-    gave it a choice (:meth:`_Stager.stage_in_loop`)."""
+    """A note for each of pass configs ``store_buffers``, ``stage_in_ring`` and ``stage_handoff`` the user gave
+    where no staged tile gave it a choice (:meth:`_Stager.stage_in_loop`)."""
     at = f"T.Kernel at {where(launch.loc)}"
     notes = []
     if "store_buffers" in opts and (st is None or not st.chunked):
@@ -93,6 +102,11 @@ def _inert(launch: KernelLaunch, opts: dict, st: _Stager | None) -> list[str]:
             "no accumulator is staged in a persistent kernel's tile loop"
         notes.append(f"{at}: pass config 'store_buffers' has no effect: it alternates the column chunks of an "
                      f"accumulator staged by TMA stores in a persistent kernel's tile loop, and {why}")
+    if "stage_in_ring" in opts and (st is None or not st.ringable):
+        notes.append(f"{at}: pass config 'stage_in_ring' has no effect: it stages half of an accumulator stored in a "
+                     "persistent kernel's tile loop in the operand stage its main loop read last, and no such tile "
+                     "and stage fit (a warp-specialized loop whose stages the consumers release one step late, not "
+                     "stream-K or copies of the consumers; a stage of whole swizzle panels, at most half the tile)")
     if "stage_handoff" in opts and (st is None or not st.handed):
         notes.append(f"{at}: pass config 'stage_handoff' has no effect: it hands a one-chunk staged tile between "
                      "the consumer warpgroups of a rotated loop taking turns, and no staged tile follows such a loop")
@@ -175,7 +189,7 @@ def _uses(s: Stmt) -> set[int]:
 
 class _Stager:
     def __init__(self, launch: KernelLaunch, tma: bool, smem_limit: int, handoff: bool = True,
-                 buffers: int = 2) -> None:
+                 buffers: int = 2, held: bool = True) -> None:
         self.launch = launch
         self.handoff = handoff  # pass config stage_handoff
         self.buffers = buffers  # pass config store_buffers
@@ -191,6 +205,9 @@ class _Stager:
         self.chunked = self.handed = False
         self.unchunked = ""
         self.fates: dict = {}  # stores with disable_tma a TMA store was considered for (record_fate)
+        self.held = held  # pass config stage_in_ring
+        self.ringable = False  # whether a staged tile could go out through a held stage (stage_in_ring had a choice)
+        self.held_loops: dict[int, Any] = {}  # main loops (their var's id) -> their rewrite: the release waits
 
     def seq(self, s: Stmt, top: bool = False, looped: bool = False) -> Stmt:
         """The statement sequence ``s`` with its eligible stores staged (recursing into the consumers' part and into
@@ -241,6 +258,9 @@ class _Stager:
                                              if b.scope == "shared" and b.static_shape is not None
                                              and not any(b is o for o, _ in self.launch.overlays))
         copies, copy = self.copies  # each copy of the consumer threads stages in a tile of its own
+        held = self.in_ring(c, before, rows, panel, free) if copies == 1 else None
+        if held is not None:
+            return held
         width = cols
         while copies * width * rows * g.dtype.bits // 8 > free and width % (2 * panel) == 0:
             width //= 2
@@ -294,6 +314,64 @@ class _Stager:
                          c.dst.extents[:-1] + (width,))
             out += [TmaStoreWait(part(j), pending=int(double), loc=c.loc), Copy(src, part(j), loc=c.loc),
                     TmaStore(part(j), dst, wait=False, loc=c.loc, **c.options())]
+        return out
+
+    def in_ring(self, c: Copy, before: list[Stmt], rows: int, width: int, free: int) -> list[Stmt] | None:
+        """The tile's first half staged in the ring stage of the main loop's last iteration, which the consumers keep
+        until the next trip's first (pass config ``stage_in_ring``; the pipeliner marks such loops ``held_last``),
+        the second half in a tile of its own: each half is written whole and stored at once (one barrier before
+        each store, no wait inside the epilogue), and the held stage's release first waits for the first half's
+        store (the second half's is waited for at the next epilogue's start, a tile later). Where one operand's
+        stage holds exactly some whole swizzle panels of the tile (``width`` columns each), no more than half."""
+        f, g = c.src.buffer, c.dst.buffer
+        loop = next((s for s in before if isinstance(s, For) and s.ann("held_last")), None)
+        if loop is None or not (isinstance(loop.extent, Const) and loop.extent.value >= 1):  # a last step to hold
+            return None
+        cols = int(f.shape[1])
+        panel = rows * width * g.dtype.bits // 8
+        gemm = next(n for n in walk(loop.body) if isinstance(n, Gemm) and n.C.buffer is f)
+        rings = [r for r in (gemm.B, gemm.A) if r.buffer.scope == "shared" and r.buffer.ndim == 3
+                 and r.buffer.static_shape is not None and r.extents[0] == 1]
+        ring = next((r for r in rings if _bytes(r.buffer) // int(r.buffer.shape[0]) % panel == 0), None)
+        if ring is None:
+            return None
+        stages = int(ring.buffer.shape[0])
+        first = _bytes(ring.buffer) // stages // panel * width  # the columns a stage holds
+        if first > cols // 2 or (cols - first) * rows * g.dtype.bits // 8 > free:
+            return None
+        self.ringable = True
+        if not self.held:
+            return None
+        last = substitute(ring.starts[0], {loop.var: binop("-", loop.extent, 1)})  # the stage it keeps
+        held = Buffer(f"{f.name}_held", (stages, rows, first), g.dtype, "shared", loc=c.loc)
+        own = Buffer(f"{f.name}_stage", (rows, cols - first), g.dtype, "shared", loc=c.loc)
+        self.new.append((held, (ring.buffer,)))
+        self.own.append(own)
+        self.unchunked = self.unchunked or f"{f.name} goes out in two halves instead, the first through the stage " \
+            "its main loop read last (stage_in_ring; False stages it in chunks)"
+        halves = [(Region(held, (last, const(0), const(0)), (1, rows, first)), 0, first), (_whole(own), first, cols)]
+        out: list[Stmt] = [TmaStoreWait(_whole(own), loc=c.loc)]  # the previous trip's store, a tile ago
+        for part, a, b in halves:
+            dst = Region(g, c.dst.starts[:-1] + (binop("+", c.dst.starts[-1], a),), c.dst.extents[:-1] + (b - a,))
+            out += [Copy(Region(f, (const(0), const(a)), (rows, b - a)), part, loc=c.loc),
+                    TmaStore(part, dst, wait=False, loc=c.loc, **c.options())]
+        wait = IfThenElse(binop("==", loop.var, 0), TmaStoreWait(_whole(held), pending=1, loc=c.loc), loc=c.loc)
+
+        def release(s: Stmt) -> Stmt:  # the held stage goes back (at the first iteration) once its store read it
+            if isinstance(s, IfThenElse) and isinstance(s.then_body, BarrierArrive) and s.else_body is None:
+                return dataclasses.replace(s, then_body=SeqStmt((wait, s.then_body)))
+            return s
+
+        def patch(new_loop: For) -> For:  # (the loop as the rest of the pass left it)
+            body = new_loop.body
+            out = dataclasses.replace(new_loop, body=dataclasses.replace(body, stmts=tuple(map(release, body.stmts))))
+            assert out.body.stmts != body.stmts, "the held stage's release is gone"
+            return out
+        self.held_loops[id(loop.var)] = patch
+        self.notes.append(f"T.copy at {where(c.loc)}: {f.name} goes out by two TMA stores, its first {first} columns "
+                          f"staged in the stage of {ring.buffer.name} the main loop read last ({held.name}, over "
+                          f"{ring.buffer.name}, released once the store has read it), the other {cols - first} in "
+                          f"{own.name}; neither waits for the other")
         return out
 
     def turns(self, before: list[Stmt]) -> int:

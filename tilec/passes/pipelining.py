@@ -679,7 +679,11 @@ class _Pipeliner:
             # consumers the next tile is another copy's, so each releases its last stage once its gemms are done
             cons.append(IfThenElse(binop(">=", k if copies else g(k), lag), release(binop("-", k, lag)), loc=loop.loc)
                         if lag else release(k))
-            consumer: Stmt = For(k, n, "serial", SeqStmt(tuple(cons)), loc=loop.loc)
+            # the stage of a tile's last iteration stays the consumers' until the next tile's first (the epilogue
+            # pass may stage the tile's stores in it: tilec.passes.epilogue)
+            held = lag and self.persistent and not copies and not self.stream_k and self.base is None
+            consumer: Stmt = For(k, n, "serial", SeqStmt(tuple(cons)), (("held_last", True),) if held else (),
+                                 loc=loop.loc)
             if copies:  # the copies take turns at their main loops (the next one's waits lap the ring at most once)
                 last = binop("-", n, 1)
                 stage = tuple(p.dst.buffer for p in at(producers, last))
