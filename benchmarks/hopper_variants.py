@@ -10,7 +10,9 @@ timing's warm-up. A variant may patch its generated CUDA first (``no epilogue``:
 ``probe`` variants: what moving each operand into shared memory, the tensor cores' reads of A, or the epilogue's
 fences, barriers and stores cost, computed on stale or constant data or racing, so wrong by design; ``deferred``,
 ``staggered`` and ``stmatrix``: epilogue schedules measured before the compiler would build them, perf notes of the
-twenty-sixth session); the patches of perf notes L, M and AT are in the git history. A persistent GEMM variant
+twenty-sixth session; ``held-stage``: chunks staged in the ring stage the main loop read last, thirty-third session,
+which the compiler now builds as ``stage_in_ring``; these patch the chunked epilogue, so their variants ask for it
+with ``stage_in_ring: False``); the patches of perf notes L, M and AT are in the git history. A persistent GEMM variant
 that names no panel takes the compiler's (tilec.passes.panels: 16 rows for 128x256 tiles) since the thirty-second
 session; before, such a row ran its tiles in row-major order (``panel=1`` asks for that).
 """

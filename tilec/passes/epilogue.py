@@ -82,14 +82,27 @@ def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None,
                  opts.get("store_buffers", 2), opts.get("stage_in_ring", True))
     st.fates = {} if fates is None else fates
     body = st.seq(launch.body, top=True)
-    if st.held_loops:  # main loops whose held stage's release now waits for the stores out of it
-        body = transform(body, lambda n: st.held_loops[id(n.var)](n) if isinstance(n, For) and n.ann("held_last")
-                         and id(n.var) in st.held_loops else None)
+    if st.held_waits:  # main loops whose held stage's release now waits for the store out of it
+        body = transform(body, lambda n: _wait_before_release(n, st.held_waits[id(n.var)]) if isinstance(n, For)
+                         and n.ann("held_last") and id(n.var) in st.held_waits else None)
     if not st.new and not st.own:
         return func, st.notes + _inert(launch, opts, st)
     new = dataclasses.replace(launch, body=body, allocs=launch.allocs + tuple(b for b, _ in st.new) + tuple(st.own),
                               overlays=launch.overlays + tuple(st.new))
     return dataclasses.replace(func, body=new), st.notes + _inert(launch, opts, st)
+
+
+def _wait_before_release(loop: For, wait: Stmt) -> For:
+    """``loop`` (a ``held_last`` main loop) with ``wait`` placed before its consumers' release of a stage (the
+    ``IfThenElse`` around a ``BarrierArrive`` that gives the previous step's stage back)."""
+    def release(s: Stmt) -> Stmt:
+        if isinstance(s, IfThenElse) and isinstance(s.then_body, BarrierArrive) and s.else_body is None:
+            return dataclasses.replace(s, then_body=SeqStmt((wait, s.then_body)))
+        return s
+    body = loop.body
+    new = dataclasses.replace(loop, body=dataclasses.replace(body, stmts=tuple(map(release, body.stmts))))
+    assert new.body.stmts != body.stmts, "the held stage's release is gone"
+    return new
 
 
 def _inert(launch: KernelLaunch, opts: dict, st: _Stager | None) -> list[str]:
@@ -207,7 +220,7 @@ class _Stager:
         self.fates: dict = {}  # stores with disable_tma a TMA store was considered for (record_fate)
         self.held = held  # pass config stage_in_ring
         self.ringable = False  # whether a staged tile could go out through a held stage (stage_in_ring had a choice)
-        self.held_loops: dict[int, Any] = {}  # main loops (their var's id) -> their rewrite: the release waits
+        self.held_waits: dict[int, Stmt] = {}  # held_last main loops (their var's id) -> the wait before the release
 
     def seq(self, s: Stmt, top: bool = False, looped: bool = False) -> Stmt:
         """The statement sequence ``s`` with its eligible stores staged (recursing into the consumers' part and into
@@ -355,19 +368,9 @@ class _Stager:
             dst = Region(g, c.dst.starts[:-1] + (binop("+", c.dst.starts[-1], a),), c.dst.extents[:-1] + (b - a,))
             out += [Copy(Region(f, (const(0), const(a)), (rows, b - a)), part, loc=c.loc),
                     TmaStore(part, dst, wait=False, loc=c.loc, **c.options())]
-        wait = IfThenElse(binop("==", loop.var, 0), TmaStoreWait(_whole(held), pending=1, loc=c.loc), loc=c.loc)
-
-        def release(s: Stmt) -> Stmt:  # the held stage goes back (at the first iteration) once its store read it
-            if isinstance(s, IfThenElse) and isinstance(s.then_body, BarrierArrive) and s.else_body is None:
-                return dataclasses.replace(s, then_body=SeqStmt((wait, s.then_body)))
-            return s
-
-        def patch(new_loop: For) -> For:  # (the loop as the rest of the pass left it)
-            body = new_loop.body
-            out = dataclasses.replace(new_loop, body=dataclasses.replace(body, stmts=tuple(map(release, body.stmts))))
-            assert out.body.stmts != body.stmts, "the held stage's release is gone"
-            return out
-        self.held_loops[id(loop.var)] = patch
+        # the held stage goes back (at the next trip's first step) once its store has read it: all but the latest
+        self.held_waits[id(loop.var)] = IfThenElse(binop("==", loop.var, 0), TmaStoreWait(_whole(held), pending=1,
+                                                                                          loc=c.loc), loc=c.loc)
         self.notes.append(f"T.copy at {where(c.loc)}: {f.name} goes out by two TMA stores, its first {first} columns "
                           f"staged in the stage of {ring.buffer.name} the main loop read last ({held.name}, over "
                           f"{ring.buffer.name}, released once the store has read it), the other {cols - first} in "
