@@ -1,6 +1,7 @@
 """Pass configs given by the user that have no effect on the kernel each get a note saying why (a config left at
 its default says nothing): tile_order without a persistent kernel whose loop's trip count depends on the tile,
-store_buffers without a staged tile of several chunks in a tile loop, stage_handoff without consumer warpgroups
+store_buffers without a staged tile of several chunks in a tile loop (or beside stage_in_ring's halves),
+stage_in_ring without a main loop holding a stage (stream-K), stage_handoff without consumer warpgroups
 taking turns around a one-chunk staged tile, and the configs of a warp-specialized pipeline (rotate, split_rings,
 pingpong, preload, producer_regs) where no loop becomes one, and rotate, split_rings, pingpong, preload and
 operand_registers in a specialized pipeline with nothing for them to act on (a GEMM: no second gemm to delay, no tile
