@@ -317,10 +317,14 @@ class ThreadInterpreter:
             bad = int(o[(o < 0) | (o >= data.size)][0])
             self.fail(f"write of {mem.space} {mem.name}[{bad}] outside its {data.size} elements")
         if mem.space == "shared":
-            self.track_write(self.shared[mem], mem, t, o)
-            for other, tt, oo in self.alias_accesses(mem, t, o):
-                self.track_write(self.shared[other], other, tt, oo)
+            self.track_shared_write(mem, t, o)
         data[o] = typed(values[mask], mem.dtype)
+
+    def track_shared_write(self, mem: Mem, t: np.ndarray, o: np.ndarray, by_threads: bool = True) -> None:
+        """:meth:`track_write` of a write of shared ``mem``, seen from it and from every mem placed over its bytes."""
+        self.track_write(self.shared[mem], mem, t, o, by_threads)
+        for other, tt, oo in self.alias_accesses(mem, t, o):
+            self.track_write(self.shared[other], other, tt, oo, by_threads)
 
     def alias_accesses(self, mem: Mem, t: np.ndarray, o: np.ndarray) -> list[tuple[Mem, np.ndarray, np.ndarray]]:
         """The same accesses (threads, element offsets) seen from each mem overlapping ``mem``'s bytes, for the race

@@ -260,9 +260,7 @@ def _tma(it: ThreadInterpreter, s: TmaLoad, env: dict, mask: np.ndarray) -> None
             if r == it.rank:
                 if it.sched is not None and it.check_races:
                     _check_overwrite(it, sh, s.dst, o, int(tid))
-                it.track_write(sh, s.dst, np.array([tid]), o[None, :], by_threads=False)
-                for other, tt, oo in it.alias_accesses(s.dst, np.array([tid]), o[None, :]):  # a tile over the stage
-                    it.track_write(it.shared[other], other, tt, oo, by_threads=False)
+                it.track_shared_write(s.dst, np.array([tid]), o[None, :], by_threads=False)  # (and tiles over it)
             elif np.any(sh.pending[o]) or np.any(sh.wgmma_reads[o]):
                 it.fail(f"TMA multicast into {s.dst.name} of the cluster's block of rank {r} while a copy to it is in "
                         "flight or a wgmma there reads it (a stage its consumers did not release)", RaceError)
