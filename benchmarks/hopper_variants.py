@@ -613,6 +613,7 @@ def gemm_variants() -> dict:
         "tma ws persistent panel8 direct stores": ({**big, "panel": 8}, {**ws, "persistent": True,
                                                                          "stage_epilogue": False}),
         "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
+        "tma ws persistent panel16 stream-k own buffers": ({**big, "panel": 16}, {**wso, "stream_k": True}),
         "tma ws persistent panel16 stream-k inline trap": ({**big, "panel": 16},
                                                            {**ws, "persistent": True, "stream_k": True}, inline_trap),
         "panel16 probe no A loads": ({**big, "panel": 16}, {**ws, "persistent": True}, no_a_loads),

@@ -1,7 +1,7 @@
 """Pass configs given by the user that have no effect on the kernel each get a note saying why (a config left at
 its default says nothing): tile_order without a persistent kernel whose loop's trip count depends on the tile,
 store_buffers without a staged tile of several chunks in a tile loop (or beside stage_in_ring's halves),
-stage_in_ring without a main loop holding a stage (stream-K), stage_handoff without consumer warpgroups
+stage_in_ring without a main loop holding a stage (copies of the consumers), stage_handoff without consumer warpgroups
 taking turns around a one-chunk staged tile, and the configs of a warp-specialized pipeline (rotate, split_rings,
 pingpong, preload, producer_regs) where no loop becomes one, and rotate, split_rings, pingpong, preload and
 operand_registers in a specialized pipeline with nothing for them to act on (a GEMM: no second gemm to delay, no tile
@@ -83,7 +83,7 @@ def test_store_buffers_of_a_tile_in_chunks_says_nothing():
 
 def test_store_buffers_beside_the_held_stage_and_stage_in_ring_without_one_are_noted_as_inert(rng):
     """With stage_in_ring (the default) the persistent GEMM's tile goes out in two halves, so store_buffers has no
-    chunks to alternate; stage_in_ring given where no main loop holds a stage (stream-K) says so."""
+    chunks to alternate; stage_in_ring given where no main loop holds a stage (copies of the consumers) says so."""
     k = _gemm(300, 520, 128, {**TMA_WS, "persistent": 3, "store_buffers": 1}, block_M=128, block_N=256,
               block_K=64, threads=256, num_stages=3)
     assert _inert(k.report(), "store_buffers") == [
@@ -92,8 +92,8 @@ def test_store_buffers_beside_the_held_stage_and_stage_in_ring_without_one_are_n
         "halves instead, the first through the stage its main loop read last (stage_in_ring; False stages it in "
         "chunks)"]
     _check_gemm(rng, k, 300, 520, 128)
-    k = _gemm(300, 520, 128, {**TMA_WS, "persistent": 3, "stream_k": True, "stage_in_ring": True}, block_M=128,
-              block_N=256, block_K=64, threads=256, num_stages=3)
+    k = _gemm(300, 520, 128, {**TMA_WS, "persistent": 3, "consumers": 2, "stage_in_ring": True}, block_M=128,
+              block_N=128, block_K=64, threads=128, num_stages=3)
     assert len(_inert(k.report(), "stage_in_ring")) == 1
     _check_gemm(rng, k, 300, 520, 128)
 

@@ -81,23 +81,26 @@ def _gemm(M, N, K, configs, target="simt:sm_90a", **tiles):
                            pass_configs={**WS, **configs})
 
 
-CASES = [  # (M, N, K, tiles, blocks, dtype, the note's schedule)
+CASES = [  # (M, N, K, tiles, blocks, dtype, the note's schedule, half the tile staged in the held stage)
     # 5 x 3 tiles on 4 blocks: three rounds, the last 3 tiles over 4 blocks (6 of 8 iterations each); ragged M
     (300, 184, 256, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2}, 4, "float16",
-     "3 rounds of whole tiles, then the last 3 tiles"),
+     "3 rounds of whole tiles, then the last 3 tiles", False),
     # two tiles over: shared with one more round (7 blocks, 9 tiles); ragged K (TMA zero fill), bf16
     (256, 256, 248, {"block_M": 64, "block_N": 64, "block_K": 32, "num_stages": 2, "dtype": "bfloat16"}, 7,
-     "bfloat16", "1 round of whole tiles, then the last 9 tiles"),
-    # two consumer warpgroups of a 128x128 tile, 3 tiles on 2 blocks
+     "bfloat16", "1 round of whole tiles, then the last 9 tiles", False),
+    # two consumer warpgroups of a 128x128 tile, 3 tiles on 2 blocks; the whole tile's first 64 columns go out
+    # through the stage of B its loop read last, which the first part's first step gives back
     (384, 128, 512, {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 256, "num_stages": 2}, 2, "float16",
-     "1 round of whole tiles, then the last 1 tile shared out"),
+     "1 round of whole tiles, then the last 1 tile shared out", True),
 ]
 
 
-@pytest.mark.parametrize(("M", "N", "K", "tiles", "blocks", "dtype", "note"), CASES, ids=["ragged", "bf16", "two-wg"])
-def test_stream_k_gemm(rng, M, N, K, tiles, blocks, dtype, note):
+@pytest.mark.parametrize(("M", "N", "K", "tiles", "blocks", "dtype", "note", "held"), CASES,
+                         ids=["ragged", "bf16", "two-wg"])
+def test_stream_k_gemm(rng, M, N, K, tiles, blocks, dtype, note, held):
     kernel = _gemm(M, N, K, {"persistent": blocks, "stream_k": True}, **tiles)
     assert note in kernel.report()
+    assert ("staged in the stage of B_s the main loop read last (C_f_held" in kernel.report()) == held
     tk = kernel.state.artifacts["thread_ir"]
     assert sorted(m.name for m in tk.statics) == ["sk_flags", "sk_partials"]
     for _ in range(2):  # the second launch finds every flag clear again (the interpreter names one left set)

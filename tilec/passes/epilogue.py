@@ -119,7 +119,7 @@ def _inert(launch: KernelLaunch, opts: dict, st: _Stager | None) -> list[str]:
         notes.append(f"{at}: pass config 'stage_in_ring' has no effect: it stages half of an accumulator stored in a "
                      "persistent kernel's tile loop in the operand stage its main loop read last, and no such tile "
                      "and stage fit (a warp-specialized loop whose stages the consumers release one step late, not "
-                     "stream-K or copies of the consumers; a stage of whole swizzle panels, at most half the tile)")
+                     "copies of the consumers; a stage of whole swizzle panels, at most half the tile)")
     if "stage_handoff" in opts and (st is None or not st.handed):
         notes.append(f"{at}: pass config 'stage_handoff' has no effect: it hands a one-chunk staged tile between "
                      "the consumer warpgroups of a rotated loop taking turns, and no staged tile follows such a loop")

@@ -680,8 +680,9 @@ class _Pipeliner:
             cons.append(IfThenElse(binop(">=", k if copies else g(k), lag), release(binop("-", k, lag)), loc=loop.loc)
                         if lag else release(k))
             # the stage of a tile's last iteration stays the consumers' until the next tile's first (the epilogue
-            # pass may stage the tile's stores in it: tilec.passes.epilogue)
-            held = lag and self.persistent and not copies and not self.stream_k and self.base is None
+            # pass may stage the tile's stores in it: tilec.passes.epilogue); with stream-K, the next loop's first,
+            # a whole tile's or a part's (the parts' loops are copies of this one)
+            held = lag and self.persistent and not copies and self.base is None
             consumer: Stmt = For(k, n, "serial", SeqStmt(tuple(cons)), (("held_last", True),) if held else (),
                                  loc=loop.loc)
             if copies:  # the copies take turns at their main loops (the next one's waits lap the ring at most once)
