@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One call on the device machine, from the repository root, carrying .peers/site.tar.xz (TileLang, packed by
+# benchmarks/tilelang_setup.sh) where the mode times the suite:
+#   LIMIT=SECONDS bash benchmarks/device_call.sh first|small|gemmil|attnil|tests|ab
+# first:  on an H200 the suite's GEMM case interleaved (5 rounds) and then the A/B below; on an H100 `pytest -m gpu`
+#         and the A/B.  small: on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
+# gemmil / attnil: the suite's GEMM / attention case interleaved.  ab: this session's variants against the suite's
+# kernel (hopper_variants.py --interleave, 3 rounds; $AB overrides the labels).  LIMIT (default 570) is the seconds
+# the call may take; each step is cut to what is left.  Results go to $OUT.
+set -u
+export PYTHONPATH=.peers/site:.
+T0=$(date +%s)
+LIMIT=${LIMIT:-570}
+left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
+GPU=$(nvidia-smi --query-gpu=name,uuid,power.limit,clocks.max.sm --format=csv,noheader)
+echo "# $GPU"
+H200=0; [[ "$GPU" == *H200* ]] && H200=1
+AB=${AB:-"tma ws persistent panel16,tma ws persistent panel16 prefetch maps,tma ws persistent panel16 stream-k,\
+tma ws persistent panel16 stream-k own buffers"}
+ab() {  # dtypes: $1 (default both), each given an equal share of what is left
+  local dts=(${1:-float16 bfloat16}) n=0
+  for dt in "${dts[@]}"; do
+    n=$((n + 1)); share=$(( ($(left) - 5) / (${#dts[@]} - n + 1) ))
+    [ $share -lt 20 ] && break
+    timeout $share python3 benchmarks/hopper_variants.py --sizes 4096,8192 --interleave --rounds 3 --dtype $dt \
+      --only "$AB" --json $OUT/ab-$dt.json 2>&1 | grep -v "^\s*$" | tail -25
+  done
+}
+gpu_tests() { timeout $(( $(left) - 5 )) python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -15; }
+suite() {  # $1: at most this many seconds, $2: case, $3: rounds, then run.py's other arguments
+  local cap=$1 case=$2 rounds=$3 t=$(( $(left) - 5 )); shift 3
+  timeout $(( cap < t ? cap : t )) python3 benchmarks/run.py --only $case --interleave --rounds $rounds \
+    --json $OUT/$case-interleaved.json "$@" 2>&1 | tail -45
+}
+[ -f .peers/site.tar.xz ] && bash benchmarks/tilelang_setup.sh unpack
+case "${1:-}" in
+  first) if [ $H200 = 1 ]; then suite 260 gemm 5; ab; else gpu_tests; ab; fi ;;
+  small) if [ $H200 = 1 ]; then suite 600 gemm 5 --impls "persistent panel16,torch,triton"; else gpu_tests; fi ;;
+  gemmil) suite 600 gemm 5 ;;
+  attnil) suite 600 attention 3 ;;
+  tests) gpu_tests ;;
+  ab) ab ;;
+  *) echo "usage: LIMIT=SECONDS $0 first|small|gemmil|attnil|tests|ab" >&2; exit 2 ;;
+esac
+echo "# wall $(( $(date +%s) - T0 )) s"
