@@ -122,7 +122,8 @@ def test_tf32_wgmma_gemm(examples, mnk, cfg):
 @pytest.mark.skipif(not _hopper(), reason="wgmma needs sm_90")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize(("mnk", "panel", "blocks", "note"), [
-    # 256 tiles on 132 SMs: one round, the last 124 tiles shared out; ragged M, N and K
+    # 256 tiles on 132 SMs: one round, the last 124 tiles shared out; ragged M, N and K. The round's tiles stage
+    # half their epilogue in the held stage, which the first part's first step gives back (stage_in_ring)
     ((2000, 4000, 1000), 8, True, "1 round of whole tiles, then the last 124 tiles"),
     # 64 tiles on 60 blocks: four left over, shared with one more round (each block at least half a tile)
     ((1024, 2048, 2048), 0, 60, "0 rounds of whole tiles, then the last 64 tiles"),
@@ -134,6 +135,7 @@ def test_stream_k_gemm(examples, mnk, panel, blocks, note, dtype):
     M, N, K = mnk
     k = _ws_gemm(examples, M, N, K, dtype, panel, persistent=blocks, stream_k=True)
     assert note in k.report()
+    assert ("staged in the stage of B_s the main loop read last" in k.report()) == note.startswith("1 round")
     tdt = getattr(torch, dtype)
     for _ in range(3):
         a, b = torch.randn(M, K, device="cuda").to(tdt), torch.randn(K, N, device="cuda").to(tdt)
