@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One call on the device machine, from the repository root, carrying .peers/site.tar.xz (TileLang, packed by
 # benchmarks/tilelang_setup.sh) where the mode times the suite:
-#   LIMIT=SECONDS bash benchmarks/device_call.sh first|small|gemmil|attnil|tests|ab
+#   LIMIT=SECONDS bash benchmarks/device_call.sh first|suite|small|gemmil|attnil|tests|ab
 # first:  on an H200 the suite's GEMM case interleaved (5 rounds) and then the A/B below; on an H100 `pytest -m gpu`
-#         and the A/B.  small: on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
+#         and the A/B.  suite: on an H200 the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved, the
+#         issue's whole table (~320 s); on an H100 as first.  small: on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
 # gemmil / attnil: the suite's GEMM / attention case interleaved.  ab: this session's variants against the suite's
 # kernel (hopper_variants.py --interleave, 3 rounds; $AB overrides the labels).  LIMIT (default 570) is the seconds
 # the call may take; each step is cut to what is left.  Results go to $OUT.
@@ -15,7 +16,7 @@ left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 GPU=$(nvidia-smi --query-gpu=name,uuid,power.limit,clocks.max.sm --format=csv,noheader)
 echo "# $GPU"
 H200=0; [[ "$GPU" == *H200* ]] && H200=1
-AB=${AB:-"tma ws persistent panel16,tma ws persistent panel16 prefetch maps,tma ws persistent panel16 stream-k,\
+AB=${AB:-"tma ws persistent panel16,tma ws persistent panel16 no map prefetch,tma ws persistent panel16 stream-k,\
 tma ws persistent panel16 stream-k own buffers"}
 ab() {  # dtypes: $1 (default both), each given an equal share of what is left
   local dts=(${1:-float16 bfloat16}) n=0
@@ -35,11 +36,12 @@ suite() {  # $1: at most this many seconds, $2: case, $3: rounds, then run.py's 
 [ -f .peers/site.tar.xz ] && bash benchmarks/tilelang_setup.sh unpack
 case "${1:-}" in
   first) if [ $H200 = 1 ]; then suite 260 gemm 5; ab; else gpu_tests; ab; fi ;;
+  suite) if [ $H200 = 1 ]; then suite 260 gemm 5; suite 260 attention 3; else gpu_tests; ab; fi ;;
   small) if [ $H200 = 1 ]; then suite 600 gemm 5 --impls "persistent panel16,torch,triton"; else gpu_tests; fi ;;
   gemmil) suite 600 gemm 5 ;;
   attnil) suite 600 attention 3 ;;
   tests) gpu_tests ;;
   ab) ab ;;
-  *) echo "usage: LIMIT=SECONDS $0 first|small|gemmil|attnil|tests|ab" >&2; exit 2 ;;
+  *) echo "usage: LIMIT=SECONDS $0 first|suite|small|gemmil|attnil|tests|ab" >&2; exit 2 ;;
 esac
 echo "# wall $(( $(date +%s) - T0 )) s"
