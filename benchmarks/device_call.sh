@@ -16,7 +16,7 @@ left() { echo $(( LIMIT - ($(date +%s) - T0) )); }
 GPU=$(nvidia-smi --query-gpu=name,uuid,power.limit,clocks.max.sm --format=csv,noheader)
 echo "# $GPU"
 H200=0; [[ "$GPU" == *H200* ]] && H200=1
-AB=${AB:-"tma ws persistent panel16,tma ws persistent panel16 no map prefetch,tma ws persistent panel16 stream-k,\
+AB=${AB:-"tma ws persistent panel16,tma ws persistent panel16 stream-k,\
 tma ws persistent panel16 stream-k own buffers"}
 ab() {  # dtypes: $1 (default both), each given an equal share of what is left
   local dts=(${1:-float16 bfloat16}) n=0

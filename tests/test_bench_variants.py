@@ -40,9 +40,8 @@ def test_gemm_feed_probes_apply(hv, dtype):
     out = hv.a_from_registers(src, 512)
     assert out.count("tl::wgmma_m64n256k16_rs(C_f + 0, ra, ") == 4 and "{%128, %129, %130, %131}, %132" in out
     assert "tl::wgmma_desc(A_s" not in out
-    assert src.count("prefetch.tensormap") == 3 and "if (tx == 383) { asm" in src
-    out = hv.no_map_prefetch(src, 512)
-    assert "prefetch.tensormap" not in out and out.count("__grid_constant__ tl::TmaDesc") == 3
+    out = hv.prefetch_tensor_maps(src, 512)
+    assert out.count("prefetch.tensormap") == 3 and "if (tx == 256) { asm" in out
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -67,29 +67,6 @@ def test_programmatic_dependent_launch_waits_before_the_first_statement(target, 
         assert not any(re.search(r"\b[XYZ]\[", s) for s in lines[:wait]), lines[:wait]  # no global access before
 
 
-@pytest.mark.parametrize(("target", "configs", "maps"), [
-    ("cuda:sm_80", {}, 0), ("cuda:sm_90a", {"warp_specialize": False}, 3), ("cuda:sm_90a", {}, 3)])
-def test_tensor_maps_are_prefetched_at_the_kernels_start(target, configs, maps):
-    """A kernel with TMA descriptors has its last thread (a warp-specialized kernel's producer) prefetch each one
-    (``prefetch.tensormap`` on the parameter) before anything else, so no block's first TMA copy waits for it."""
-    from conftest import load_example
-
-    g = load_example("01_gemm").matmul(512, 512, 256, block_M=128, block_N=128, block_K=64, threads=256,
-                                       num_stages=3).prim_func
-    kernel = tilec.JITKernel(g, target, [-1], pass_configs=configs)
-    body = kernel.get_kernel_source()
-    body = body[body.index('extern "C"'):]
-    threads = kernel.state.artifacts["thread_ir"].threads
-    names = re.findall(r"const __grid_constant__ tl::TmaDesc (\w+)", body)
-    assert len(names) == maps and body.count("prefetch.tensormap") == maps
-    if maps:
-        lines = [s.strip() for s in body.splitlines()]
-        first = next(i for i, s in enumerate(lines) if "prefetch.tensormap" in s)
-        assert lines[first] == f"if (tx == {threads - 1}) {{ " + " ".join(
-            f'asm volatile("prefetch.tensormap [%0];" :: "l"(&{m}) : "memory");' for m in names) + " }"
-        assert lines[first + 1].startswith('asm volatile("griddepcontrol.wait;"')  # before the body, as PDL's wait
-
-
 def test_pdl_pass_config_takes_a_flag():
     with pytest.raises(tilec.errors.TilecValueError, match="pass config 'pdl' takes True or False, got 1"):
         tilec.JITKernel(_scale_rows("float32"), "cuda:sm_90a", out_idx=[2], pass_configs={"pdl": 1})

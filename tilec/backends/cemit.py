@@ -81,9 +81,6 @@ class CTable:
     intrinsic_helpers: dict[str, tuple[str, str]] = field(default_factory=dict)
     # a programmatic dependent launch's (wait for the previous kernel, let the next one launch); none on HIP
     grid_dependency: tuple[str, str] = ()
-    # one thread fetches tensor map {map} (a kernel parameter) into the SM's descriptor cache at the kernel's start,
-    # so that no block's first TMA copy waits for it; none where there are no tensor maps
-    tensor_map_prefetch: str = ""
     # a float (float or double) to int type {t}, when C's cast of a value out of range (undefined) differs: {v}
     float_to_int: str = ""
 
@@ -265,9 +262,6 @@ class CEmitter:
             out.append("  " + self.t.assume.format(cond=f"{tx} >= 0 && {tx} < {k.threads}"))
         for v, b in zip(k.block_idx, self.t.block_idx):
             out.append(f"  const int {self.names(v)} = {b};")
-        if k.tensor_maps and self.t.tensor_map_prefetch:  # the last thread: a warp-specialized kernel's producer
-            fetch = " ".join(self.t.tensor_map_prefetch.format(map=self.names(t)) for t in k.tensor_maps)
-            out.append(f"  if ({self.names(k.tx)} == {k.threads - 1}) {{ {fetch} }}")
         if k.dependent_launch:
             if not self.t.grid_dependency:
                 raise TilecError(f"the {self.t.name} backend has no programmatic dependent launches")

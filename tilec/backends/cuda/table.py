@@ -40,7 +40,6 @@ CUDA = CTable(
     assume="__builtin_assume({cond});",
     grid_dependency=('asm volatile("griddepcontrol.wait;" ::: "memory");',
                      'asm volatile("griddepcontrol.launch_dependents;");'),
-    tensor_map_prefetch='asm volatile("prefetch.tensormap [%0];" :: "l"(&{map}) : "memory");',
     kernel_prefix="__global__",
     atomic_add="tl::atomic_add",  # atomicAdd has no 8/16-bit int overloads (the common header's)
     math32=_MATH32 | {"exp2": "tl::exp2", "log2": "tl::log2"},
