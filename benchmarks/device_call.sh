@@ -4,7 +4,7 @@
 #   LIMIT=SECONDS bash benchmarks/device_call.sh first|suite|small|gemmil|attnil|tests|ab
 # first:  on an H200 the suite's GEMM case interleaved (5 rounds) and then the A/B below; on an H100 `pytest -m gpu`
 #         and the A/B.  suite: on an H200 the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved, the
-#         issue's whole table (~320 s); on an H100 the attention case only.  small: on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
+#         issue's whole table (~320 s); then (an H100: only) the A/B.  small: on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
 # gemmil / attnil: the suite's GEMM / attention case interleaved.  ab: this session's variants against the suite's
 # kernel (hopper_variants.py --interleave, 3 rounds; $AB overrides the labels).  LIMIT (default 570) is the seconds
 # the call may take; each step is cut to what is left.  Results go to $OUT.
@@ -36,7 +36,7 @@ suite() {  # $1: at most this many seconds, $2: case, $3: rounds, then run.py's 
 [ -f .peers/site.tar.xz ] && bash benchmarks/tilelang_setup.sh unpack
 case "${1:-}" in
   first) if [ $H200 = 1 ]; then suite 260 gemm 5; ab; else gpu_tests; ab; fi ;;
-  suite) [ $H200 = 1 ] && suite 260 gemm 5; suite 260 attention 3 ;;
+  suite) if [ $H200 = 1 ]; then suite 260 gemm 5; suite 260 attention 3; fi; ab ;;
   small) if [ $H200 = 1 ]; then suite 600 gemm 5 --impls "persistent panel16,torch,triton"; else gpu_tests; fi ;;
   gemmil) suite 600 gemm 5 ;;
   attnil) suite 600 attention 3 ;;

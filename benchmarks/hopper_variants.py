@@ -346,6 +346,23 @@ def inline_trap(source: str, n: int) -> str:
     return source.replace("flag_fail();", "__trap();")
 
 
+def sk_no_fence(source: str, n: int) -> str:
+    """Stream-K's flag set without the release fence before it (a race: its results may be wrong): what the fence,
+    which stalls the first consumer warp until the block's 128 KB of partial sums have reached L2, costs."""
+    fence = '  asm volatile("fence.acq_rel.gpu;" ::: "memory");\n'
+    assert source.count(fence) == 1, "no fence in stream-K's flag_signal"
+    return source.replace(fence, "")
+
+
+def sk_no_partials(source: str, n: int) -> str:
+    """Stream-K without its partial sums' bytes (wrong results): no block saves its sums or loads another's; the
+    flags, the fence and the waits stay. What the fix-up's 128 KB out and in a split tile cost."""
+    lines = source.splitlines(keepends=True)
+    kept = [ln for ln in lines if "&sk_partials[" not in ln and "+ partial_" not in ln]
+    assert len(lines) - len(kept) >= 2 * 32 + 128, "the stream-K save and add lines changed"
+    return "".join(kept)
+
+
 def prefetch_tensor_maps(source: str, n: int) -> str:
     """The producer's TMA thread prefetches every tensor map at the kernel's start (``prefetch.tensormap`` on the
     kernel parameter's generic address), before the barriers' initialization: the first TMA load of each block no
@@ -614,6 +631,10 @@ def gemm_variants() -> dict:
                                                                          "stage_epilogue": False}),
         "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent panel16 stream-k own buffers": ({**big, "panel": 16}, {**wso, "stream_k": True}),
+        "panel16 stream-k probe no fence": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True},
+                                            sk_no_fence),
+        "panel16 stream-k probe no partials": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True},
+                                               sk_no_partials),
         "tma ws persistent panel16 stream-k inline trap": ({**big, "panel": 16},
                                                            {**ws, "persistent": True, "stream_k": True}, inline_trap),
         "panel16 probe no A loads": ({**big, "panel": 16}, {**ws, "persistent": True}, no_a_loads),

@@ -63,13 +63,17 @@ def test_gemm_epilogue_patches_apply(hv, dtype):
         assert out.count("tl::tma_store_2d(&C_tmap") == 4 and '&& tx == 0) asm volatile("cp.async.bulk.wait' in out
 
 
-def test_inline_trap_patch_applies(hv):
+def test_stream_k_patches_apply(hv):
     gemm = __import__("01_gemm")
     fn = gemm.matmul.fn(512, 512, 512, block_M=128, block_N=256, block_K=64, num_stages=3, threads=256, panel=16)
     src = tilec.JITKernel(fn, Target("cuda", "sm_90a"), [-1],
                           pass_configs={**WS, "persistent": 3, "stream_k": True}).get_kernel_source()
     out = hv.inline_trap(src, 512)
     assert "flag_fail();" not in out and out.count("__trap();") == src.count("flag_fail();") + 1
+    out = hv.sk_no_fence(src, 512)
+    assert "fence.acq_rel.gpu" in src and "fence.acq_rel.gpu" not in out and "tl::flag_signal(" in out
+    out = hv.sk_no_partials(src, 512)
+    assert "sk_partials[" in src and "&sk_partials[" not in out and "tl::flag_wait(" in out
 
 
 @pytest.mark.parametrize("dim,causal,configs", [(128, False, {**WS, "persistent": True, "operand_registers": False}),
