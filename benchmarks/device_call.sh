@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # One call on the device machine, from the repository root, carrying .peers/site.tar.xz (TileLang, packed by
 # benchmarks/tilelang_setup.sh) where the mode times the suite:
-#   LIMIT=SECONDS bash benchmarks/device_call.sh first|suite|small|gemmil|h200gemm|sk|attnil|tests|ab
+#   LIMIT=SECONDS bash benchmarks/device_call.sh first|suite|small|gemmil|h200gemm|attnil|tests|ab
 # first:  on an H200 the suite's GEMM case interleaved (5 rounds) and then the A/B below; on an H100 `pytest -m gpu`
 #         and the A/B.  suite: on an H200 the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved, the
 #         issue's whole table (~320 s); then (an H100: only) the A/B.  small: on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
-# gemmil / attnil: the suite's GEMM / attention case interleaved; h200gemm: gemmil on an H200, nothing elsewhere.
-# sk: the GPU tests of persistent and stream-K kernels, the A/B, then on an H200 the GEMM case.  ab: this session's variants against the suite's
+# gemmil / attnil: the suite's GEMM / attention case interleaved; h200gemm: gemmil on an H200, nothing elsewhere.  ab: this session's variants against the suite's
 # kernel (hopper_variants.py --interleave, 3 rounds; $AB overrides the labels).  LIMIT (default 570) is the seconds
 # the call may take; each step is cut to what is left.  Results go to $OUT.
 set -u
@@ -40,12 +39,10 @@ case "${1:-}" in
   suite) if [ $H200 = 1 ]; then suite 260 gemm 5; suite 260 attention 3; fi; ab ;;
   small) if [ $H200 = 1 ]; then suite 600 gemm 5 --impls "persistent panel16,torch,triton"; else gpu_tests; fi ;;
   gemmil) suite 600 gemm 5 ;;
-  sk) timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -k "stream_k or persistent" tests 2>&1 | tail -4
-      ab; [ $H200 = 1 ] && suite 600 gemm 5 ;;
   h200gemm) if [ $H200 = 1 ]; then suite 600 gemm 5; else echo "# not an H200: nothing timed"; fi ;;
   attnil) suite 600 attention 3 ;;
   tests) gpu_tests ;;
   ab) ab ;;
-  *) echo "usage: LIMIT=SECONDS $0 first|suite|small|gemmil|h200gemm|sk|attnil|tests|ab" >&2; exit 2 ;;
+  *) echo "usage: LIMIT=SECONDS $0 first|suite|small|gemmil|h200gemm|attnil|tests|ab" >&2; exit 2 ;;
 esac
 echo "# wall $(( $(date +%s) - T0 )) s"

@@ -346,22 +346,6 @@ def inline_trap(source: str, n: int) -> str:
     return source.replace("flag_fail();", "__trap();")
 
 
-def sk_consumers_signal(source: str, n: int) -> str:
-    """Stream-K's flag set as before the thirty-fifth session: the consumers meet on their barrier after saving their
-    partial sums and their first thread fences and sets the flag (its warp, and with it warpgroup 0's next wgmma,
-    waits for the 128 KB to reach L2), not the producer's thread once the ring is full."""
-    import re
-
-    arrive = 'asm volatile("bar.arrive 11, 288;" ::: "memory");'
-    assert source.count(arrive) == 1, "the consumers' arrival on the save barrier changed"
-    out = source.replace(arrive, 'asm volatile("bar.sync 1, 256;" ::: "memory"); '
-                                 "if (tx == 0) { tl::flag_signal(sk_flags + pid); }")
-    out, count = re.subn(r'\n\s*asm volatile\("barrier\.sync 11, 288;" ::: "memory"\);\n\s*'
-                         r"tl::flag_signal\(sk_flags \+ pid\);", "", out)
-    assert count == 2, "the producer's signals changed"
-    return out
-
-
 def sk_no_fence(source: str, n: int) -> str:
     """Stream-K's flag set without the release fence before it (a race: its results may be wrong): what the fence,
     which stalls the first consumer warp until the block's 128 KB of partial sums have reached L2, costs."""
@@ -647,9 +631,6 @@ def gemm_variants() -> dict:
                                                                          "stage_epilogue": False}),
         "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent panel16 stream-k own buffers": ({**big, "panel": 16}, {**wso, "stream_k": True}),
-        "tma ws persistent panel16 stream-k consumers signal": ({**big, "panel": 16},
-                                                                {**ws, "persistent": True, "stream_k": True},
-                                                                sk_consumers_signal),
         "panel16 stream-k probe no fence": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True},
                                             sk_no_fence),
         "panel16 stream-k probe no partials": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True},

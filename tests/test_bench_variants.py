@@ -70,9 +70,6 @@ def test_stream_k_patches_apply(hv):
                           pass_configs={**WS, "persistent": 3, "stream_k": True}).get_kernel_source()
     out = hv.inline_trap(src, 512)
     assert "flag_fail();" not in out and out.count("__trap();") == src.count("flag_fail();") + 1
-    out = hv.sk_consumers_signal(src, 512)
-    assert "barrier.sync 11" not in out and "bar.arrive 11" not in out and out.count("tl::flag_signal(") == 1
-    assert 'asm volatile("bar.sync 1, 256;" ::: "memory"); if (tx == 0) { tl::flag_signal(sk_flags + pid); }' in out
     out = hv.sk_no_fence(src, 512)
     assert "fence.acq_rel.gpu" in src and "fence.acq_rel.gpu" not in out and "tl::flag_signal(" in out
     out = hv.sk_no_partials(src, 512)

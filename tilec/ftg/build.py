@@ -50,7 +50,6 @@ from tilec.ir.stmt import (
     Parallel,
     PartialAdd,
     PartialSave,
-    PartialSignal,
     Print,
     Reduce,
     SeqStmt,
@@ -161,8 +160,6 @@ class _Collector:
             return s.kind, f"{region_str(s.tile, n)} {s.step} ({s.groups} warpgroups)", (self.acc(s.tile),), ()
         if isinstance(s, PartialSave):
             return s.kind, f"{region_str(s.C, n)} -> {n(s.workspace)}[{expr_str(s.slot, n)}]", (self.acc(s.C),), ()
-        if isinstance(s, PartialSignal):
-            return s.kind, f"{n(s.flags)}[{expr_str(s.slot, n)}]", (), ()
         if isinstance(s, PartialAdd):
             return s.kind, f"{region_str(s.C, n)} += {n(s.workspace)}[{expr_str(s.first, n)}:{expr_str(s.last, n)}]", \
                 (self.acc(s.C),), (self.acc(s.C),)

@@ -2,9 +2,7 @@
 
 Blocks run one after another here, so a flag is set or not when it is waited for: a wait for a flag that no block
 has set is reported (on the GPU the block would spin until its wait traps), as is setting a flag that is already
-set (a slot saved twice before its sums were added, or a flag left set by an earlier launch). Within a block, the
-producer's thread that sets the flag waits on the save barrier until the consumers have arrived there, after their
-writes of the sums: a wait nothing completes is named, as is a barrier left half-complete at the block's end."""
+set (a slot saved twice before its sums were added, or a flag left set by an earlier launch)."""
 
 from __future__ import annotations
 
@@ -12,30 +10,7 @@ import numpy as np
 
 from tilec.errors import RaceError
 from tilec.interp.thread import ThreadInterpreter, stmt_rule
-from tilec.interp.tma import _count, _progress, _whole_warps
-from tilec.lower.tir import FlagSignal, FlagWait, SaveBarrier
-
-
-@stmt_rule(SaveBarrier)
-def _save_barrier(it: ThreadInterpreter, s: SaveBarrier, env: dict, mask: np.ndarray) -> None:
-    """The consumers arrive (whole warps); the producer's thread, alone in its warp, counts as its warp and waits
-    (handing over to the other coroutines) until the generation is complete."""
-    count = _count(it, s.id, s.threads, False)
-    done = (count[0] + count[1]) // s.threads * s.threads + s.threads  # the arrivals completing this generation
-    if s.arrive:
-        _whole_warps(it, mask)
-        count[1] += int(np.count_nonzero(mask))
-        _progress(it)
-        return
-    if np.count_nonzero(mask) != 1:
-        it.fail(f"the save barrier's wait by {int(np.count_nonzero(mask))} threads (the producer's thread waits)")
-    count[0] += it.W
-    _progress(it)
-    while count[0] + count[1] < done:
-        if it.sched is None or not it.sched.hand_over():
-            it.fail(f"named barrier {s.id}: the producer's thread waits for {done - count[0] - count[1]} more "
-                    "thread(s) that nothing brings: the consumers never arrive after saving their partial sums (a "
-                    "deadlock on the GPU)", RaceError)
+from tilec.lower.tir import FlagSignal, FlagWait
 
 
 @stmt_rule(FlagSignal)

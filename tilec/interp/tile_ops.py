@@ -22,7 +22,6 @@ from tilec.ir.stmt import (
     Gemm,
     PartialAdd,
     PartialSave,
-    PartialSignal,
     Print,
     Reduce,
     StageHandoff,
@@ -171,7 +170,6 @@ def _async_copy(it: TileInterpreter, op: AsyncCopy, env: dict) -> None:
 @tile_rule(TmaStoreWait)
 @tile_rule(WarpgroupTurn)
 @tile_rule(StageHandoff)
-@tile_rule(PartialSignal)  # the tile interpreter's partial sums are there once saved (_partial_save)
 def _async_sync(it: TileInterpreter, op: object, env: dict) -> None:
     pass
 

@@ -32,7 +32,6 @@ from tilec.ir.stmt import (
     Parallel,
     PartialAdd,
     PartialSave,
-    PartialSignal,
     Print,
     Reduce,
     SeqStmt,
@@ -294,8 +293,6 @@ class _Printer:
         if isinstance(s, PartialSave):
             return f"T.partial_save({self.r(s.C)}, {self.names(s.workspace)}[{self.e(s.slot)}], " \
                    f"flag={self.names(s.flags)}[{self.e(s.slot)}])"
-        if isinstance(s, PartialSignal):
-            return f"T.partial_signal(flag={self.names(s.flags)}[{self.e(s.slot)}])"
         if isinstance(s, PartialAdd):
             return f"T.partial_add({self.r(s.C)}, {self.names(s.workspace)}[{self.e(s.first)}:{self.e(s.last)}], " \
                    f"flags={self.names(s.flags)})"

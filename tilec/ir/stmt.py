@@ -460,8 +460,8 @@ class BarrierWait(TileOp):
 class PartialSave(TileOp):
     """Stream-K (made by software pipelining): the block's threads save their part of the accumulator fragment ``C``
     (partial sums over some of a tile's loop iterations) to slot ``slot`` of ``workspace``, a float32 buffer in global
-    memory that the kernel's module owns (one slot per persistent block), and tell the producer's thread so
-    (:class:`PartialSignal`), which sets ``flags[slot]`` once all of them have written."""
+    memory that the kernel's module owns (one slot per persistent block), and once all of them have written, one
+    thread sets ``flags[slot]``."""
 
     C: Region
     workspace: Buffer
@@ -471,16 +471,6 @@ class PartialSave(TileOp):
 
     def reads(self) -> tuple[Region, ...]:
         return (self.C,)
-
-
-@dataclass(frozen=True, eq=False)
-class PartialSignal(TileOp):
-    """Stream-K, in the producer warpgroup: its thread waits until the consumers have saved the block's partial sums
-    (:class:`PartialSave`) and sets ``flags[slot]``, publishing them at GPU scope; the consumers go on meanwhile."""
-
-    flags: Buffer
-    slot: Expr
-    kind = "partial_signal"
 
 
 @dataclass(frozen=True, eq=False)

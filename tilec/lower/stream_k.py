@@ -4,13 +4,9 @@
 A slot of the workspace holds one block's accumulator registers as its threads hold them: register ``4i + j`` of
 thread ``t`` at ``(4i * T + 4t) + j`` (``T`` the block's threads), so that a warp saves or loads 512 contiguous
 bytes with each 16-byte vector instruction. The block whose sums are added runs the same code with the same
-fragment layout, so no element is moved between threads. Once the consumers have written their sums they arrive on
-named barrier :data:`SAVE_BARRIER` and go on; the producer warpgroup's thread waits there
-(:class:`~tilec.ir.stmt.PartialSignal`, placed by the pipeliner where the ring is full of the next part's stages),
-fences at GPU scope (release) and sets the flag (an atomic exchange). So the fence, which waits until the block's
-writes have reached L2, holds up the thread that issues TMA copies with the ring full, not a consumer warp and with
-it its warpgroup's next wgmma. A flag is waited for by one thread with acquiring loads before a barrier of its
-block; the waiting thread clears it, so every flag is zero again when the launch ends (the module's
+fragment layout, so no element is moved between threads. A flag is set (an atomic exchange) by one thread after a
+barrier of its block and a fence at GPU scope (release), and waited for by one thread with acquiring loads before a
+barrier of its block; the waiting thread clears it, so every flag is zero again when the launch ends (the module's
 workspace is zero at load and is kept from launch to launch: two launches of one kernel at once, on two streams,
 would share it; a block finding its flag already set traps, which catches most such overlaps, not all).
 
@@ -26,13 +22,11 @@ from tilec import dtypes as dt
 from tilec.backends.cemit import CEmitter, emit_rule
 from tilec.errors import TilecError
 from tilec.ir.expr import Expr, Var, binop, const
-from tilec.ir.stmt import PartialAdd, PartialSave, PartialSignal
+from tilec.ir.stmt import PartialAdd, PartialSave
 from tilec.lower.context import Lowerer, lower_rule
-from tilec.lower.tir import FlagSignal, FlagWait, If, Loop, Mem, MemRef, SaveBarrier, Sync, TStmt, Write, seq
+from tilec.lower.tir import FlagSignal, FlagWait, If, Loop, Mem, MemRef, Sync, TStmt, Write, seq
 
 SPIN_LIMIT = 1 << 26  # a flag's wait gives up (traps: an error, not a hang) after this many polls (~10 s)
-# the named barrier of the consumers' saved sums and the producer's thread (ids: tilec.lower.tma's, 0-4 and 8-10)
-SAVE_BARRIER = 11
 
 
 def _slot(lw: Lowerer, reg: Mem, slot: Expr, i: int, lanes: int) -> Expr:
@@ -55,21 +49,10 @@ def _accumulator(lw: Lowerer, s: PartialSave | PartialAdd) -> tuple[Mem, int]:
 @lower_rule(PartialSave)
 def _lower_save(lw: Lowerer, s: PartialSave) -> TStmt:
     reg, lanes = _accumulator(lw, s)
-    ws = lw.mem_of(s.workspace)
+    ws, flags = lw.mem_of(s.workspace), lw.mem_of(s.flags)
     saves = [Write(ws, _slot(lw, reg, s.slot, i, lanes), MemRef(reg, const(i), lanes), lanes)
              for i in range(0, int(reg.size), lanes)]
-    return seq(saves + [SaveBarrier(SAVE_BARRIER, _save_threads(lw), arrive=True)])
-
-
-@lower_rule(PartialSignal)
-def _lower_signal(lw: Lowerer, s: PartialSignal) -> TStmt:
-    return seq([SaveBarrier(SAVE_BARRIER, _save_threads(lw), arrive=False), FlagSignal(lw.mem_of(s.flags), s.slot)])
-
-
-def _save_threads(lw: Lowerer) -> int:
-    """The threads of the save barrier: the consumers (stream-K kernels are warp-specialized, without copies of the
-    consumers) and the warp of the producer's thread."""
-    return lw.T + lw.target.warp_size
+    return seq(saves + [Sync(), If(binop("==", lw.tx, 0), FlagSignal(flags, s.slot))])
 
 
 @lower_rule(PartialAdd)
@@ -109,12 +92,6 @@ _FLAG_HELPERS = {
 
 # not inlined: an inlined trap keeps the registers of warps after ``setmaxnreg.inc`` to the launch count
 _FAIL = "__device__ __noinline__ void flag_fail() {\n  __trap();\n}\n"
-
-
-@emit_rule(SaveBarrier)
-def _emit_save_barrier(e: CEmitter, s: SaveBarrier, d: int) -> None:
-    op = "bar.arrive" if s.arrive else "barrier.sync"
-    e.emit(d, f'asm volatile("{op} {s.id}, {s.threads};" ::: "memory");')
 
 
 @emit_rule(FlagSignal)

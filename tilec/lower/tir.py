@@ -483,24 +483,11 @@ class MbarWait(TStmt):
 
 @dataclass(frozen=True, eq=False)
 class FlagSignal(TStmt):
-    """One thread publishes its block's global writes before the barrier ahead of it (a fence at GPU scope, cumulative
-    over the writes that barrier ordered before it) and then sets the flag ``mem[off]`` to 1 (stream-K: a block's
-    partial sums are saved). The flag must be clear."""
+    """One thread publishes its block's global writes before the barrier ahead of it (a fence at GPU scope) and then
+    sets the flag ``mem[off]`` to 1 (stream-K: a block's partial sums are saved). The flag must be clear."""
 
     mem: Mem
     off: Expr
-
-
-@dataclass(frozen=True, eq=False)
-class SaveBarrier(TStmt):
-    """Stream-K's partial sums handed from the consumers to the producer's thread on named barrier ``id`` of
-    ``threads`` (the consumer threads and the producer's first warp): the consumers arrive (``bar.arrive``, after
-    their writes of the sums); the producer's thread waits (``barrier.sync``, not ``.aligned``: it runs alone in its
-    warp, whose other threads have exited, and the barrier counts its warp)."""
-
-    id: int
-    threads: int
-    arrive: bool
 
 
 @dataclass(frozen=True, eq=False)

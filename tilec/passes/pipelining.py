@@ -203,7 +203,6 @@ class _Pipeliner:
         self.ring0 = Var("ring0")
         self.ring0_whole: Any = None  # ring0 where tiles go whole: tile * n
         self.shareable: tuple[For, For, list[Stmt]] | None = None
-        self.shareable_stages = 0  # its ring's stages
         self.preloaded = False
         self.pid = Var("pid")  # a persistent block's index
         # a persistent kernel's blocks in clusters of ``cluster`` (pass config): consecutive blocks take tiles that
@@ -729,7 +728,7 @@ class _Pipeliner:
         inits = [i for full, empty, _ in rings for i in self.ring_inits(full, empty, loop.loc)]
         producer: Stmt = For(k, n, "serial", SeqStmt(tuple(prod)), loc=loop.loc)
         if isinstance(consumer, For) and self.stream_k:
-            self.shareable, self.shareable_stages = (producer, consumer, consumers), nv
+            self.shareable = (producer, consumer, consumers)
         if self.base is not None:
             producer = SeqStmt((producer,) + self.advance(n, loop))
         self.roles[id(consumer)] = (inits, producer)
@@ -1371,10 +1370,9 @@ def _persistent(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, consumer: S
 def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[Stmt], key: int) -> tuple | None:
     """A persistent kernel whose last round's tiles are shared out by iterations (:mod:`.stream_k`): both roles
     loop over the block's whole tiles, then over its parts of the shared ones; the consumers save a part's partial
-    sums or add the earlier parts' before the epilogue. The producer's thread sets the flag of the saved sums
-    (:class:`PartialSignal`) once it has issued the next part's first stages (or its last copy), when the
-    consumers are past the save. (grid, block vars, producer, consumer), or None with a note saying why not."""
-    from tilec.ir.stmt import PartialAdd, PartialSave, PartialSignal
+    sums or add the earlier parts' before the epilogue. (grid, block vars, producer, consumer), or None with a note
+    saying why not."""
+    from tilec.ir.stmt import PartialAdd, PartialSave
     from tilec.passes import stream_k
 
     here = where(launch.loc)
@@ -1402,21 +1400,11 @@ def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[S
     shared = {**_tile_coords(launch, dims, at["tile"]), p.ring0: at["ring0"]}
     loops = p.shareable[:2]
 
-    # a block saves partial sums in its first part at most (the one that does not reach its tile's end); the
-    # producer signals them in the second part once the ring is full of its stages, or after the first and only one
-    saves = stream_k.part(schedule, p.pid, const(0)).partial
-
-    def signal(when: Any) -> Stmt:
-        return IfThenElse(binop("and", when, saves), PartialSignal(flags, p.pid, loc=loop.loc), loc=loop.loc)
-
     def ranged(s: Stmt) -> Stmt:  # the pipelined loops over this part's iterations only
         def fn(node: Any) -> Any:
             if not any(node is x for x in loops):
                 return None
             body = substitute(node.body, {node.var: binop("+", node.var, at["k_lo"])})
-            if node is loops[0]:  # the producer's
-                full = binop("-", binop("min", at["trips"], p.shareable_stages), 1)
-                body = SeqStmt((body, signal(binop("and", binop("==", j, 1), binop("==", node.var, full)))))
             return For(node.var, at["trips"], node.kind, body, node.annotations, loc=node.loc)
         return transform(s, fn)
 
@@ -1430,7 +1418,6 @@ def _stream_k(launch: KernelLaunch, p: _Pipeliner, producer: Stmt, stmts: list[S
                       loc=s.loc)] if schedule.dp_rounds else []
         roles.append(SeqStmt((*rounds, For(j, part.count, "serial", substitute(sk, shared), (("tiles", True),) + lets,
                                            loc=s.loc))))
-    roles[0] = SeqStmt((*roles[0].stmts, signal(binop("==", part.count, 1))))  # part.count does not depend on j
     order = "" if launch.swizzle is None else f" in {_panels(launch.swizzle)} (T.use_swizzle)"
     def count(n: int, what: str) -> str:
         return f"{n} {what}{'s' * (n != 1)}"

@@ -7,8 +7,7 @@ tiles (the last ``tiles % P``, or one round more where those would give each blo
 end to end, ``U = sk_tiles * n`` iterations, and block ``b`` takes the iterations ``[b * U // P, (b + 1) * U // P)``.
 A block's range covers the end of one tile, whole tiles, then the start of another; it runs its parts of them in
 reverse order: first the part that does not reach its tile's last iteration, whose partial sums it saves in its own
-slot of a workspace (:class:`~tilec.ir.stmt.PartialSave`; the producer's thread sets its flag,
-:class:`~tilec.ir.stmt.PartialSignal`), then the parts that do, each of which adds the slots of the
+slot of a workspace (:class:`~tilec.ir.stmt.PartialSave`), then the parts that do, each of which adds the slots of the
 blocks that ran the tile's earlier iterations (:class:`~tilec.ir.stmt.PartialAdd`) and runs the epilogue. So a block
 waits only for blocks numbered below it, which ran those parts first: nothing waits on a block the GPU has not
 started (blocks are dispatched in order), and the thread interpreter, which runs blocks in order, checks the
