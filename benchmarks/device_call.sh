@@ -2,12 +2,15 @@
 # One call on the device machine, from the repository root, carrying .peers/site.tar.xz (TileLang, packed by
 # benchmarks/tilelang_setup.sh) where the mode times the suite:
 #   LIMIT=SECONDS bash benchmarks/device_call.sh first|suite|small|gemmil|h200gemm|attnil|tests|ab
-# first:  on an H200 the suite's GEMM case interleaved (5 rounds) and then the A/B below; on an H100 `pytest -m gpu`
-#         and the A/B.  suite: on an H200 the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved, the
-#         issue's whole table (~320 s); then (an H100: only) the A/B.  small: on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
-# gemmil / attnil: the suite's GEMM / attention case interleaved; h200gemm: gemmil on an H200, nothing elsewhere.  ab: this session's variants against the suite's
-# kernel (hopper_variants.py --interleave, 3 rounds; $AB overrides the labels).  LIMIT (default 570) is the seconds
-# the call may take; each step is cut to what is left.  Results go to $OUT.
+# first:    on an H200 the suite's GEMM case interleaved (5 rounds), then the A/B below; on an H100 `pytest -m gpu`
+#           and the A/B.
+# suite:    on an H200 the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved, the whole
+#           table (~320 s), then the A/B; on an H100 the A/B alone.
+# small:    on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
+# gemmil / attnil: the suite's GEMM / attention case interleaved; h200gemm: gemmil on an H200, nothing elsewhere.
+# ab:       this session's variants against the suite's kernel (hopper_variants.py --interleave, 3 rounds; $AB
+#           overrides the labels).
+# LIMIT (default 570) is the seconds the call may take; each step is cut to what is left. Results go to $OUT.
 set -u
 export PYTHONPATH=.peers/site:.
 T0=$(date +%s)
