@@ -620,6 +620,7 @@ def gemm_variants() -> dict:
     wide = {"block_M": 256, "block_N": 128, "block_K": 64, "threads": 256}  # cuBLAS's tile (perf notes, 5th session)
     pp = {"block_M": 128, "block_N": 128, "block_K": 64, "threads": 128}  # a warpgroup's tile (copies: ping-pong)
     flat = {"block_M": 64, "block_N": 256, "block_K": 64, "threads": 128}  # ... one wgmma m64n256k16 a k-step
+    deep = {"block_K": 32, "panel": 16}  # half the k-step: twice the ring's stages in the same bytes
     old = {"stage_in_ring": False}  # the epilogue the hand patches edit: chunks in two buffers of its own (to 33rd)
     wso = {**ws, "persistent": True, **old}
     return {  # label -> (kernel arguments, pass configs[, a patch of the generated source])
@@ -673,6 +674,11 @@ def gemm_variants() -> dict:
         "tma ws persistent panel16 stream-k regs24": ({**big, "panel": 16}, {**ws, "persistent": True,
                                                                              "stream_k": True, "producer_regs": 24}),
         "tma ws persistent panel32": ({**big, "panel": 32}, {**ws, "persistent": True}),
+        # 32-deep k-steps: the same bytes a FLOP, a ring of 7 or 8 stages of 24 KB (thirty-sixth session)
+        "tma ws persistent panel16 bk32 s6": ({**big, **deep, "num_stages": 6}, {**ws, "persistent": True}),
+        "tma ws persistent panel16 bk32 s7": ({**big, **deep, "num_stages": 7}, {**ws, "persistent": True}),
+        "tma ws persistent panel16 stream-k bk32 s6": ({**big, **deep, "num_stages": 6},
+                                                       {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent panel16 k serpentine": ({**big, "panel": 16}, {**ws, "persistent": True,
                                                                           "k_serpentine": True}),
         "tma ws persistent panel32 k serpentine": ({**big, "panel": 32}, {**ws, "persistent": True,
