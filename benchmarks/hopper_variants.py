@@ -339,6 +339,57 @@ def held_stage_epilogue(source: str, n: int, late: bool = False, split: bool = F
     return "\n".join(lines)
 
 
+def _top_args(call: str) -> list[str]:
+    """The arguments of the call whose text ``call`` starts at its opening parenthesis, split at top-level commas."""
+    depth, out, cur = 0, [], ""
+    for ch in call[1:]:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()]
+
+
+def l2_prefetch(source: str, n: int, ahead: int = 4) -> str:
+    """Hand patch: the persistent GEMM's producer thread, after a k-step's TMA loads, asks for the k-tiles ``ahead``
+    k-steps further on (the next tile's when past the last k-step) to be brought into L2
+    (``cp.async.bulk.prefetch.tensor``: no shared memory, no barrier), so that the load of each, issued when the
+    ring frees its stage three k-steps before the consumers need it, finds it in L2 rather than in DRAM."""
+    lines = source.split("\n")
+    tloop = next(i for i, line in enumerate(lines) if line.startswith("      for (int tile = 0; tile < "))
+    trips = re.match(r"      for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[tloop]).group(1)
+    ksteps = int(re.match(r"        for \(int k = 0; k < (\d+); \+\+k\)", lines[tloop + 1]).group(1))
+    loads = [i for i in range(tloop, len(lines)) if "tl::tma_load_2d(&" in lines[i]]
+    assert loads and all(i < next(j for j in range(tloop, len(lines)) if "setmaxnreg.inc" in lines[j]) for i in loads)
+    pre = []
+    for i in loads:
+        line = lines[i]
+        at = line.index("tl::tma_load_2d(") + len("tl::tma_load_2d")
+        args = _top_args(line[at:])
+        assert len(args) == 5, args
+        coords = [re.sub(r"\bk\b", "kq", re.sub(r"\btile\b", "tq", c)) for c in args[3:]]
+        pre.append(f"              tl::tma_prefetch_2d({args[0]}, {coords[0]}, {coords[1]});")
+    end = max(loads) + 1
+    assert lines[end].strip() == "}", lines[end]
+    block = [f"          if (tx == 256) {{  // L2 prefetch, {ahead} k-steps on",
+             f"            const int kk = k + {ahead}, tq = tile + kk / {ksteps}, kq = kk % {ksteps};",
+             f"            if (tq < {trips}) {{"] + pre + ["            }", "          }"]
+    lines = lines[:end + 1] + block + lines[end + 1:]
+    out = "\n".join(lines)
+    helper = ("__device__ __forceinline__ void tma_prefetch_2d(const void* map, int c0, int c1) {\n"
+              '  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" :: "l"(map), '
+              '"r"(c0), "r"(c1) : "memory");\n}\n}  // namespace tl\n')
+    k = out.index('extern "C" __global__')
+    return out[:k] + "namespace tl {\n" + helper + "\n" + out[k:]
+
+
 def inline_trap(source: str, n: int) -> str:
     """The stream-K flag helpers' trap inlined again (as before ``tl::flag_fail``): what the consumers' registers
     capped at the launch count cost."""
@@ -652,6 +703,11 @@ def gemm_variants() -> dict:
         "tma ws persistent panel4": ({**big, "panel": 4}, {**ws, "persistent": True}),
         "tma ws persistent panel16": ({**big, "panel": 16}, {**ws, "persistent": True}),
         "tma ws persistent panel16 own buffers": ({**big, "panel": 16}, wso),
+        "tma ws persistent panel16 l2 prefetch 2": ({**big, "panel": 16}, {**ws, "persistent": True},
+                                                    lambda s, n: l2_prefetch(s, n, 2)),
+        "tma ws persistent panel16 l2 prefetch 4": ({**big, "panel": 16}, {**ws, "persistent": True}, l2_prefetch),
+        "tma ws persistent panel16 l2 prefetch 8": ({**big, "panel": 16}, {**ws, "persistent": True},
+                                                    lambda s, n: l2_prefetch(s, n, 8)),
         "tma ws persistent panel16 prefetch maps": ({**big, "panel": 16}, {**ws, "persistent": True},
                                                     prefetch_tensor_maps),
         "tma ws persistent panel16 no epilogue": ({**big, "panel": 16}, wso, no_epilogue),

@@ -40,6 +40,10 @@ def test_gemm_feed_probes_apply(hv, dtype):
     out = hv.a_from_registers(src, 512)
     assert out.count("tl::wgmma_m64n256k16_rs(C_f + 0, ra, ") == 4 and "{%128, %129, %130, %131}, %132" in out
     assert "tl::wgmma_desc(A_s" not in out
+    out = hv.l2_prefetch(src, 512, 8)
+    assert out.count("tl::tma_prefetch_2d(&A_tmap0, kq * 64, ") == 1
+    assert out.count("tl::tma_prefetch_2d(&B_tmap1, ") == 4
+    assert "const int kk = k + 8, tq = tile + kk / 8, kq = kk % 8;" in out and "cp.async.bulk.prefetch.tensor" in out
     out = hv.prefetch_tensor_maps(src, 512)
     assert out.count("prefetch.tensormap") == 3 and "if (tx == 256) { asm" in out
 
