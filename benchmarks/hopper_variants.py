@@ -357,17 +357,23 @@ def _top_args(call: str) -> list[str]:
     return out + [cur.strip()]
 
 
-def l2_prefetch(source: str, n: int, ahead: int = 4) -> str:
+def l2_prefetch(source: str, n: int, ahead: int = 4, one: bool = False) -> str:
     """Hand patch: the persistent GEMM's producer thread, after a k-step's TMA loads, asks for the k-tiles ``ahead``
     k-steps further on (the next tile's when past the last k-step) to be brought into L2
     (``cp.async.bulk.prefetch.tensor``: no shared memory, no barrier), so that the load of each, issued when the
-    ring frees its stage three k-steps before the consumers need it, finds it in L2 rather than in DRAM."""
+    ring frees its stage three k-steps before the consumers need it, finds it in L2 rather than in DRAM.
+
+    ``one``: only one block of those that share a k-tile in a round asks for it (in panels of 16 rows on 128
+    blocks a round is 16 tile rows by 8 tile columns, block ``pid`` at row ``pid % 16`` and column ``pid / 16``):
+    A's by the blocks of the first column, B's by those of the first row. Every block asking (the default) puts
+    each prefetch through L2 8 (A) or 16 (B) times."""
     lines = source.split("\n")
     tloop = next(i for i, line in enumerate(lines) if line.startswith("      for (int tile = 0; tile < "))
     trips = re.match(r"      for \(int tile = 0; tile < (.*); \+\+tile\) \{$", lines[tloop]).group(1)
     ksteps = int(re.match(r"        for \(int k = 0; k < (\d+); \+\+k\)", lines[tloop + 1]).group(1))
     loads = [i for i in range(tloop, len(lines)) if "tl::tma_load_2d(&" in lines[i]]
     assert loads and all(i < next(j for j in range(tloop, len(lines)) if "setmaxnreg.inc" in lines[j]) for i in loads)
+    assert not one or re.search(r"\bpid \+ tile \* 128\b", source), "one: panels of 16 on 128 blocks only"
     pre = []
     for i in loads:
         line = lines[i]
@@ -375,7 +381,8 @@ def l2_prefetch(source: str, n: int, ahead: int = 4) -> str:
         args = _top_args(line[at:])
         assert len(args) == 5, args
         coords = [re.sub(r"\bk\b", "kq", re.sub(r"\btile\b", "tq", c)) for c in args[3:]]
-        pre.append(f"              tl::tma_prefetch_2d({args[0]}, {coords[0]}, {coords[1]});")
+        only = ("if (pid < 16) " if "A_tmap" in args[0] else "if (pid % 16 == 0) ") if one else ""
+        pre.append(f"              {only}tl::tma_prefetch_2d({args[0]}, {coords[0]}, {coords[1]});")
     end = max(loads) + 1
     assert lines[end].strip() == "}", lines[end]
     block = [f"          if (tx == 256) {{  // L2 prefetch, {ahead} k-steps on",
@@ -708,6 +715,10 @@ def gemm_variants() -> dict:
         "tma ws persistent panel16 l2 prefetch 4": ({**big, "panel": 16}, {**ws, "persistent": True}, l2_prefetch),
         "tma ws persistent panel16 l2 prefetch 8": ({**big, "panel": 16}, {**ws, "persistent": True},
                                                     lambda s, n: l2_prefetch(s, n, 8)),
+        "tma ws persistent panel16 l2 prefetch 4 one": ({**big, "panel": 16}, {**ws, "persistent": True},
+                                                        lambda s, n: l2_prefetch(s, n, 4, one=True)),
+        "tma ws persistent panel16 l2 prefetch 8 one": ({**big, "panel": 16}, {**ws, "persistent": True},
+                                                        lambda s, n: l2_prefetch(s, n, 8, one=True)),
         "tma ws persistent panel16 prefetch maps": ({**big, "panel": 16}, {**ws, "persistent": True},
                                                     prefetch_tensor_maps),
         "tma ws persistent panel16 no epilogue": ({**big, "panel": 16}, wso, no_epilogue),
