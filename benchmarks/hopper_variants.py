@@ -397,6 +397,26 @@ def l2_prefetch(source: str, n: int, ahead: int = 4, one: bool = False) -> str:
     return out[:k] + "namespace tl {\n" + helper + "\n" + out[k:]
 
 
+def wait_profile(source: str, n: int) -> str:
+    """Instrumentation (``--profile`` runs only): each consumer warpgroup's first thread times, with ``clock64``,
+    its waits for full stages at a tile's first k-step, its second to fourth, and the rest, and the tile from its
+    first wait to its epilogue's end, and prints them a tile at a time: ``waits pid tile wg k0 k1-3 rest total``.
+    Where in a persistent kernel's rounds the consumers wait for data."""
+    lines, loop, _ = _tile_loop(source)
+    kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
+    wait = next(i for i in range(kl, len(lines)) if "tl::mbar_wait(k_full" in lines[i])
+    tend = next(i for i in range(kl, len(lines)) if lines[i] == "    }")
+    lines[wait] = ("        const long long w0 = clock64();\n" + lines[wait] + "\n"
+                   "        const long long w1 = clock64() - w0;\n"
+                   "        if (k == 0) { wk0 += w1; t_start = w0;\n"
+                   '          asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g_start));\n'
+                   "        } else if (k < 4) { wk1 += w1; } else { wkr += w1; }")
+    lines.insert(tend, '      if (tx % 128 == 0) printf("waits %d %d %d %lld %lld %lld %lld %llu\\n", pid, tile, '
+                       "tx / 128, wk0, wk1, wkr, clock64() - t_start, g_start);")
+    lines.insert(loop + 1, "      long long wk0 = 0, wk1 = 0, wkr = 0, t_start = 0; unsigned long long g_start = 0;")
+    return "#include <cstdio>\n" + "\n".join(lines)
+
+
 def inline_trap(source: str, n: int) -> str:
     """The stream-K flag helpers' trap inlined again (as before ``tl::flag_fail``): what the consumers' registers
     capped at the launch count cost."""
@@ -719,6 +739,7 @@ def gemm_variants() -> dict:
                                                         lambda s, n: l2_prefetch(s, n, 4, one=True)),
         "tma ws persistent panel16 l2 prefetch 8 one": ({**big, "panel": 16}, {**ws, "persistent": True},
                                                         lambda s, n: l2_prefetch(s, n, 8, one=True)),
+        "tma ws persistent panel16 wait profile": ({**big, "panel": 16}, {**ws, "persistent": True}, wait_profile),
         "tma ws persistent panel16 prefetch maps": ({**big, "panel": 16}, {**ws, "persistent": True},
                                                     prefetch_tensor_maps),
         "tma ws persistent panel16 no epilogue": ({**big, "panel": 16}, wso, no_epilogue),
@@ -774,7 +795,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--json", default=None)
     ap.add_argument("--dump", default=None, help="folder to write the patched sources to")
-    ap.add_argument("--profile", action="store_true", help="run each implementation twice, untimed (for ncu)")
+    ap.add_argument("--profile", action="store_true",
+                    help="run each implementation twice, untimed, L2 flushed before each (for ncu or a probe's "
+                         "prints)")
     ap.add_argument("--attention", action="store_true", help="also time the flash-attention variants")
     ap.add_argument("--attention-shapes", default="8x16x2048x128,8x16x2048x64",
                     help="the flash-attention shapes BxHxSxD (comma-separated); --dtype sets their dtype")
@@ -844,9 +867,15 @@ def main(argv: list[str] | None = None) -> None:
             except Exception as e:  # noqa: BLE001
                 print(f"{label}: build failed: {type(e).__name__}: {str(e)[:400]}")
         if args.profile:
-            for fn in impls.values():  # one call to warm up, one to profile
-                fn(*sets[0]), fn(*sets[1 % len(sets)])
-            torch.cuda.synchronize()
+            from run import _CudaTimer
+
+            timer = _CudaTimer()
+            for label, fn in impls.items():  # one call to warm up, one to profile, L2 flushed before each
+                for i in (0, 1):
+                    timer.flush()
+                    fn(*sets[i % len(sets)])
+                    torch.cuda.synchronize()
+                    print(f"# profiled {label} {n} call {i}", flush=True)
             continue
         start = len(rows)
         ref = sets[0][0].double() @ sets[0][1].double()
