@@ -399,10 +399,11 @@ def l2_prefetch(source: str, n: int, ahead: int = 4, one: bool = False) -> str:
 
 def wait_profile(source: str, n: int) -> str:
     """Instrumentation (``--profile`` runs only): each consumer warpgroup's first thread times, with ``clock64``,
-    its waits for full stages at a tile's first k-step, its second to fourth, and the rest, and the tile from its
-    first wait to its epilogue's end, and prints them a tile at a time: ``waits pid tile wg k0 k1-3 rest total``.
-    Where in a persistent kernel's rounds the consumers wait for data."""
-    lines, loop, _ = _tile_loop(source)
+    its waits for full stages at a tile's first k-step, its second to fourth, and the rest, the tile from its
+    first wait to its epilogue's end, and the tile's start on the global timer (ns), keeps them for its first 16
+    tiles in local memory and prints them after its last (``waits pid tile wg k0 k1-3 rest total start``), so that
+    printing does not stall the tiles timed. Where in a persistent kernel's rounds the consumers wait for data."""
+    lines, loop, trips = _tile_loop(source)
     kl = next(i for i in range(loop, len(lines)) if lines[i].startswith("      for (int k = 0; k < "))
     wait = next(i for i in range(kl, len(lines)) if "tl::mbar_wait(k_full" in lines[i])
     tend = next(i for i in range(kl, len(lines)) if lines[i] == "    }")
@@ -411,10 +412,14 @@ def wait_profile(source: str, n: int) -> str:
                    "        if (k == 0) { wk0 += w1; t_start = w0;\n"
                    '          asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g_start));\n'
                    "        } else if (k < 4) { wk1 += w1; } else { wkr += w1; }")
-    lines.insert(tend, '      if (tx % 128 == 0) printf("waits %d %d %d %lld %lld %lld %lld %llu\\n", pid, tile, '
-                       "tx / 128, wk0, wk1, wkr, clock64() - t_start, g_start);")
+    lines[tend] = ("      if (tile < 16) { prof[tile][0] = wk0; prof[tile][1] = wk1; prof[tile][2] = wkr;\n"
+                   "        prof[tile][3] = clock64() - t_start; prof[tile][4] = (long long)g_start; }\n    }\n"
+                   f"    for (int t = 0; t < 16 && t < {trips}; ++t) {{\n"
+                   '      if (tx % 128 == 0) printf("waits %d %d %d %lld %lld %lld %lld %lld\\n", pid, t, tx / 128, '
+                   "prof[t][0], prof[t][1], prof[t][2], prof[t][3], prof[t][4]);\n    }")
     lines.insert(loop + 1, "      long long wk0 = 0, wk1 = 0, wkr = 0, t_start = 0; unsigned long long g_start = 0;")
-    return "#include <cstdio>\n" + "\n".join(lines)
+    lines.insert(loop, "    long long prof[16][5];")
+    return "#ifndef __CUDACC_RTC__\n#include <cstdio>\n#endif\n" + "\n".join(lines)
 
 
 def inline_trap(source: str, n: int) -> str:
