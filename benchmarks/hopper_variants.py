@@ -485,6 +485,14 @@ def no_b_loads(source: str, n: int) -> str:
     return _first_ring_only(source, "B_tmap1", 16384)
 
 
+def no_loads(source: str, n: int) -> str:
+    """A and B loaded in the first ring only: the producer still takes each stage back and arrives on its full
+    barrier (expecting no bytes), so the ring's synchronization stays and only the data stops moving. The k-loop's
+    rate with nothing to wait for but the tensor cores and the ring's barriers."""
+    return _first_ring_only(_first_ring_only(source, "A_tmap0", 32768).replace(
+        "(tile * 64 + k < 4) ? 49152 : 32768);", "(tile * 64 + k < 4) ? 49152 : 0);"), "B_tmap1", 0)
+
+
 def a_from_registers(source: str, n: int) -> str:
     """Each wgmma takes A from four constant registers (the RS form) instead of shared memory: A's TMA loads stay,
     only the tensor cores' reads of A (2 KB of the 10 KB a m64n256k16 reads) go. Wrong results; what shared
@@ -723,6 +731,7 @@ def gemm_variants() -> dict:
                                                            {**ws, "persistent": True, "stream_k": True}, inline_trap),
         "panel16 probe no A loads": ({**big, "panel": 16}, {**ws, "persistent": True}, no_a_loads),
         "panel16 probe no B loads": ({**big, "panel": 16}, {**ws, "persistent": True}, no_b_loads),
+        "panel16 probe no loads": ({**big, "panel": 16}, {**ws, "persistent": True}, no_loads),
         "panel16 probe A from registers": ({**big, "panel": 16}, {**ws, "persistent": True}, a_from_registers),
         "tma ws persistent cluster2": (big, {**ws, "persistent": True, "cluster": 2}),
         "tma ws persistent stream-k": (big, {**ws, "persistent": True, "stream_k": True}),
