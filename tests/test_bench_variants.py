@@ -48,7 +48,7 @@ def test_gemm_feed_probes_apply(hv, dtype):
     assert "const int kk = k + 8, tq = tile + kk / 8, kq = kk % 8;" in out and "cp.async.bulk.prefetch.tensor" in out
     out = hv.wait_profile(src, 512)
     assert out.startswith("#ifndef __CUDACC_RTC__\n#include <cstdio>") and 'printf("waits ' in out
-    assert out.count("clock64()") == 4
+    assert out.count("clock64()") == 3
     out = hv.prefetch_tensor_maps(src, 512)
     assert out.count("prefetch.tensormap") == 3 and "if (tx == 256) { asm" in out
 
