@@ -721,6 +721,8 @@ def gemm_variants() -> dict:
         "tma ws persistent panel8 no epilogue": ({**big, "panel": 8}, wso, no_epilogue),
         "tma ws persistent panel8 direct stores": ({**big, "panel": 8}, {**ws, "persistent": True,
                                                                          "stage_epilogue": False}),
+        "tma ws persistent panel16 direct stores": ({**big, "panel": 16}, {**ws, "persistent": True,
+                                                                           "stage_epilogue": False}),
         "tma ws persistent panel16 stream-k": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True}),
         "tma ws persistent panel16 stream-k own buffers": ({**big, "panel": 16}, {**wso, "stream_k": True}),
         "panel16 stream-k probe no fence": ({**big, "panel": 16}, {**ws, "persistent": True, "stream_k": True},
