@@ -397,6 +397,18 @@ def l2_prefetch(source: str, n: int, ahead: int = 4, one: bool = False) -> str:
     return out[:k] + "namespace tl {\n" + helper + "\n" + out[k:]
 
 
+def first_stage_first(source: str, n: int, lead: int = 1) -> str:
+    """Hand patch: at the kernel's start the producer issues the first ``lead`` k-steps' loads, waits until the
+    first has landed, and only then fills the rest of the ring. Filling every block's whole ring at once asks the
+    fabric for 128 x 192 KB together, and the first stage lands with the rest (the consumers' first wait is ~4 k
+    cycles by ``wait_profile``); asked for alone, it should land sooner."""
+    lines = source.split("\n")
+    tloop = next(i for i, line in enumerate(lines) if line.startswith("      for (int tile = 0; tile < "))
+    assert lines[tloop + 1].startswith("        for (int k = 0; k < ") and "tl::mbar_wait(k_empty" in lines[tloop + 3]
+    lines.insert(tloop + 2, f"          if (tile == 0 && k == {lead}) tl::mbar_wait(k_full + 0, 0);  // first's first")
+    return "\n".join(lines)
+
+
 def wait_profile(source: str, n: int) -> str:
     """Instrumentation (``--profile`` runs only): each consumer warpgroup's first thread times, with ``clock64``,
     its waits for full stages at a tile's first k-step, its second to fourth, and the rest, the tile from its
@@ -755,6 +767,10 @@ def gemm_variants() -> dict:
                                                         lambda s, n: l2_prefetch(s, n, 4, one=True)),
         "tma ws persistent panel16 l2 prefetch 8 one": ({**big, "panel": 16}, {**ws, "persistent": True},
                                                         lambda s, n: l2_prefetch(s, n, 8, one=True)),
+        "tma ws persistent panel16 first stage first": ({**big, "panel": 16}, {**ws, "persistent": True},
+                                                        first_stage_first),
+        "tma ws persistent panel16 first 2 stages first": ({**big, "panel": 16}, {**ws, "persistent": True},
+                                                           lambda s, n: first_stage_first(s, n, 2)),
         "tma ws persistent panel16 wait profile": ({**big, "panel": 16}, {**ws, "persistent": True}, wait_profile),
         "tma ws persistent panel16 prefetch maps": ({**big, "panel": 16}, {**ws, "persistent": True},
                                                     prefetch_tensor_maps),

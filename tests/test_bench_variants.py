@@ -46,6 +46,8 @@ def test_gemm_feed_probes_apply(hv, dtype):
     assert out.count("tl::tma_prefetch_2d(&A_tmap0, kq * 64, ") == 1
     assert out.count("tl::tma_prefetch_2d(&B_tmap1, ") == 4
     assert "const int kk = k + 8, tq = tile + kk / 8, kq = kk % 8;" in out and "cp.async.bulk.prefetch.tensor" in out
+    out = hv.first_stage_first(src, 512, 2)
+    assert out.count("if (tile == 0 && k == 2) tl::mbar_wait(k_full + 0, 0);") == 1
     out = hv.wait_profile(src, 512)
     assert out.startswith("#ifndef __CUDACC_RTC__\n#include <cstdio>") and 'printf("waits ' in out
     assert out.count("clock64()") == 3
