@@ -474,13 +474,13 @@ def prefetch_tensor_maps(source: str, n: int) -> str:
     return out
 
 
-def _first_ring_only(source: str, tmap: str, kept_bytes: int) -> str:
-    """The producer loads the operand of ``tmap`` in the first ring of stages only (expecting ``kept_bytes`` a
-    stage after it): later k-steps compute on stale data. What the operand's TMA writes to shared memory (and its
-    reads from L2) cost the k-loop, as a wrong-results probe."""
+def _first_ring_only(source: str, tmaps: tuple[str, ...], kept_bytes: int) -> str:
+    """The producer loads the operands of ``tmaps`` in the first ring of stages only (expecting ``kept_bytes`` a
+    stage after it): later k-steps compute on stale data. What the operands' TMA writes to shared memory (and
+    their reads from L2) cost the k-loop, as a wrong-results probe."""
     lines, first = source.splitlines(keepends=True), "(tile * 64 + k < 4)"
     for i, line in enumerate(lines):
-        if f"tl::tma_load_2d(&{tmap}," in line:
+        if any(f"tl::tma_load_2d(&{tmap}," in line for tmap in tmaps):
             lines[i] = line.replace("tl::tma_load_2d(", f"if {first} tl::tma_load_2d(", 1)
         elif "tl::mbar_arrive_tx(k_full" in line and ", 49152);" in line:
             lines[i] = line.replace(", 49152);", f", {first} ? 49152 : {kept_bytes});")
@@ -489,20 +489,19 @@ def _first_ring_only(source: str, tmap: str, kept_bytes: int) -> str:
 
 def no_a_loads(source: str, n: int) -> str:
     """A loaded in the first ring only (16 KB of the 48 KB a k-step no longer written to shared memory)."""
-    return _first_ring_only(source, "A_tmap0", 32768)
+    return _first_ring_only(source, ("A_tmap0",), 32768)
 
 
 def no_b_loads(source: str, n: int) -> str:
     """B loaded in the first ring only (32 KB of the 48 KB a k-step no longer written to shared memory)."""
-    return _first_ring_only(source, "B_tmap1", 16384)
+    return _first_ring_only(source, ("B_tmap1",), 16384)
 
 
 def no_loads(source: str, n: int) -> str:
     """A and B loaded in the first ring only: the producer still takes each stage back and arrives on its full
     barrier (expecting no bytes), so the ring's synchronization stays and only the data stops moving. The k-loop's
     rate with nothing to wait for but the tensor cores and the ring's barriers."""
-    return _first_ring_only(_first_ring_only(source, "A_tmap0", 32768).replace(
-        "(tile * 64 + k < 4) ? 49152 : 32768);", "(tile * 64 + k < 4) ? 49152 : 0);"), "B_tmap1", 0)
+    return _first_ring_only(source, ("A_tmap0", "B_tmap1"), 0)
 
 
 def a_from_registers(source: str, n: int) -> str:
