@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # One call on the device machine, from the repository root, carrying .peers/site.tar.xz (TileLang, packed by
 # benchmarks/tilelang_setup.sh) where the mode times the suite:
-#   LIMIT=SECONDS bash benchmarks/device_call.sh first|suite|h200suite|small|gemmil|h200gemm|attnil|tests|ab
+#   LIMIT=SECONDS bash benchmarks/device_call.sh first|suite|h200suite|table|small|gemmil|h200gemm|attnil|tests|ab
 # first:    on an H200 the suite's GEMM case interleaved (5 rounds), then the A/B below; on an H100 `pytest -m gpu`
 #           and the A/B.
 # suite:    on an H200 the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved, the whole
 #           table (~320 s), then the A/B; on an H100 the A/B alone.
 # h200suite: suite's H200 part alone; nothing timed elsewhere (a start that finds an H100 costs ~30 s).
+# table:    the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved on whatever card came.
 # small:    on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
 # gemmil / attnil: the suite's GEMM / attention case interleaved; h200gemm: gemmil on an H200, nothing elsewhere.
 # ab:       this session's variants against the suite's kernel (hopper_variants.py --interleave, 3 rounds; $AB
@@ -42,12 +43,13 @@ case "${1:-}" in
   first) if [ $H200 = 1 ]; then suite 260 gemm 5; ab; else gpu_tests; ab; fi ;;
   suite) if [ $H200 = 1 ]; then suite 260 gemm 5; suite 260 attention 3; fi; ab ;;
   h200suite) if [ $H200 = 1 ]; then suite 280 gemm 5; suite 280 attention 3; else echo "# not an H200"; fi ;;
+  table) suite 280 gemm 5; suite 280 attention 3 ;;
   small) if [ $H200 = 1 ]; then suite 600 gemm 5 --impls "persistent panel16,torch,triton"; else gpu_tests; fi ;;
   gemmil) suite 600 gemm 5 ;;
   h200gemm) if [ $H200 = 1 ]; then suite 600 gemm 5; else echo "# not an H200: nothing timed"; fi ;;
   attnil) suite 600 attention 3 ;;
   tests) gpu_tests ;;
   ab) ab ;;
-  *) echo "usage: LIMIT=SECONDS $0 first|suite|h200suite|small|gemmil|h200gemm|attnil|tests|ab" >&2; exit 2 ;;
+  *) echo "usage: LIMIT=SECONDS $0 first|suite|h200suite|table|small|gemmil|h200gemm|attnil|tests|ab" >&2; exit 2 ;;
 esac
 echo "# wall $(( $(date +%s) - T0 )) s"
