@@ -6,8 +6,8 @@
 #           and the A/B.
 # suite:    on an H200 the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved, the whole
 #           table (~320 s), then the A/B; on an H100 the A/B alone.
-# h200suite: suite's H200 part alone; nothing timed elsewhere (a start that finds an H100 costs ~30 s).
-# table:    the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved on whatever card came.
+# table:    the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved on whatever card came (~400 s).
+# h200suite: the table on an H200; nothing timed elsewhere (a start that finds an H100 costs ~30-95 s).
 # small:    on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
 # gemmil / attnil: the suite's GEMM / attention case interleaved; h200gemm: gemmil on an H200, nothing elsewhere.
 # ab:       this session's variants against the suite's kernel (hopper_variants.py --interleave, 3 rounds; $AB
@@ -38,12 +38,13 @@ suite() {  # $1: at most this many seconds, $2: case, $3: rounds, then run.py's 
   timeout $(( cap < t ? cap : t )) python3 benchmarks/run.py --only $case --interleave --rounds $rounds \
     --json $OUT/$case-interleaved.json "$@" 2>&1 | tail -45
 }
+table() { suite 280 gemm 5; suite 280 attention 3; }  # the table, ~400 s
 [ -f .peers/site.tar.xz ] && bash benchmarks/tilelang_setup.sh unpack
 case "${1:-}" in
   first) if [ $H200 = 1 ]; then suite 260 gemm 5; ab; else gpu_tests; ab; fi ;;
   suite) if [ $H200 = 1 ]; then suite 260 gemm 5; suite 260 attention 3; fi; ab ;;
-  h200suite) if [ $H200 = 1 ]; then suite 280 gemm 5; suite 280 attention 3; else echo "# not an H200"; fi ;;
-  table) suite 280 gemm 5; suite 280 attention 3 ;;
+  h200suite) if [ $H200 = 1 ]; then table; else echo "# not an H200"; fi ;;
+  table) table ;;
   small) if [ $H200 = 1 ]; then suite 600 gemm 5 --impls "persistent panel16,torch,triton"; else gpu_tests; fi ;;
   gemmil) suite 600 gemm 5 ;;
   h200gemm) if [ $H200 = 1 ]; then suite 600 gemm 5; else echo "# not an H200: nothing timed"; fi ;;
