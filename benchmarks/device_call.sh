@@ -39,7 +39,8 @@ suite() {  # $1: at most this many seconds, $2: case, $3: rounds, then run.py's 
     --json $OUT/$case-interleaved.json "$@" 2>&1 | tail -45
 }
 table() { suite 280 gemm 5; suite 280 attention 3; }  # the table, ~400 s
-[ -f .peers/site.tar.xz ] && bash benchmarks/tilelang_setup.sh unpack
+if [ -f .peers/site.tar.xz ]; then bash benchmarks/tilelang_setup.sh unpack
+else echo "# .peers/site.tar.xz was not carried: no TileLang column (tilelang_setup.sh download; pack)"; fi
 case "${1:-}" in
   first) if [ $H200 = 1 ]; then suite 260 gemm 5; ab; else gpu_tests; ab; fi ;;
   suite) if [ $H200 = 1 ]; then suite 260 gemm 5; suite 260 attention 3; fi; ab ;;
