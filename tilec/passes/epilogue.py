@@ -63,20 +63,20 @@ from tilec.ir.stmt import (
 )  # fmt: skip
 from tilec.ir.visit import substitute, transform, walk
 from tilec.lower.layouts import swizzle_bytes
-from tilec.passes.pipelining import record_fate
+from tilec.passes.tma_pipeline import record_fate
 from tilec.target import Target
 
 
 def stage_epilogues(func: PrimFunc, target: Target, options: dict | None = None,
                     fates: dict | None = None) -> tuple[PrimFunc, list[str]]:
     """``func`` with its accumulator stores staged (the same object when none is); ``fates`` gets what became of the
-    stores with ``disable_tma`` that could go by TMA stores (:func:`tilec.passes.pipelining.record_fate`)."""
+    stores with ``disable_tma`` that could go by TMA stores (:func:`tilec.passes.tma_pipeline.record_fate`)."""
     launch = func.launch
     opts = options or {}
     if not target.arch.startswith("sm_") or not opts.get("stage_epilogue", True):
         return func, _inert(launch, opts, None)
     tma = bool(opts.get("tma")) and opts.get("tma_store", True) and target.arch == "sm_90a"
-    from tilec.passes.pipelining import smem_limit
+    from tilec.passes.pipeline_common import smem_limit
 
     st = _Stager(launch, tma, smem_limit(target) if tma else 0, opts.get("stage_handoff", True),
                  opts.get("store_buffers", 2), opts.get("stage_in_ring", True))

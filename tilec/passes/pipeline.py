@@ -183,12 +183,12 @@ def _epilogue(state: CompileState) -> CompileState:
 def _tma_inert(func: PrimFunc, fates: dict, target: Target, options: dict) -> tuple[str, ...]:
     """A note for each T.copy whose ``disable_tma=True`` changed nothing on a target that moves copies by TMA: no
     pass would have made it a TMA copy or store. ``fates`` (loc -> None where the option decided, else why not) holds
-    what the passes that considered such a copy found (:func:`tilec.passes.pipelining.record_fate`); the loc of a
+    what the passes that considered such a copy found (:func:`tilec.passes.tma_pipeline.record_fate`); the loc of a
     ``T.macro``'s line holds its call site, so each use of the macro gets its own note, naming that site."""
     from tilec.errors import called_at
     from tilec.ir.stmt import Copy
     from tilec.ir.visit import walk
-    from tilec.passes.pipelining import tma_box_why
+    from tilec.passes.tma_pipeline import tma_box_why
 
     if _TARGET_INERT["disable_tma"][0](target, options):  # noted at verify, for the whole target
         return ()

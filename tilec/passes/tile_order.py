@@ -1,7 +1,7 @@
 """The order in which a persistent kernel's blocks take tiles whose work differs (causal attention's row blocks):
 a schedule computed at compile time from each tile's trip count, so that the blocks finish together.
 
-Round-robin orders (``_serpentine`` in :mod:`.pipelining`) give each block every P-th tile, and with lengths that
+Round-robin orders (:func:`.persistent.serpentine`) give each block every P-th tile, and with lengths that
 repeat with a period unrelated to P the blocks' sums differ: for 16 row blocks of 16 .. 1 key blocks on 132 SMs the
 busiest block has 136 key blocks against a mean of 131.9 (3 % of the kernel spent waiting for it). Here the tiles
 go out in windows of a few rounds' worth, in the grid's order (so the tiles in flight at a time stay close together
