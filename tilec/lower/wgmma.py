@@ -64,7 +64,7 @@ def wgmma_refusal(g: Gemm, m: int, n: int, k: int, threads: int) -> str | None:
 
 
 def _plan(g: Gemm, m: int, n: int, k: int, threads: int):  # noqa: ANN202 - a GemmPlan, or why not (str)
-    from tilec.passes.layout_inference import GemmPlan
+    from tilec.passes.gemm_select import GemmPlan
 
     groups = threads // WARPGROUP
     a, b = g.A.buffer, g.B.buffer

@@ -1,4 +1,4 @@
-"""Which fragments a thread must hold in registers at once, for layout inference's register note.
+"""Which fragments a thread must hold in registers at once, and layout inference's register note on them.
 
 A fragment's elements are not all live together just because the tile exists: a tile copied in, computed on element
 by element (T.copy, T.fill, T.Parallel) and copied out is streamed by the CUDA compiler a few elements at a time
@@ -19,12 +19,17 @@ place spills. Registers for addresses, indices and loop counters are not counted
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tilec.ir.buffer import Buffer
-from tilec.ir.stmt import AtomicRMW, Copy, Fill, For, IfThenElse, Parallel, SeqStmt, Stmt, Store, TileOp
+from tilec.ir.stmt import AtomicRMW, Copy, Fill, For, IfThenElse, Parallel, SeqStmt, Stmt, Store, TileOp, WarpRoles
 from tilec.ir.visit import accessed_buffers, walk
+
+if TYPE_CHECKING:
+    from tilec.layout import Fragment
 
 
 @dataclass(frozen=True)
@@ -116,3 +121,41 @@ def _leaves(s: Stmt | None) -> Iterator[Stmt]:
         yield from _leaves(s.else_body)
     elif s is not None:
         yield s
+
+
+def register_note(body: Stmt, fragments: dict[Buffer, Fragment], by: dict, arch: str, threads: int,
+                  roles: WarpRoles | None, producer_regs: int) -> str | None:
+    """The report's note where the fragments a thread holds at once (:func:`held_fragments`: live across a statement,
+    not streamed element by element) take more 32-bit registers than a thread of this block can have (the target
+    table's per-thread limit, or the register file shared out over the threads; warp-specialized, what setmaxnreg
+    leaves the consumers): the compiler then spills them to local memory, correct but slow. At the line of the
+    largest; the figures are each fragment's elements a thread holds (``fragments``: buffer -> its layout) times
+    their size over 4 bytes; ``by`` names the op that laid out a fragment without a line of its own. None where they
+    fit."""
+    from tilec.arch import table_model
+    from tilec.errors import where
+
+    model = table_model(arch)
+    limit = model.thread_register_limit(threads)
+    if roles is not None:  # warp-specialized: the consumers get what setmaxnreg leaves them
+        from tilec.lower.tma import consumer_registers
+
+        limit = consumer_registers(model, threads * roles.copies, roles.producer_threads, producer_regs)
+    regs = {b: math.ceil(f.num_locals * b.dtype.bits / 32) for b, f in fragments.items()}
+    held = held_fragments(body, regs)
+    total = sum(regs[b] for b in held.fragments)
+    if total <= limit:
+        return None
+    big = held.fragments
+    each = ", ".join(f"{b.name!r} {regs[b]}" for b in big)
+    loc = big[0].loc or getattr(by.get(big[0]), "loc", None)
+    op = held.where
+    name = f"T.{op.kind}" if isinstance(op, TileOp) and op.kind != "op" else type(op).__name__
+    return (f"T.alloc_fragment at {where(loc)}: the fragments live at once at the {name} at {where(op.loc)} take about "
+            f"{total} 32-bit registers a thread ({each}; an estimate: each fragment live across that statement, its "
+            "elements a thread holds times their size over 4 bytes; fragments only streamed element by element "
+            "through copies and T.Parallel loops, or reloadable from read-only inputs, and registers for addresses "
+            f"are not counted), more than the {limit} a thread of a {threads}-thread block can have on "
+            f"{arch}{' after setmaxnreg (what the producer warpgroup leaves)' if roles else ''}: "
+            "the compiler spills them to local memory, correct but slow; "
+            f"smaller tiles{' or more threads' if limit == model.regs_per_thread else ''} keep them in registers")

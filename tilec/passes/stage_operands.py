@@ -25,7 +25,8 @@ from tilec.ir.buffer import Buffer, Region
 from tilec.ir.kernel import PrimFunc
 from tilec.ir.stmt import Copy, Gemm, SeqStmt
 from tilec.ir.visit import transform
-from tilec.passes.layout_inference import TF32_FALLBACK, GemmPlan, gemm_plan
+from tilec.passes.gemm_select import TF32_FALLBACK, GemmPlan
+from tilec.passes.layout_inference import gemm_plan
 from tilec.target import Target
 
 
