@@ -28,7 +28,8 @@ import numpy as np
 
 from tilec.dtypes import float32, truncate_tf32, typed
 from tilec.errors import RaceError
-from tilec.interp.thread import _MMA, ThreadInterpreter, full_warps, stmt_rule, uniform_offset
+from tilec.interp.mma import MMA_M16N8K16
+from tilec.interp.thread import ThreadInterpreter, full_warps, stmt_rule, uniform_offset
 from tilec.lower.tir import FenceProxyAsync, Mem, Wgmma, WgmmaCommit, WgmmaFence, WgmmaOperand, WgmmaWait
 
 GROUP = 128
@@ -132,7 +133,7 @@ def _start(it: ThreadInterpreter, op: WgmmaOperand, env: dict, mask: np.ndarray,
 
 
 def _register_a(it: ThreadInterpreter, s: Wgmma, env: dict, mask: np.ndarray, base: int) -> np.ndarray:
-    a_lane, a_reg = _MMA[0], _MMA[1]
+    a_lane, a_reg = MMA_M16N8K16[0], MMA_M16N8K16[1]
     off = uniform_offset(it, s.a_off, env, mask, "wgmma")
     regs = it.regs[s.a_regs]
     a = np.zeros((64, 16), np.float32)
