@@ -3,7 +3,8 @@ with the kernel's dtype names, one comment per tile op naming its line, and no d
 
 from __future__ import annotations
 
-from tilec.backends.cemit import _MATH32, _MATH64, CEmitter, CTable
+from tilec.backends.cemit import CEmitter, CTable
+from tilec.backends.cexpr import MATH32, MATH64
 from tilec.dtypes import DType
 from tilec.ir.printer import expr_str
 from tilec.lower.tir import Mem, ThreadKernel
@@ -24,8 +25,8 @@ TIR = CTable(
                 "shfl_down": "shfl_down({v}, {a}, {w})"},
     header="",
     kernel_prefix="",
-    math32=_MATH32,
-    math64=_MATH64,
+    math32=MATH32,
+    math64=MATH64,
 )
 
 

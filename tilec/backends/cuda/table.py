@@ -1,6 +1,7 @@
 """What CUDA source looks like: the :class:`~tilec.backends.cemit.CTable` of the CUDA backend."""
 
-from tilec.backends.cemit import _MATH32, _MATH64, CTable
+from tilec.backends.cemit import CTable
+from tilec.backends.cexpr import MATH32, MATH64
 from tilec.backends.cuda.header import HEADER
 
 # a float32 rounded to TF32 (to nearest, ties away from zero; the low 13 bits zero), as mma.sync's .tf32 operands
@@ -42,6 +43,6 @@ CUDA = CTable(
                      'asm volatile("griddepcontrol.launch_dependents;");'),
     kernel_prefix="__global__",
     atomic_add="tl::atomic_add",  # atomicAdd has no 8/16-bit int overloads (the common header's)
-    math32=_MATH32 | {"exp2": "tl::exp2", "log2": "tl::log2"},
-    math64=_MATH64,
+    math32=MATH32 | {"exp2": "tl::exp2", "log2": "tl::log2"},
+    math64=MATH64,
 )

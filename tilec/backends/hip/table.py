@@ -8,7 +8,8 @@ HIP's (``__shfl_xor(v, lane_mask, width)``, 64-lane wavefronts). Vector moves us
 type, and puts it in scratch memory when 16-bit stores meet a 32-bit vector load.
 """
 
-from tilec.backends.cemit import _MATH32, _MATH64, CTable
+from tilec.backends.cemit import CTable
+from tilec.backends.cexpr import MATH32, MATH64
 from tilec.backends.hip.header import HEADER
 
 HIP_TYPES = {
@@ -32,8 +33,8 @@ HIP = CTable(
     },
     header=HEADER,
     kernel_prefix="__global__",
-    math32=_MATH32,
-    math64=_MATH64,
+    math32=MATH32,
+    math64=MATH64,
     launch_bounds="__launch_bounds__({threads})",
     smem_decl="extern __shared__ __attribute__((aligned(1024))) unsigned char smem[];",
     align="__attribute__((aligned({n})))",
