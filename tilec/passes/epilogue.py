@@ -253,17 +253,8 @@ class _Stager:
         """A store in a loop's body: through a tile of its own, in column chunks, by TMA stores that the next write
         of the tile waits for (see the module docstring)."""
         f, g = c.src.buffer, c.dst.buffer
-        shape = self.eligible(c, before)
-        if shape is None or c.dst.extents[-1] != shape[-1]:
-            return None
-        why = _tma_refusal(g, shape)
-        record_fate(self.fates, c, why)
-        if why is not None:
-            self.notes.append(f"T.copy at {where(c.loc)}: the accumulator is stored directly, not by TMA stores: {why}")
-            return None
-        if c.disable_tma:
-            self.notes.append(f"T.copy at {where(c.loc)}: the accumulator is stored directly: disable_tma=True, and "
-                              "staging it in a loop needs TMA stores")
+        shape = self.tma_stageable(c, before)
+        if shape is None:
             return None
         rows, cols = shape
         panel = (swizzle_bytes(shape, g.dtype) or cols * g.dtype.bits // 8) * 8 // g.dtype.bits
@@ -310,16 +301,8 @@ class _Stager:
                           "stores that overlap what follows")
         groups = self.turns(before)
         self.handed |= chunks == 1 and groups > 1
-        # warpgroups taking turns hand the tile on without a barrier of them all
         if chunks == 1 and groups > 1 and self.handoff:
-            self.by[id(stage)] = last = groups - 1
-            self.early = [TmaStoreWait(mine, last, loc=c.loc), StageHandoff(mine, "freed", groups, loc=c.loc)]
-            self.notes.append(f"T.copy at {here}: the {groups} consumer warpgroups hand {stage.name} on by named "
-                              f"barriers (the last issues its TMA stores, waiting for the previous one before its "
-                              "last part), not by a barrier of them all")
-            return [StageHandoff(mine, "wait_free", groups, loc=c.loc), Copy(c.src, mine, loc=c.loc),
-                    StageHandoff(mine, "written", groups, loc=c.loc),
-                    TmaStore(mine, c.dst, False, last, loc=c.loc, **c.options())]
+            return self.handed_on(c, mine, groups)
         out: list[Stmt] = []
         for j in range(chunks):
             src = Region(f, (const(0), const(j * width)), (rows, width))
@@ -328,6 +311,36 @@ class _Stager:
             out += [TmaStoreWait(part(j), pending=int(double), loc=c.loc), Copy(src, part(j), loc=c.loc),
                     TmaStore(part(j), dst, wait=False, loc=c.loc, **c.options())]
         return out
+
+    def tma_stageable(self, c: Copy, before: list[Stmt]) -> tuple[int, int] | None:
+        """The 2-D shape of the accumulator store ``c`` in a loop's body where it can go out by TMA stores through a
+        staging tile, or None (with a note saying why, where TMA stores are what stands in the way)."""
+        shape = self.eligible(c, before)
+        if shape is None or c.dst.extents[-1] != shape[-1]:
+            return None
+        why = _tma_refusal(c.dst.buffer, shape)
+        record_fate(self.fates, c, why)
+        if why is not None:
+            self.notes.append(f"T.copy at {where(c.loc)}: the accumulator is stored directly, not by TMA stores: {why}")
+            return None
+        if c.disable_tma:
+            self.notes.append(f"T.copy at {where(c.loc)}: the accumulator is stored directly: disable_tma=True, and "
+                              "staging it in a loop needs TMA stores")
+            return None
+        return shape
+
+    def handed_on(self, c: Copy, mine: Region, groups: int) -> list[Stmt]:
+        """The store through staging tile ``mine`` (one chunk) by warpgroups taking turns, which hand the tile on by
+        named barriers rather than a barrier of them all: the last one issues the TMA stores."""
+        stage = mine.buffer
+        self.by[id(stage)] = last = groups - 1
+        self.early = [TmaStoreWait(mine, last, loc=c.loc), StageHandoff(mine, "freed", groups, loc=c.loc)]
+        self.notes.append(f"T.copy at {where(c.loc)}: the {groups} consumer warpgroups hand {stage.name} on by named "
+                          f"barriers (the last issues its TMA stores, waiting for the previous one before its "
+                          "last part), not by a barrier of them all")
+        return [StageHandoff(mine, "wait_free", groups, loc=c.loc), Copy(c.src, mine, loc=c.loc),
+                StageHandoff(mine, "written", groups, loc=c.loc),
+                TmaStore(mine, c.dst, False, last, loc=c.loc, **c.options())]
 
     def in_ring(self, c: Copy, before: list[Stmt], rows: int, width: int, free: int) -> list[Stmt] | None:
         """The tile's first half staged in the ring stage of the main loop's last iteration, which the consumers keep
