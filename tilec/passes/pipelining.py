@@ -172,6 +172,9 @@ class Pipeliner:
         self.new_allocs: list[Buffer] = []
 
     def loop(self, loop: For, outside: Stmt, top: bool = False) -> Stmt:
+        """``loop`` (a ``T.Pipelined`` loop; ``outside``: the kernel's body without it, ``top``: at its top level)
+        rewritten: a register prefetch (no cp.async), a plain loop (fewer than 2 stages), a warp-specialized or plain
+        TMA pipeline, or a cp.async pipeline, with a note saying which and why not the faster ones."""
         body = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
         if not supports_async_copy(self.target) and loop.ann("stage") is None and (loop.ann("num_stages") or 0) >= 2:
             producers = [st for st in body if self.is_producer(st, body, outside)]
