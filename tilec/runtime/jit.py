@@ -22,11 +22,10 @@ import numbers
 import os
 from typing import Any
 
-import numpy as np
-
 from tilec.errors import TilecError, TilecRuntimeError, TilecTypeError, TilecValueError
 from tilec.ir.kernel import PrimFunc
 from tilec.runtime.arrays import array_info, named_array_info
+from tilec.runtime.reuse import environment, free_names, freeze, unchanged
 from tilec.target import Target, parse_target
 from tilec.tune.knobs import auto_params, is_auto
 
@@ -265,23 +264,6 @@ def _with_outputs(func: PrimFunc, out_idx: Any) -> PrimFunc:
     return dataclasses.replace(func, out_params=tuple(norm))
 
 
-def _freeze(value: Any, what: str) -> Any:
-    if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v, what) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v, what)) for k, v in value.items()))
-    try:
-        hash(value)
-    except TypeError:
-        raise TilecTypeError(f"{what}: {type(value).__name__} values cannot key the kernel cache; pass ints, "
-                             "floats, strings, dtypes or tuples") from None
-    if isinstance(value, (float, np.floating)) and value == 0:  # -0.0 == 0.0, but x * -0.0 flips x's sign
-        return (type(value).__name__, value, bool(np.signbit(value)))
-    if isinstance(value, (float, np.floating)) and value != value:  # NaN != NaN: key it by its bits
-        return (type(value).__name__, "nan", np.asarray(value).tobytes())
-    return (type(value).__name__, value)
-
-
 def _refuse_nested_arrays(kernel: str, name: str, value: Any, kind: Any) -> None:
     """An eager kernel binds each tensor to a named parameter (its ``x: T.Tensor[...]`` annotation names it): an
     array in ``*args``, ``**kwargs`` or a list argument has no name to bind."""
@@ -306,59 +288,6 @@ def _is_array(value: Any) -> bool:
         return array_info(value) is not None
     except TilecError:  # an array of an unsupported dtype: an array all the same
         return True
-
-
-_UNBOUND = object()
-
-
-def _free_names(fn: Any) -> frozenset[str]:
-    """The names ``fn``'s source reads and never binds (its nested functions and annotations too: the parser
-    evaluates those): what it may take from its closure or module."""
-    from tilec.frontend.source import function_source
-
-    read, bound = set(), set()
-    for n in ast.walk(function_source(fn).tree):
-        if isinstance(n, ast.Name):
-            (read if isinstance(n.ctx, ast.Load) else bound).add(n.id)
-        elif isinstance(n, ast.arg):
-            bound.add(n.arg)
-    return frozenset(read - bound)
-
-
-def _environment(fn: Any, names: frozenset[str]) -> tuple:
-    """What ``names`` are bound to in ``fn``'s closure and module now: ``(cell or None, name, value)`` each."""
-    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    out = []
-    for name in sorted(names):
-        if name in cells:
-            try:
-                out.append((cells[name], name, cells[name].cell_contents))
-            except ValueError:  # a cell not yet filled
-                pass
-        elif name in fn.__globals__:
-            out.append((None, name, fn.__globals__[name]))
-    return tuple(out)
-
-
-def _unchanged(fn: Any, env: tuple) -> bool:
-    """Whether every name of ``env`` is still bound to its value (or an equal number, string or tuple of them)."""
-    for cell, name, value in env:
-        try:
-            now = cell.cell_contents if cell is not None else fn.__globals__.get(name, _UNBOUND)
-        except ValueError:
-            return False
-        if now is not value and not _equal_constants(now, value):
-            return False
-    return True
-
-
-def _equal_constants(a: Any, b: Any) -> bool:
-    if type(a) is not type(b) or not isinstance(a, (int, float, str, tuple)):
-        return False
-    try:
-        return _freeze(a, "") == _freeze(b, "")
-    except TilecTypeError:  # a tuple holding an unhashable value
-        return False
 
 
 def _is_eager(fn: Any) -> bool:
@@ -400,7 +329,7 @@ class JITFunction:
                                  f"{fn.__name__!r} is an eager kernel: its outputs are the T.empty tensors it returns")
         self.auto_params = auto_params(fn)  # parameters defaulting to T.auto, filled by the cost model's pick
         # globals and closure variables the source reads: a kernel made before one of them was rebound is not reused
-        self._free = _free_names(fn)
+        self._free = free_names(fn)
         self._kernels: dict[Any, JITKernel] = {}
         self._dynamic: dict[Any, list[JITKernel]] = {}  # eager kernels with T.dynamic sizes, by their loose key
         functools.update_wrapper(self, fn)
@@ -409,10 +338,10 @@ class JITFunction:
         """The compiled kernel for these arguments (for the eager form: example arrays of the right shape)."""
         if self.eager:
             return self._eager_kernel(args, kwargs)[0]
-        key = (self._env_key(), _freeze((args, kwargs), f"arguments of {self.fn.__name__}"))
+        key = (self._env_key(), freeze((args, kwargs), f"arguments of {self.fn.__name__}"))
         kernel = self._kernels.get(key)
-        if kernel is None or not _unchanged(self.fn, kernel.environment):
-            env = _environment(self.fn, self._free)
+        if kernel is None or not unchanged(self.fn, kernel.environment):
+            env = environment(self.fn, self._free)
             call_args, call_kwargs = self.resolve_auto(args, kwargs)
             func = self.fn(*call_args, **call_kwargs)
             if not isinstance(func, PrimFunc):
@@ -467,7 +396,7 @@ class JITFunction:
             info = named_array_info(name, v)
             if info is None:
                 _refuse_nested_arrays(self.fn.__name__, name, v, kinds[name])
-                part = (name, _freeze(v, f"argument {name!r}"))
+                part = (name, freeze(v, f"argument {name!r}"))
                 parts.append(part)
                 loose.append(part)
             else:
@@ -479,10 +408,10 @@ class JITFunction:
         key = (env, tuple(parts))
         loose.append(env)
         kernel = self._kernels.get(key)
-        if kernel is None or not _unchanged(self.fn, kernel.environment):
+        if kernel is None or not unchanged(self.fn, kernel.environment):
             from tilec.frontend.entry import parse_eager
 
-            env = _environment(self.fn, self._free)
+            env = environment(self.fn, self._free)
             func, _, _ = parse_eager(self.fn, *self.resolve_auto(args, kwargs))
             # A kernel compiled for other sizes is reused when its T.dynamic sizes accept these arrays and the
             # kernel parsed for them is the same program (a size read into Python would make them differ).
