@@ -96,7 +96,7 @@ def sms_of(target: Target) -> int:
 
 def count_trips(p: Pipeliner, loop: For) -> None:
     """A persistent block whose pipelined loop runs a number of trips that depends on the tile (causal
-    attention) counts its ring's iterations in a register (:attr:`base`, advanced after each tile) and takes
+    attention) counts its ring's iterations in a register (``p.base``, advanced after each tile) and takes
     its tiles in a balanced order (:func:`balanced_order`) or in serpentine order (:func:`tile_at`); refused
     with a note unless every tile runs a trip (a tile without one would leave the warpgroups' turns
     unpaired)."""
@@ -190,7 +190,7 @@ def advance_base(p: Pipeliner, n: Any, loop: For) -> tuple[Stmt, ...]:
 
 
 def cluster_index(p: Pipeliner) -> Any:
-    """The index of a persistent block's cluster (of :attr:`cluster` blocks, which take a group of that many
+    """The index of a persistent block's cluster (of ``p.cluster`` blocks, which take a group of that many
     tiles at a time; the block's own index without clusters)."""
     return p.pid if p.cluster == 1 else binop("//", p.pid, p.cluster)
 
