@@ -8,7 +8,8 @@
 # suite:    on an H200 the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved, the issue's whole
 #           table (~320 s), then the A/B; on an H100 the A/B alone.
 # table:    the suite's GEMM (5 rounds) and attention (3 rounds) cases interleaved on whatever card came (~400 s).
-# h200suite: the table on an H200; nothing timed elsewhere (a start that finds an H100 costs ~30-95 s).
+# h200suite: the table on an H200, then `pytest -m gpu` where 160 s or more are left (~150 s of LIMIT=590); nothing
+#           timed elsewhere (a start that finds an H100 costs ~30-95 s).
 # h200lean: as h200suite, its GEMM case cut to the rows the issue's targets read (tilec's persistent panel16 and
 #           stream-K kernels, cuBLAS, Triton, TileLang): for an H200 that comes with little device time left.
 # small:    on an H200 the GEMM case against cuBLAS and Triton only, else `pytest -m gpu`.
@@ -36,6 +37,7 @@ ab() {  # dtypes: $1 (default both), each given an equal share of what is left
   done
 }
 gpu_tests() { timeout $(( $(left) - 5 )) python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -15; }
+tests_if_time() { if [ "$(left)" -ge 160 ]; then gpu_tests; else echo "# $(left) s left: no pytest -m gpu"; fi; }
 suite() {  # $1: at most this many seconds, $2: case, $3: rounds, then run.py's other arguments
   local cap=$1 case=$2 rounds=$3 t=$(( $(left) - 5 )); shift 3
   timeout $(( cap < t ? cap : t )) python3 benchmarks/run.py --only $case --interleave --rounds $rounds \
@@ -48,8 +50,8 @@ else echo "# .peers/site.tar.xz was not carried: no TileLang column (tilelang_se
 case "${1:-}" in
   first) if [ $H200 = 1 ]; then suite 260 gemm 5; ab; else gpu_tests; ab; fi ;;
   suite) if [ $H200 = 1 ]; then suite 260 gemm 5; suite 260 attention 3; fi; ab ;;
-  h200suite) if [ $H200 = 1 ]; then table; else echo "# not an H200"; fi ;;
-  h200lean) if [ $H200 = 1 ]; then table --impls "$LEAN"; else echo "# not an H200"; fi ;;
+  h200suite) if [ $H200 = 1 ]; then table; tests_if_time; else echo "# not an H200"; fi ;;
+  h200lean) if [ $H200 = 1 ]; then table --impls "$LEAN"; tests_if_time; else echo "# not an H200"; fi ;;
   table) table ;;
   small) if [ $H200 = 1 ]; then suite 600 gemm 5 --impls "persistent panel16,torch,triton"; else gpu_tests; fi ;;
   gemmil) suite 600 gemm 5 ;;
